@@ -1,0 +1,22 @@
+"""What can be chosen: shapes, configs, the published search spaces and their legality."""
+
+from rooftune.candidates.attention_space import ATTENTION_SPACE
+from rooftune.candidates.config import Config, ConfigError, configs_to_columns, parse_config
+from rooftune.candidates.gemm_space import GEMM_SPACE
+from rooftune.candidates.shapes import (
+    AttentionShape,
+    GemmShape,
+    ShapeError,
+    parse_attention_shape,
+    parse_gemm_shape,
+)
+from rooftune.candidates.space import LegalSet, SearchSpace, config_legality, legal_configs
+from rooftune.candidates.trial import Trial
+
+SPACES = {"gemm": GEMM_SPACE, "attention": ATTENTION_SPACE}
+
+__all__ = [
+    "ATTENTION_SPACE", "GEMM_SPACE", "SPACES", "AttentionShape", "Config", "ConfigError", "GemmShape",
+    "LegalSet", "SearchSpace", "ShapeError", "Trial", "config_legality", "configs_to_columns",
+    "legal_configs", "parse_attention_shape", "parse_config", "parse_gemm_shape",
+]

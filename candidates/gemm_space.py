@@ -1,0 +1,69 @@
+"""The published GEMM search space and its legality rules against a hardware profile."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
+from rooftune.candidates.space import SearchSpace, cdiv, next_pow2
+from rooftune.hwprofiles import HardwareProfile
+
+# Registers a thread needs beside its accumulators (addresses, loop state, operand fragments).
+# A rule of thumb of the space, not a fitted number: Triton GEMM kernels with small tiles use
+# about 30-40 registers with no accumulator.
+REGS_OVERHEAD_PER_THREAD = 32
+# Fewer accumulator elements per thread than this leaves warps with nothing to do.
+MIN_TILE_ELEMS_PER_THREAD = 4
+# A split of K must get at least this many BLOCK_K steps, or software pipelining has nothing to overlap.
+MIN_K_BLOCKS_PER_SPLIT = 2
+
+
+def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int) -> np.ndarray:
+    """Pipelined operand buffers: num_stages × (BLOCK_M + BLOCK_N) × BLOCK_K × bytes per element.
+
+    Checked against the H200 probe: every config above the 232,448-byte per-block limit failed
+    with OutOfResources and every one below compiled (see tests/candidates)."""
+    return c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * elem_bytes
+
+
+def gemm_regs_per_thread(c: dict[str, np.ndarray]) -> np.ndarray:
+    """fp32 accumulator registers per thread, BLOCK_M·BLOCK_N / (32·num_warps), plus overhead."""
+    return c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"]) + REGS_OVERHEAD_PER_THREAD
+
+
+def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareProfile) -> dict[str, np.ndarray]:
+    bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
+    warps, split = c["num_warps"], c["SPLIT_K"]
+    elem = DTYPE_BYTES[shape.dtype]
+    regs = gemm_regs_per_thread(c)
+    tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, bn)
+    k_blocks = cdiv(shape.k, bk)
+    return {
+        "shared memory over the per-block limit": gemm_smem_bytes(c, elem) > profile.smem_per_block_bytes,
+        "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
+        | (regs * 32 * warps > profile.regs_per_sm),
+        "too many warps for the tile": bm * bn < MIN_TILE_ELEMS_PER_THREAD * 32 * warps,
+        "BLOCK_M larger than M needs": (bm > 16) & (bm > next_pow2(shape.m)),
+        "BLOCK_N larger than N needs": (bn > 16) & (bn > next_pow2(shape.n)),
+        "BLOCK_K larger than a K split needs": (bk > 32) & (bk > next_pow2(cdiv(shape.k, split))),
+        "GROUP_M without effect (one tile row or column)": (c["GROUP_M"] > 1)
+        & ((cdiv(shape.m, bm) == 1) | (cdiv(shape.n, bn) == 1)),
+        "SPLIT_K with too few K blocks per split": (split > 1) & (k_blocks < MIN_K_BLOCKS_PER_SPLIT * split),
+        "SPLIT_K while output tiles already fill the GPU": (split > 1) & (tiles_mn >= profile.sm_count),
+    }
+
+
+GEMM_SPACE = SearchSpace(
+    kernel="gemm",
+    grid=(
+        ("BLOCK_M", (16, 32, 64, 128, 256)),
+        ("BLOCK_N", (16, 32, 64, 128, 256)),
+        ("BLOCK_K", (32, 64, 128, 256)),
+        ("GROUP_M", (1, 8)),
+        ("SPLIT_K", (1, 2, 4, 8, 16)),
+        ("num_warps", (4, 8)),
+        ("num_stages", (2, 3, 4, 5)),
+    ),
+    legality=gemm_legality,
+    rules_version="gemm-rules-1",
+)

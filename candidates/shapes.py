@@ -1,0 +1,102 @@
+"""Problem shapes (GEMM, attention) and parsing them from the command line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DTYPES = ("bf16", "fp16", "fp32", "tf32")
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+GEMM_LAYOUTS = ("kn", "nk")  # B stored [K, N] row-major, or [N, K] (an nn.Linear weight: y = x @ W.T)
+
+
+class ShapeError(ValueError):
+    """A shape string or shape value that does not describe a valid problem."""
+
+
+def _check_dims(kind: str, **dims: int) -> None:
+    for name, value in dims.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ShapeError(f"{kind}: {name} must be an integer, got {value!r}")
+        if value < 1:
+            raise ShapeError(f"{kind}: {name} must be >= 1, got {value}")
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """C[M, N] = A[M, K] @ B, with B stored as `layout` ('kn': [K, N], 'nk': [N, K])."""
+
+    m: int
+    n: int
+    k: int
+    layout: str = "kn"
+    dtype: str = "bf16"
+
+    def __post_init__(self):
+        _check_dims("GEMM shape", m=self.m, n=self.n, k=self.k)
+        if self.layout not in GEMM_LAYOUTS:
+            raise ShapeError(f"GEMM layout must be one of {GEMM_LAYOUTS}, got {self.layout!r}")
+        if self.dtype not in DTYPES:
+            raise ShapeError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+
+    @property
+    def flops(self) -> int:
+        """2·M·N·K floating-point operations."""
+        return 2 * self.m * self.n * self.k
+
+    def __str__(self) -> str:
+        suffix = "" if (self.layout, self.dtype) == ("kn", "bf16") else f" ({self.layout}, {self.dtype})"
+        return f"{self.m}x{self.n}x{self.k}{suffix}"
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """Attention forward over Q, K, V of shape [batch, heads, seq, head_dim]."""
+
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+    causal: bool = True
+    dtype: str = "bf16"
+
+    def __post_init__(self):
+        _check_dims("attention shape", batch=self.batch, heads=self.heads, seq=self.seq,
+                    head_dim=self.head_dim)
+        if self.head_dim not in (16, 32, 64, 128, 256):
+            raise ShapeError(f"attention head_dim must be a power of two from 16 to 256, got {self.head_dim}")
+        if self.dtype not in DTYPES:
+            raise ShapeError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+
+    @property
+    def flops(self) -> int:
+        """4·B·H·S²·D for QKᵀ and PV, halved (approximately) under a causal mask."""
+        full = 4 * self.batch * self.heads * self.seq * self.seq * self.head_dim
+        return full // 2 if self.causal else full
+
+    def __str__(self) -> str:
+        return f"{self.batch}x{self.heads}x{self.seq}x{self.head_dim}" + ("" if self.causal else " (non-causal)")
+
+
+_DIMS = re.compile(r"^\s*\d+(\s*[x×,]\s*\d+)*\s*$")
+
+
+def _split_dims(text: str, count: int, what: str) -> list[int]:
+    if not isinstance(text, str) or not _DIMS.match(text):
+        raise ShapeError(f"cannot parse {what} shape {text!r}: expected {count} positive integers joined by 'x'")
+    dims = [int(part) for part in re.split(r"\s*[x×,]\s*", text.strip())]
+    if len(dims) != count:
+        raise ShapeError(f"{what} shape {text!r} has {len(dims)} dimension(s), expected {count}")
+    return dims
+
+
+def parse_gemm_shape(text: str, layout: str = "kn", dtype: str = "bf16") -> GemmShape:
+    """'4096x4096x4096' -> GemmShape(m=4096, n=4096, k=4096)."""
+    m, n, k = _split_dims(text, 3, "GEMM (MxNxK)")
+    return GemmShape(m, n, k, layout=layout, dtype=dtype)
+
+
+def parse_attention_shape(text: str, causal: bool = True, dtype: str = "bf16") -> AttentionShape:
+    """'2x32x4096x128' -> AttentionShape(batch=2, heads=32, seq=4096, head_dim=128)."""
+    b, h, s, d = _split_dims(text, 4, "attention (BxHxSxD)")
+    return AttentionShape(b, h, s, d, causal=causal, dtype=dtype)

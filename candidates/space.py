@@ -1,0 +1,109 @@
+"""Search spaces: a parameter grid, a legality rule against a hardware profile, and a version."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from rooftune.candidates.config import Config
+from rooftune.hwprofiles import HardwareProfile
+
+# legality(shape, columns, profile) -> {reason: mask of configs rejected for that reason}
+LegalityRule = Callable[[object, dict[str, np.ndarray], HardwareProfile], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """A published search space. `grid` is ((name, (values...)), ...) in kernel-argument order,
+    ending with num_warps and num_stages; `rules_version` changes whenever the legality rule does."""
+
+    kernel: str
+    grid: tuple[tuple[str, tuple[int, ...]], ...]
+    legality: LegalityRule
+    rules_version: str
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.grid]
+
+    @property
+    def param_names(self) -> list[str]:
+        """Kernel parameters, without num_warps and num_stages."""
+        return [n for n in self.names if n not in ("num_warps", "num_stages")]
+
+    @property
+    def version(self) -> str:
+        """Content hash of the grid and the legality rules; datasets record it."""
+        blob = json.dumps([self.kernel, [[n, list(v)] for n, v in self.grid], self.rules_version])
+        return f"{self.kernel}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+    def all_columns(self) -> dict[str, np.ndarray]:
+        """The full grid (legal or not) as columns."""
+        values = [v for _, v in self.grid]
+        table = np.array(list(itertools.product(*values)), dtype=np.int64)
+        return {name: table[:, i] for i, name in enumerate(self.names)}
+
+
+@dataclass(frozen=True)
+class LegalSet:
+    """The legal configs of a space for one shape and profile, with why the others were rejected."""
+
+    configs: list[Config]
+    columns: dict[str, np.ndarray]
+    total: int
+    rejected: dict[str, int]  # reason -> configs rejected for it (a config may count under several)
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+
+def columns_to_configs(space: SearchSpace, columns: dict[str, np.ndarray]) -> list[Config]:
+    params = space.param_names
+    n = len(next(iter(columns.values()))) if columns else 0
+    return [
+        Config(tuple((p, int(columns[p][i])) for p in params),
+               int(columns["num_warps"][i]), int(columns["num_stages"][i]))
+        for i in range(n)
+    ]
+
+
+def legal_configs(space: SearchSpace, shape, profile: HardwareProfile) -> LegalSet:
+    """Enumerate `space` and keep what `space.legality` allows for `shape` on `profile`."""
+    columns = space.all_columns()
+    reasons = space.legality(shape, columns, profile)
+    illegal = np.zeros(len(columns[space.names[0]]), dtype=bool)
+    for mask in reasons.values():
+        illegal |= mask
+    keep = {name: col[~illegal] for name, col in columns.items()}
+    return LegalSet(
+        configs=columns_to_configs(space, keep),
+        columns=keep,
+        total=int(illegal.size),
+        rejected={reason: int(mask.sum()) for reason, mask in reasons.items()},
+    )
+
+
+def config_legality(space: SearchSpace, shape, config: Config, profile: HardwareProfile) -> list[str]:
+    """Reasons `config` is illegal for `shape` (empty when legal). Parameters outside the grid
+    values are allowed here: legality is physics, the grid is a choice."""
+    missing = set(space.names) - set(config)
+    if missing:
+        raise KeyError(f"config lacks {', '.join(sorted(missing))} for space {space.kernel}")
+    columns = {name: np.array([config[name]], dtype=np.int64) for name in space.names}
+    return [reason for reason, mask in space.legality(shape, columns, profile).items() if mask[0]]
+
+
+def next_pow2(x: np.ndarray | int) -> np.ndarray:
+    """Smallest power of two >= x (elementwise; x >= 1)."""
+    x = np.maximum(np.asarray(x, dtype=np.int64), 1)
+    return (1 << np.ceil(np.log2(x)).astype(np.int64)).astype(np.int64)
+
+
+def cdiv(a, b):
+    """Ceiling division for integers or integer arrays."""
+    return -(-np.asarray(a) // np.asarray(b))

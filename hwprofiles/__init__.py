@@ -1,0 +1,21 @@
+"""Hardware profiles: what a GPU is, as the cost model sees it."""
+
+from rooftune.hwprofiles.profile import (
+    HardwareProfile,
+    ProfileError,
+    list_profiles,
+    load_profile,
+    profile_from_dict,
+    profile_to_dict,
+    save_profile,
+)
+
+__all__ = [
+    "HardwareProfile",
+    "ProfileError",
+    "list_profiles",
+    "load_profile",
+    "profile_from_dict",
+    "profile_to_dict",
+    "save_profile",
+]

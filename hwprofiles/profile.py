@@ -1,0 +1,153 @@
+"""The frozen HardwareProfile, its JSON form, and validation of profile files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+
+class ProfileError(ValueError):
+    """A hardware profile file is missing, malformed, or has a bad field."""
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """Everything the cost model knows about one GPU.
+
+    Rates are what the model divides by: `dram_bw_gbps` counts bytes read plus bytes written
+    (a device-to-device copy of N bytes moves 2N), tensor rates are dense (no sparsity).
+    `sources` maps a field name to where its number came from ("probed 2026-11-29",
+    "datasheet", "estimate: ...").
+    """
+
+    name: str
+    sm_count: int
+    sm_clock_mhz: float
+    mem_clock_mhz: float
+    smem_per_sm_bytes: int
+    smem_per_block_bytes: int
+    regs_per_sm: int
+    regs_per_thread_max: int
+    max_threads_per_sm: int
+    max_ctas_per_sm: int
+    l2_bytes: int
+    dram_bw_gbps: float
+    l2_bw_gbps: float
+    bf16_tflops: float
+    fp16_tflops: float
+    tf32_tflops: float
+    fp32_tflops: float
+    launch_overhead_us: float
+    compute_capability: tuple[int, int]
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    meta: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def tensor_tflops(self, dtype: str) -> float:
+        """Dense matrix-unit rate (TFLOP/s) for operands of `dtype` ('bf16', 'fp16', 'tf32', 'fp32')."""
+        rates = {"bf16": self.bf16_tflops, "fp16": self.fp16_tflops,
+                 "tf32": self.tf32_tflops, "fp32": self.fp32_tflops}
+        if dtype not in rates:
+            raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(rates)}")
+        return rates[dtype]
+
+
+_INT_FIELDS = {"sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
+               "regs_per_thread_max", "max_threads_per_sm", "max_ctas_per_sm", "l2_bytes"}
+_FLOAT_FIELDS = {"sm_clock_mhz", "mem_clock_mhz", "dram_bw_gbps", "l2_bw_gbps", "bf16_tflops",
+                 "fp16_tflops", "tf32_tflops", "fp32_tflops", "launch_overhead_us"}
+_REQUIRED = [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in ("sources", "meta")]
+
+
+def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
+    """Validate `data` (parsed JSON) and build a profile; errors name `origin` and the field."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"{origin}: expected a JSON object, got {type(data).__name__}")
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise ProfileError(f"{origin}: missing field(s) {', '.join(missing)}")
+    kwargs: dict[str, Any] = {}
+    for key in _REQUIRED:
+        value = data[key]
+        if key == "name":
+            if not isinstance(value, str) or not value:
+                raise ProfileError(f"{origin}: field 'name' must be a non-empty string")
+        elif key == "compute_capability":
+            if (not isinstance(value, (list, tuple)) or len(value) != 2
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
+                raise ProfileError(f"{origin}: field 'compute_capability' must be [major, minor] integers")
+            value = (int(value[0]), int(value[1]))
+        elif key in _INT_FIELDS:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ProfileError(f"{origin}: field {key!r} must be an integer, got {value!r}")
+            if value <= 0:
+                raise ProfileError(f"{origin}: field {key!r} must be positive, got {value}")
+        elif key in _FLOAT_FIELDS:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ProfileError(f"{origin}: field {key!r} must be a number, got {value!r}")
+            value = float(value)
+            if not value > 0:
+                raise ProfileError(f"{origin}: field {key!r} must be positive, got {value}")
+        kwargs[key] = value
+    for key in ("sources", "meta"):
+        value = data.get(key, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ProfileError(f"{origin}: field {key!r} must map names to strings")
+        kwargs[key] = dict(value)
+    if kwargs["smem_per_block_bytes"] > kwargs["smem_per_sm_bytes"]:
+        raise ProfileError(f"{origin}: smem_per_block_bytes exceeds smem_per_sm_bytes")
+    unknown = set(data) - set(_REQUIRED) - {"sources", "meta"}
+    if unknown:
+        raise ProfileError(f"{origin}: unknown field(s) {', '.join(sorted(unknown))}")
+    return HardwareProfile(**kwargs)
+
+
+def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
+    data = dataclasses.asdict(profile)
+    data["compute_capability"] = list(profile.compute_capability)
+    return data
+
+
+def _builtin_dir():
+    return resources.files("rooftune.hwprofiles")
+
+
+def list_profiles() -> list[str]:
+    """Names of the profiles shipped with rooftune (JSON files in this package)."""
+    return sorted(p.name[:-5] for p in _builtin_dir().iterdir() if p.name.endswith(".json"))
+
+
+def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:
+    """Load a shipped profile by name (`h200`) or any profile JSON by path."""
+    text = str(name_or_path)
+    if text.endswith(".json") or os.sep in text or Path(text).is_file():
+        path = Path(text)
+        if not path.is_file():
+            raise ProfileError(f"{path}: no such profile file")
+        origin, raw = str(path), path.read_text()
+    else:
+        entry = _builtin_dir() / f"{text}.json"
+        if not entry.is_file():
+            raise ProfileError(f"unknown GPU profile {text!r}; shipped profiles: {', '.join(list_profiles())}")
+        origin, raw = f"hwprofiles/{text}.json", entry.read_text()
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"{origin}: not valid JSON ({exc})") from exc
+    return profile_from_dict(data, origin)
+
+
+def save_profile(profile: HardwareProfile, path: str | os.PathLike) -> None:
+    """Write `profile` as JSON atomically (a temporary file renamed into place)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(profile_to_dict(profile), f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,1 @@
+"""Choosing: search strategies, live tuning with its cache, and the command line."""

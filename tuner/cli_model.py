@@ -1,0 +1,5 @@
+"""Placeholder: registers no commands yet."""
+
+
+def register(app) -> None:
+    pass
