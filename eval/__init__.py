@@ -1,1 +1,1 @@
-"""."""
+"""Ground truth: datasets, the exhaustive sweep, replay evaluation and metrics."""

@@ -1,1 +1,1 @@
-"""."""
+"""The Triton kernels, the reference check, timing, and parallel pre-compilation."""
