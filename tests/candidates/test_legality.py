@@ -1,0 +1,90 @@
+import csv
+import gzip
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from rooftune.candidates import (
+    ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, GemmShape, config_legality, legal_configs,
+)
+from rooftune.candidates.gemm_space import gemm_legality
+from rooftune.hwprofiles import load_profile
+
+H200 = load_profile("h200")
+SMEM = "shared memory over the per-block limit"
+REGS = "registers over the per-thread limit"
+WARPS = "too many warps for the tile"
+
+
+def _probe_by_shape(shared_dir):
+    rows = csv.DictReader(gzip.open(shared_dir / "datasets/h200-probe/gemm_probe.csv.gz", "rt"))
+    by_shape = defaultdict(list)
+    for r in rows:
+        if r["BM"] != "cublas":
+            by_shape[(int(r["M"]), int(r["N"]), int(r["K"]))].append(r)
+    return by_shape
+
+
+def test_legality_matches_the_probes_compiler_results(shared_dir):
+    """Every OutOfResources row of the H200 probe is judged illegal by the shared-memory rule, and
+    every config that compiled passes it. The register rule rejects configs that do compile but
+    spill their accumulators: on the probe none of them reached half the best config's speed."""
+    for (m, n, k), rows in _probe_by_shape(shared_dir).items():
+        cols = {name: np.array([int(r[src]) for r in rows]) for name, src in
+                [("BLOCK_M", "BM"), ("BLOCK_N", "BN"), ("BLOCK_K", "BK"), ("num_stages", "stages"),
+                 ("num_warps", "warps"), ("GROUP_M", "GM")]}
+        cols["SPLIT_K"] = np.ones(len(rows), dtype=np.int64)
+        failed = np.array([r["err"] == "OutOfResources" for r in rows])
+        times = np.array([float(r["us"]) if r["us"] else np.nan for r in rows])
+        best = np.nanmin(times)
+        reasons = gemm_legality(GemmShape(m, n, k), cols, H200)
+        np.testing.assert_array_equal(reasons[SMEM], failed, err_msg=f"{m}x{n}x{k}")
+        assert not (reasons[REGS] & failed).any()
+        spilled = reasons[REGS] & ~failed
+        assert (best / times[spilled] < 0.5).all(), f"{m}x{n}x{k}: a register-illegal config ran fast"
+
+
+def test_space_sizes_on_the_h200():
+    big = legal_configs(GEMM_SPACE, GemmShape(4096, 4096, 4096), H200)
+    assert 1000 <= len(big) <= 3000
+    for shape in (GemmShape(1, 4096, 4096), GemmShape(16, 14336, 4096, layout="nk"), GemmShape(777, 2048, 3072)):
+        assert 100 <= len(legal_configs(GEMM_SPACE, shape, H200)) <= 3000
+    attn = legal_configs(ATTENTION_SPACE, AttentionShape(2, 32, 4096, 128), H200)
+    assert 100 <= len(attn) <= 500
+
+
+def test_every_legal_config_passes_every_rule():
+    shape = GemmShape(100, 3000, 777, layout="nk")
+    legal = legal_configs(GEMM_SPACE, shape, H200)
+    assert len(legal) == len(legal.configs) == len(legal.columns["BLOCK_M"])
+    for config in legal.configs[::37]:
+        assert config_legality(GEMM_SPACE, shape, config, H200) == []
+    assert sum(legal.rejected.values()) >= legal.total - len(legal)
+
+
+def test_rules_follow_the_shape_and_the_gpu():
+    cfg = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1)
+    assert config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), cfg, H200) == []
+    # 4 stages x (128 + 256) x 64 x 2 B = 196,608 B: fits the H200, not the A100's 166,912 B
+    assert SMEM in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), cfg, load_profile("a100_sxm4_80gb"))
+    # fp32 operands take twice the shared memory
+    assert SMEM in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096, dtype="fp32"), cfg, H200)
+    # a 128-row tile is larger than a 16-row problem needs
+    assert "BLOCK_M larger than M needs" in config_legality(GEMM_SPACE, GemmShape(16, 4096, 4096), cfg, H200)
+    # 128 x 256 accumulators over 4 warps = 256 registers per thread: spills
+    spill = Config.make(4, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1)
+    assert REGS in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), spill, H200)
+    # split-K only where output tiles leave SMs idle
+    split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4)
+    assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == ["BLOCK_M larger than M needs"]
+    assert "SPLIT_K while output tiles already fill the GPU" in config_legality(
+        GEMM_SPACE, GemmShape(4096, 4096, 8192), split, H200)
+
+
+def test_space_version_is_a_content_hash():
+    assert GEMM_SPACE.version.startswith("gemm-") and ATTENTION_SPACE.version.startswith("attention-")
+    assert GEMM_SPACE.version != ATTENTION_SPACE.version
+    assert GEMM_SPACE.version == GEMM_SPACE.version  # stable within a process
+    with pytest.raises(KeyError, match="lacks"):
+        config_legality(GEMM_SPACE, GemmShape(1, 2, 3), Config.make(4, 2, BLOCK_M=16), H200)

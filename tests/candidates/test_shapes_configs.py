@@ -1,0 +1,68 @@
+import pytest
+
+from rooftune.candidates import (
+    AttentionShape, Config, ConfigError, GemmShape, ShapeError, configs_to_columns, parse_attention_shape,
+    parse_config, parse_gemm_shape,
+)
+from rooftune.candidates.gemm_space import GEMM_SPACE
+
+
+def test_parse_shapes():
+    assert parse_gemm_shape("4096x4096x4096") == GemmShape(4096, 4096, 4096)
+    assert parse_gemm_shape(" 1 x 14336x4096", layout="nk") == GemmShape(1, 14336, 4096, layout="nk")
+    assert parse_attention_shape("2x32x4096x128") == AttentionShape(2, 32, 4096, 128)
+    assert GemmShape(3, 5, 7).flops == 2 * 3 * 5 * 7
+
+
+@pytest.mark.parametrize("text,message", [
+    ("4096x4096", "has 2 dimension"),
+    ("4096x0x4096", "n must be >= 1"),
+    ("4096x-3x4096", "cannot parse"),
+    ("abc", "cannot parse"),
+    ("", "cannot parse"),
+    ("1.5x2x3", "cannot parse"),
+])
+def test_bad_gemm_shapes(text, message):
+    with pytest.raises(ShapeError, match=message):
+        parse_gemm_shape(text)
+
+
+def test_bad_attention_shapes_and_layouts():
+    with pytest.raises(ShapeError, match="head_dim"):
+        parse_attention_shape("2x32x4096x100")
+    with pytest.raises(ShapeError, match="has 3 dimension"):
+        parse_attention_shape("2x32x4096")
+    with pytest.raises(ShapeError, match="layout"):
+        GemmShape(1, 2, 3, layout="mk")
+    with pytest.raises(ShapeError, match="dtype"):
+        GemmShape(1, 2, 3, dtype="int8")
+
+
+def test_config_round_trip_and_mapping():
+    text = "BLOCK_M=128,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,SPLIT_K=1,num_warps=4,num_stages=3"
+    config = parse_config(text, GEMM_SPACE.param_names)
+    assert str(config) == text and parse_config(str(config)) == config
+    assert config["BLOCK_M"] == 128 and config["num_stages"] == 3 and len(config) == 7
+    assert config.kernel_params() == {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT_K": 1}
+    assert hash(config) == hash(Config.make(4, 3, BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, SPLIT_K=1))
+    cols = configs_to_columns([config, Config.make(8, 2, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=2)])
+    assert list(cols["num_warps"]) == [4, 8] and list(cols["SPLIT_K"]) == [1, 2]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("BLOCK_M=128", "lacks num_warps"),
+    ("BLOCK_M=12x,num_warps=4,num_stages=2", "not an integer"),
+    ("BLOCK_M,num_warps=4,num_stages=2", "not NAME=VALUE"),
+    ("BLOCK_M=1,BLOCK_M=2,num_warps=4,num_stages=2", "given twice"),
+    ("", "empty config"),
+])
+def test_bad_configs(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(text)
+
+
+def test_config_names_checked_against_space():
+    with pytest.raises(ConfigError, match="unknown parameter.*BLOCK_Q"):
+        parse_config("BLOCK_Q=1,num_warps=4,num_stages=2", GEMM_SPACE.param_names)
+    with pytest.raises(ConfigError, match="missing parameter"):
+        parse_config("BLOCK_M=64,num_warps=4,num_stages=2", GEMM_SPACE.param_names)

@@ -1,0 +1,70 @@
+import json
+
+import pytest
+
+from rooftune.hwprofiles import (
+    ProfileError, list_profiles, load_profile, profile_from_dict, profile_to_dict, save_profile,
+)
+
+
+def test_shipped_profiles_load_and_round_trip(tmp_path):
+    assert {"h200", "h100_sxm", "a100_sxm4_80gb", "b200"} <= set(list_profiles())
+    for name in list_profiles():
+        p = load_profile(name)
+        assert p.sm_count > 0 and p.smem_per_block_bytes <= p.smem_per_sm_bytes
+        assert set(p.sources) >= {"sm_count", "dram_bw_gbps", "bf16_tflops"}, "every profile says where numbers came from"
+        save_profile(p, tmp_path / f"{name}.json")
+        assert load_profile(tmp_path / f"{name}.json") == p
+
+
+def test_h200_matches_the_device_readings():
+    p = load_profile("h200")
+    assert (p.sm_count, p.l2_bytes, p.smem_per_block_bytes, p.smem_per_sm_bytes) == (132, 62914560, 232448, 233472)
+
+
+def _h200_dict():
+    return profile_to_dict(load_profile("h200"))
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("sm_count", -4, "'sm_count' must be positive"),
+    ("sm_count", "132", "'sm_count' must be an integer"),
+    ("dram_bw_gbps", "fast", "'dram_bw_gbps' must be a number"),
+    ("bf16_tflops", 0, "'bf16_tflops' must be positive"),
+    ("compute_capability", [9], "compute_capability"),
+])
+def test_bad_field_is_named(field, value, message, tmp_path):
+    data = _h200_dict()
+    data[field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert message in str(err.value) and "bad.json" in str(err.value)
+
+
+def test_missing_field_and_unknown_field():
+    data = _h200_dict()
+    del data["l2_bytes"]
+    with pytest.raises(ProfileError, match="missing field.*l2_bytes"):
+        profile_from_dict(data, "x.json")
+    data = _h200_dict()
+    data["l2_size"] = 5
+    with pytest.raises(ProfileError, match="unknown field.*l2_size"):
+        profile_from_dict(data, "x.json")
+
+
+def test_unknown_name_and_bad_json(tmp_path):
+    with pytest.raises(ProfileError, match="unknown GPU profile 'h900'.*h200"):
+        load_profile("h900")
+    path = tmp_path / "broken.json"
+    path.write_text("{not json")
+    with pytest.raises(ProfileError, match="broken.json: not valid JSON"):
+        load_profile(path)
+
+
+def test_tensor_rate_by_dtype():
+    p = load_profile("a100_sxm4_80gb")
+    assert p.tensor_tflops("bf16") == 312 and p.tensor_tflops("tf32") == 156
+    with pytest.raises(ValueError):
+        p.tensor_tflops("int8")
