@@ -29,13 +29,16 @@ def hwprofiles_cmd() -> None:
     """List the shipped hardware profiles."""
     from rooftune.hwprofiles import list_profiles, load_profile
 
-    table = Table(title="hardware profiles")
-    for col in ("name", "GPU", "SMs", "DRAM GB/s", "bf16 TFLOP/s", "L2 MiB", "smem/block KiB", "source"):
-        table.add_column(col)
+    table = Table(title="hardware profiles (--gpu NAME)")
+    table.add_column("name", no_wrap=True)
+    for col in ("SMs", "DRAM GB/s", "bf16 TFLOP/s", "L2 MiB", "smem/block KiB"):
+        table.add_column(col, justify="right")
+    table.add_column("GPU (figures from)")
     for name in list_profiles():
         p = load_profile(name)
-        table.add_row(name, p.name, str(p.sm_count), f"{p.dram_bw_gbps:.0f}", f"{p.bf16_tflops:.0f}",
-                      f"{p.l2_bytes / 2**20:.0f}", f"{p.smem_per_block_bytes / 1024:.0f}", p.meta.get("kind", "?"))
+        table.add_row(name, str(p.sm_count), f"{p.dram_bw_gbps:.0f}", f"{p.bf16_tflops:.0f}",
+                      f"{p.l2_bytes / 2**20:.0f}", f"{p.smem_per_block_bytes / 1024:.0f}",
+                      f"{p.name} ({p.meta.get('kind', '?')})")
     console.print(table)
 
 
