@@ -1,0 +1,271 @@
+"""The Triton GEMM of the published space: C = A @ B with grouped tile order and deterministic split-K.
+
+Compile reuse: M, GROUP_M and SPLIT_K are runtime integers that Triton does not specialize on, so one
+binary per (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) serves every M, GROUP_M and SPLIT_K of
+a `specialization_key`. N, K and the strides keep Triton's default specialization (value 1 becomes a
+constant, a multiple of 16 is marked divisible): masked loads along K and N stay vectorized only then.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import torch
+import triton
+import triton.language as tl
+
+from rooftune.candidates.shapes import GEMM_LAYOUTS, GemmShape
+
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
+
+# The split-K reduction's tile: small in M because split-K serves small-M (decode) shapes.
+REDUCE_BLOCK_M = 8
+REDUCE_BLOCK_N = 128
+REDUCE_NUM_WARPS = 4
+
+
+@triton.jit(do_not_specialize=["M", "GROUP_M", "SPLIT_K"])
+def _gemm_kernel(
+    a_ptr, b_ptr, c_ptr, ws_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    GROUP_M, SPLIT_K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
+):
+    # Grouped order: GROUP_M tile rows sweep the tile columns together, so a group's B tiles stay in L2.
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    # This split's contiguous run of K blocks; the last splits may get none and then write zeros.
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    blocks_per_split = tl.cdiv(k_blocks, SPLIT_K)
+    kb_lo = pid_k * blocks_per_split
+    kb_hi = min(kb_lo + blocks_per_split, k_blocks)
+
+    # Tile origins go into 64-bit base pointers; offsets inside a tile stay 32-bit. Rows and columns
+    # past the edge wrap inside the tile (modulo the valid count), so the loads need no M or N mask and
+    # stay in bounds; with N a multiple of 16 the wrapped columns are still 16-contiguous.
+    rm0 = pid_m * BLOCK_M
+    rn0 = pid_n * BLOCK_N
+    k0 = (kb_lo * BLOCK_K).to(tl.int64)
+    lm = tl.arange(0, BLOCK_M) % (M - rm0)
+    ln = tl.arange(0, BLOCK_N) % (N - rn0)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = (a_ptr + rm0.to(tl.int64) * stride_am + k0 * stride_ak
+              + lm[:, None] * stride_am + offs_k[None, :] * stride_ak)                   # [BLOCK_M, BLOCK_K]
+    b_base = b_ptr + rn0.to(tl.int64) * stride_bn + k0 * stride_bk
+    if B_NK:
+        b_ptrs = b_base + ln[:, None] * stride_bn + offs_k[None, :] * stride_bk         # [BLOCK_N, BLOCK_K]
+    else:
+        b_ptrs = b_base + offs_k[:, None] * stride_bk + ln[None, :] * stride_bn         # [BLOCK_K, BLOCK_N]
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(kb_lo, kb_hi):
+        k_left = K - kb * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        if B_NK:
+            b = tl.load(b_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            acc = tl.dot(a, tl.trans(b), acc)
+        else:
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    sm = tl.arange(0, BLOCK_M)
+    sn = tl.arange(0, BLOCK_N)
+    mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
+    if SPLIT_K == 1:
+        c_ptrs = (c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn
+                  + sm[:, None] * stride_cm + sn[None, :] * stride_cn)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Workspace [SPLIT_K, M, N] fp32, contiguous.
+        ws_ptrs = (ws_ptr + (pid_k.to(tl.int64) * M + rm0) * N + rn0
+                   + sm[:, None] * N + sn[None, :])
+        tl.store(ws_ptrs, acc, mask=mask)
+
+
+@triton.jit(do_not_specialize=["M", "SPLIT_K"])
+def _splitk_reduce_kernel(
+    ws_ptr, c_ptr, M, N, stride_cm, stride_cn, SPLIT_K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    # Sums the SPLIT_K fp32 partials in a fixed order (deterministic), then casts once to C's dtype.
+    rm0 = tl.program_id(0) * BLOCK_M
+    rn0 = tl.program_id(1) * BLOCK_N
+    sm = tl.arange(0, BLOCK_M)
+    sn = tl.arange(0, BLOCK_N)
+    mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
+    ws_ptrs = ws_ptr + rm0.to(tl.int64) * N + rn0 + sm[:, None] * N + sn[None, :]
+    split_stride = M.to(tl.int64) * N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for _ in range(0, SPLIT_K):
+        acc += tl.load(ws_ptrs, mask=mask, other=0.0)
+        ws_ptrs += split_stride
+    c_ptrs = c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn + sm[:, None] * stride_cm + sn[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in GEMM_LAYOUTS:
+        raise ValueError(f"GEMM layout must be one of {GEMM_LAYOUTS}, got {layout!r}")
+
+
+def _dims(a: torch.Tensor, b: torch.Tensor, layout: str) -> tuple[int, int, int]:
+    """(M, N, K) of A [M, K] and B stored [K, N] ('kn') or [N, K] ('nk'); raises on a mismatch."""
+    _check_layout(layout)
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"A and B must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
+    m, k = a.shape
+    kb, n = b.shape if layout == "kn" else (b.shape[1], b.shape[0])
+    if kb != k:
+        raise ValueError(f"K differs: A is {tuple(a.shape)}, B ({layout}) is {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"A and B dtypes differ: {a.dtype} and {b.dtype}")
+    return m, n, k
+
+
+def _b_strides(b: torch.Tensor, layout: str) -> tuple[int, int]:
+    """(stride along K, stride along N) of B in either storage order."""
+    return (b.stride(0), b.stride(1)) if layout == "kn" else (b.stride(1), b.stride(0))
+
+
+def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) -> torch.Tensor:
+    """fp32 partials [SPLIT_K, M, N]; with SPLIT_K == 1 a one-element stand-in, so the kernel's
+    signature (and so its compiled binary) is the same with and without split-K."""
+    split = config["SPLIT_K"]
+    shape = (split, m, n) if split > 1 else (1,)
+    return torch.empty(shape, dtype=torch.float32, device=device)
+
+
+def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int) -> Callable:
+    """A function (a, b, out, ws) -> None that launches the GEMM (and the reduction when SPLIT_K > 1)."""
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    group_m, split = config["GROUP_M"], config["SPLIT_K"]
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split)
+    reduce_grid = (triton.cdiv(m, REDUCE_BLOCK_M), triton.cdiv(n, REDUCE_BLOCK_N))
+    gemm_kernel = _gemm_kernel[grid]
+    reduce_kernel = _splitk_reduce_kernel[reduce_grid]
+    b_nk = layout == "nk"
+    opts = dict(num_warps=config["num_warps"], num_stages=config["num_stages"])
+
+    def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, ws: torch.Tensor) -> None:
+        stride_bk, stride_bn = _b_strides(b, layout)
+        gemm_kernel(a, b, out, ws, m, n, k, a.stride(0), a.stride(1), stride_bk, stride_bn,
+                    out.stride(0), out.stride(1), group_m, split,
+                    BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, **opts)
+        if split > 1:
+            reduce_kernel(ws, out, m, n, out.stride(0), out.stride(1), split,
+                          BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, num_warps=REDUCE_NUM_WARPS)
+
+    return launch
+
+
+def _check_out(out: torch.Tensor, a: torch.Tensor, m: int, n: int) -> None:
+    if tuple(out.shape) != (m, n) or out.dtype != a.dtype or out.device != a.device:
+        raise ValueError(f"out must be [{m}, {n}] {a.dtype} on {a.device}, got {tuple(out.shape)} {out.dtype} "
+                         f"on {out.device}")
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: str = "kn",
+         out: torch.Tensor | None = None) -> torch.Tensor:
+    """C[M, N] = A[M, K] @ B in A's dtype (fp32 accumulation); B is [K, N] ('kn') or [N, K] ('nk')."""
+    m, n, k = _dims(a, b, layout)
+    if out is None:
+        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    _check_out(out, a, m, n)
+    _launch_fn(config, layout, m, n, k)(a, b, out, _workspace(config, m, n, a.device))
+    return out
+
+
+def make_launcher(config: Mapping[str, int], layout: str, inputs: list[tuple[torch.Tensor, torch.Tensor]],
+                  out: torch.Tensor) -> Callable[[int], None]:
+    """`launch(i)` runs the GEMM on inputs[i % len(inputs)] into `out`. Everything is allocated here,
+    so a launch neither allocates nor syncs the host (it can be captured in a CUDA graph); rotating
+    input sets keeps memory-bound shapes from being timed out of L2."""
+    if not inputs:
+        raise ValueError("make_launcher needs at least one (a, b) input pair")
+    dims = {_dims(a, b, layout) for a, b in inputs}
+    if len(dims) != 1:
+        raise ValueError(f"all input pairs must have one shape, got {sorted(dims)}")
+    m, n, k = dims.pop()
+    for a, _ in inputs:
+        _check_out(out, a, m, n)
+    ws = _workspace(config, m, n, out.device)
+    run = _launch_fn(config, layout, m, n, k)
+    pairs = list(inputs)
+
+    def launch(i: int) -> None:
+        a, b = pairs[i % len(pairs)]
+        run(a, b, out, ws)
+
+    return launch
+
+
+def _spec_class(value: int) -> str:
+    """How Triton specializes an integer argument: 1 becomes a constant, a multiple of 16 is marked
+    divisible, and a value of 2**31 or more is passed as int64 (a separate binary)."""
+    if value == 1:
+        return "one"
+    width = "i64" if value >= 2**31 else "i32"
+    return f"{width}/16" if value % 16 == 0 else width
+
+
+def specialization_key(shape: GemmShape) -> tuple:
+    """Shapes with equal keys share compiled binaries (for one config). Contiguous A, B and C make
+    every stride one of 1, N or K, so layout, dtype and the classes of N and K decide everything;
+    M only matters if it ever reaches 2**31 (Triton then passes it as int64)."""
+    return (shape.layout, shape.dtype, _spec_class(shape.n), _spec_class(shape.k), shape.m >= 2**31)
+
+
+def _shape_strides(shape: GemmShape) -> tuple[int, int, int, int]:
+    """(stride_am, stride_ak, stride_bk, stride_bn) of contiguous A and B."""
+    b_strides = (shape.n, 1) if shape.layout == "kn" else (1, shape.k)
+    return (shape.k, 1, *b_strides)
+
+
+def warmup(shape: GemmShape, config: Mapping[str, int], device: str = "cuda") -> float:
+    """Compile, without launching, every kernel `config` needs for `shape`'s specialization; returns
+    the seconds spent. Uses Triton's MockTensor (a dtype passed where a tensor goes: an aligned null
+    pointer), so it allocates nothing and runs in a fresh worker process."""
+    dtype = TORCH_DTYPES[shape.dtype]
+    m, n, k = shape.m, shape.n, shape.k
+    start = time.perf_counter()
+    with torch.cuda.device(torch.device(device)):
+        _gemm_kernel.warmup(dtype, dtype, dtype, torch.float32, m, n, k, *_shape_strides(shape), n, 1,
+                            config["GROUP_M"], config["SPLIT_K"],
+                            BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                            B_NK=shape.layout == "nk", num_warps=config["num_warps"],
+                            num_stages=config["num_stages"], grid=(1,))
+        if config["SPLIT_K"] > 1:
+            _splitk_reduce_kernel.warmup(torch.float32, dtype, m, n, n, 1, config["SPLIT_K"],
+                                         BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N,
+                                         num_warps=REDUCE_NUM_WARPS, grid=(1,))
+    return time.perf_counter() - start
+
+
+def make_inputs(shape: GemmShape, device: str | torch.device, seed: int,
+                dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh standard-normal A [M, K] and B in the layout's storage order ([K, N] or [N, K])."""
+    dtype = dtype or TORCH_DTYPES[shape.dtype]
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn((shape.m, shape.k), generator=gen, device=device, dtype=dtype)
+    b_shape = (shape.k, shape.n) if shape.layout == "kn" else (shape.n, shape.k)
+    b = torch.randn(b_shape, generator=gen, device=device, dtype=dtype)
+    return a, b
+
+
+def reference(a: torch.Tensor, b: torch.Tensor, layout: str) -> torch.Tensor:
+    """A @ B computed in fp64 (immune to TF32 settings), returned as fp32 [M, N]."""
+    _dims(a, b, layout)
+    b64 = b.double() if layout == "kn" else b.double().T
+    return (a.double() @ b64).float()

@@ -1,0 +1,159 @@
+"""The Triton GEMM against an fp64 reference: odd shapes, both B layouts, split-K, GROUP_M, launchers.
+
+On the CPU these run in Triton's interpreter (fp16/fp32 inputs: it mishandles bf16); GPU-only tests are marked."""
+
+import pytest
+import torch
+
+from rooftune.candidates import Config, GemmShape
+from rooftune.kernels.check import TOLERANCE, relative_error
+from rooftune.kernels.gemm import gemm, make_inputs, make_launcher, reference, specialization_key, warmup
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# Triton 3.6's interpreter reads a loop bound from a one-element array (numpy deprecates that; numpy >= 2.4 is excluded).
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+
+def small(split_k: int = 1, group_m: int = 1, bm: int = 16, bn: int = 16, bk: int = 16) -> Config:
+    return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, SPLIT_K=split_k)
+
+
+def assert_matches(shape: GemmShape, config: Config, seed: int = 0) -> torch.Tensor:
+    a, b = make_inputs(shape, DEVICE, seed)
+    out = gemm(a, b, config, shape.layout)
+    assert out.shape == (shape.m, shape.n) and out.dtype == a.dtype
+    rel = relative_error(out, reference(a, b, shape.layout))
+    assert rel <= TOLERANCE[a.dtype], f"{shape} {config}: rel err {rel:.3g}"
+    return out
+
+
+# (M, N, K): ones, primes, sizes just over a block, and K with fewer blocks than splits.
+ODD_SHAPES = [(1, 1, 1), (7, 33, 100), (100, 7, 33), (33, 100, 7)]
+SPLIT_GROUP = [(1, 1), (2, 8), (4, 1)]
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("mnk", ODD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("split_group", SPLIT_GROUP, ids=lambda sg: f"split{sg[0]}-group{sg[1]}")
+def test_odd_shapes(layout, dtype, mnk, split_group):
+    assert_matches(GemmShape(*mnk, layout=layout, dtype=dtype), small(*split_group))
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_multiples_of_16_and_unequal_blocks(layout, split_k):
+    # N and K divisible by 16 take Triton's divisibility specialization; blocks differ per dimension.
+    assert_matches(GemmShape(40, 48, 96, layout=layout, dtype="fp16"), small(split_k, 8, bm=16, bn=32, bk=32))
+
+
+def test_grouped_order_covers_every_tile():
+    # 5 tile rows in groups of 2 (a partial last group) and 3 tile columns: every tile written once.
+    assert_matches(GemmShape(80, 48, 32, dtype="fp32"), small(1, 2))
+
+
+def test_split_k_is_deterministic():
+    shape = GemmShape(17, 40, 200, layout="nk", dtype="fp32")
+    a, b = make_inputs(shape, DEVICE, seed=3)
+    first = gemm(a, b, small(4), "nk")
+    assert torch.equal(first, gemm(a, b, small(4), "nk"))
+
+
+def test_out_argument_is_written_and_returned():
+    shape = GemmShape(9, 20, 30, dtype="fp16")
+    a, b = make_inputs(shape, DEVICE, seed=1)
+    out = torch.full((9, 20), float("nan"), dtype=torch.float16, device=DEVICE)
+    assert gemm(a, b, small(2), out=out) is out
+    assert relative_error(out, reference(a, b, "kn")) <= TOLERANCE[torch.float16]
+
+
+def test_mismatched_inputs_raise():
+    a = torch.randn(4, 8, dtype=torch.float16)
+    with pytest.raises(ValueError, match="K differs"):
+        gemm(a, torch.randn(9, 5, dtype=torch.float16), small())
+    with pytest.raises(ValueError, match="dtypes differ"):
+        gemm(a, torch.randn(8, 5, dtype=torch.float32), small())
+    with pytest.raises(ValueError, match="layout"):
+        gemm(a, torch.randn(8, 5, dtype=torch.float16), small(), layout="mk")
+
+
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_launcher_rotates_input_sets(split_k):
+    shape = GemmShape(12, 24, 40, layout="nk", dtype="fp32")
+    inputs = [make_inputs(shape, DEVICE, seed) for seed in (10, 11)]
+    refs = [reference(a, b, "nk") for a, b in inputs]
+    out = torch.empty(12, 24, dtype=torch.float32, device=DEVICE)
+    launch = make_launcher(small(split_k), "nk", inputs, out)
+    for i in (0, 1, 2, 3):
+        out.fill_(float("nan"))
+        launch(i)
+        assert relative_error(out, refs[i % 2]) <= TOLERANCE[torch.float32]
+        assert relative_error(out, refs[1 - i % 2]) > 0.5
+
+
+def test_launcher_rejects_mixed_shapes():
+    a, b = make_inputs(GemmShape(4, 8, 16, dtype="fp16"), DEVICE, 0)
+    c, d = make_inputs(GemmShape(5, 8, 16, dtype="fp16"), DEVICE, 0)
+    with pytest.raises(ValueError):
+        make_launcher(small(), "kn", [(a, b), (c, d)], torch.empty(4, 8, dtype=torch.float16))
+
+
+def test_make_inputs_is_seeded_random_in_storage_order():
+    a, b = make_inputs(GemmShape(3, 5, 7, layout="nk", dtype="fp32"), DEVICE, seed=4)
+    assert a.shape == (3, 7) and b.shape == (5, 7) and a.dtype == torch.float32
+    assert bool((a != 0).all()) and a.std() > 0.3
+    again, _ = make_inputs(GemmShape(3, 5, 7, layout="nk", dtype="fp32"), DEVICE, seed=4)
+    other, _ = make_inputs(GemmShape(3, 5, 7, layout="nk", dtype="fp32"), DEVICE, seed=5)
+    assert torch.equal(a, again) and not torch.equal(a, other)
+    _, b_kn = make_inputs(GemmShape(3, 5, 7, layout="kn"), DEVICE, seed=4, dtype=torch.float16)
+    assert b_kn.shape == (7, 5) and b_kn.dtype == torch.float16
+
+
+def test_specialization_key_ignores_m_only():
+    key = specialization_key
+    assert key(GemmShape(1, 4096, 4096)) == key(GemmShape(16384, 4096, 4096)) == key(GemmShape(77, 4096, 4096))
+    assert key(GemmShape(8, 4096, 4096)) == key(GemmShape(8, 4112, 2048))  # both multiples of 16
+    distinct = {key(GemmShape(8, 4096, 4096)), key(GemmShape(8, 4100, 4096)), key(GemmShape(8, 4096, 4100)),
+                key(GemmShape(8, 1, 4096)), key(GemmShape(8, 4096, 1)), key(GemmShape(8, 4096, 4096, layout="nk")),
+                key(GemmShape(8, 4096, 4096, dtype="fp16"))}
+    assert len(distinct) == 7
+
+
+# --- on a GPU -----------------------------------------------------------------------------------
+
+GPU_CONFIGS = [
+    Config.make(8, 3, BLOCK_M=256, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1),
+    Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1),
+    Config.make(4, 5, BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=1, SPLIT_K=4),
+    Config.make(4, 2, BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, GROUP_M=1, SPLIT_K=16),
+    Config.make(4, 3, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=8, SPLIT_K=2),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("config", GPU_CONFIGS, ids=str)
+@pytest.mark.parametrize("mnk", [(1, 4096, 4096), (300, 1000, 1030), (2048, 4096, 512)], ids=lambda s: "x".join(map(str, s)))
+def test_bf16_on_gpu(layout, config, mnk):
+    assert_matches(GemmShape(*mnk, layout=layout, dtype="bf16"), config)
+
+
+def _binaries(kernel) -> int:
+    device = torch.cuda.current_device()
+    return len(kernel.device_caches[device][0])
+
+
+@pytest.mark.gpu
+def test_warmup_compiles_one_binary_that_every_m_group_and_split_reuse():
+    from rooftune.kernels import gemm as gemm_module
+
+    base = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64)
+    shape = GemmShape(100, 1024, 1024, layout="nk")
+    seconds = warmup(shape, Config.make(4, 3, GROUP_M=1, SPLIT_K=2, **base))
+    assert seconds > 0
+    compiled = _binaries(gemm_module._gemm_kernel)
+    reduce_compiled = _binaries(gemm_module._splitk_reduce_kernel)
+    for m, group_m, split_k in [(100, 1, 2), (1, 8, 1), (513, 8, 4), (7, 1, 16)]:
+        assert_matches(GemmShape(m, 1024, 1024, layout="nk"), Config.make(4, 3, GROUP_M=group_m, SPLIT_K=split_k, **base))
+    assert _binaries(gemm_module._gemm_kernel) == compiled
+    assert _binaries(gemm_module._splitk_reduce_kernel) == reduce_compiled
