@@ -1,0 +1,29 @@
+"""Summary metrics of replay scores: mean, 10th percentile, worst-decile mean, rank correlation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# The worst tenth of shapes, at least one shape.
+WORST_FRACTION = 0.1
+
+
+def summarize(scores) -> dict[str, float]:
+    """mean, p10 and the mean of the worst tenth (at least one) of per-shape scores in [0, 1]."""
+    s = np.sort(np.asarray(scores, dtype=float))
+    if s.size == 0:
+        return {"mean": math.nan, "p10": math.nan, "worst_decile_mean": math.nan}
+    worst = s[: max(1, int(math.ceil(WORST_FRACTION * s.size)))]
+    return {"mean": float(s.mean()), "p10": float(np.percentile(s, 10)), "worst_decile_mean": float(worst.mean())}
+
+
+def spearman(predicted, recorded) -> float:
+    """Spearman rank correlation of predicted and recorded times (nan when undefined)."""
+    from scipy.stats import spearmanr
+
+    predicted, recorded = np.asarray(predicted, dtype=float), np.asarray(recorded, dtype=float)
+    if predicted.size < 2 or np.ptp(predicted) == 0 or np.ptp(recorded) == 0:
+        return math.nan
+    return float(spearmanr(predicted, recorded).statistic)

@@ -1,0 +1,146 @@
+"""Readers that turn a recorded dataset (probe CSV, AutoHeuristic log, rooftune dataset) into ShapeRecords."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from rooftune.candidates import Config, GemmShape, Trial
+from rooftune.eval.records import ShapeRecords
+
+PROBE_GEMM_FILE = "gemm_probe.csv.gz"
+PROBE_BASELINE = "cublas"
+AH_BASELINE = "extern_mm"
+# Inductor's mm template visits tiles in groups of 8 tile rows (GROUP_M=8) for every config it logs.
+AH_GROUP_M = 8
+
+_AH_DTYPES = {"torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
+_AH_CHOICE = re.compile(r"^type=triton_BLOCK-M=(\d+)_BLOCK-K=(\d+)_BLOCK-N=(\d+)_numstages=(\d+)_numwarps=(\d+)$")
+
+
+class DatasetFormatError(ValueError):
+    """A path whose content is not a dataset format rooftune recognises."""
+
+
+def gemm_config(block_m: int, block_n: int, block_k: int, group_m: int, num_warps: int, num_stages: int,
+                split_k: int = 1) -> Config:
+    """A GEMM Config with the parameter order of the published GEMM space."""
+    return Config.make(num_warps, num_stages, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+                       GROUP_M=group_m, SPLIT_K=split_k)
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_probe_gemm(path: str | Path) -> list[ShapeRecords]:
+    """The H200 probe sweep: columns M,N,K,BM,BN,BK,stages,warps,GM,us,err (B stored [K, N], bf16)."""
+    path = Path(path)
+    trials: dict[tuple[int, int, int], list[Trial]] = defaultdict(list)
+    baselines: dict[tuple[int, int, int], dict[str, float]] = defaultdict(dict)
+    with _open_text(path) as f:
+        for row in csv.DictReader(f):
+            key = (int(row["M"]), int(row["N"]), int(row["K"]))
+            if row["BM"] == PROBE_BASELINE:
+                baselines[key][PROBE_BASELINE] = float(row["us"])
+                continue
+            config = gemm_config(int(row["BM"]), int(row["BN"]), int(row["BK"]), int(row["GM"]),
+                                 int(row["warps"]), int(row["stages"]))
+            if row.get("err"):
+                trials[key].append(Trial(config, None, error=row["err"]))
+            else:
+                trials[key].append(Trial(config, float(row["us"])))
+    return [ShapeRecords(GemmShape(m, n, k, layout="kn", dtype="bf16"), tuple(ts),
+                         baselines_us=baselines.get((m, n, k), {}), meta={"source": str(path)})
+            for (m, n, k), ts in trials.items()]
+
+
+def _ah_dtype(row: dict[str, str]) -> str:
+    dtype = _AH_DTYPES[row["mat1_dtype"]]
+    if dtype == "fp32" and row.get("using_tf32") == "True":
+        return "tf32"
+    return dtype
+
+
+def _ah_layout(row: dict[str, str]) -> str:
+    """B = mat2 [K, N]: unit stride along N is 'kn'; unit stride along K (a transposed weight) is 'nk'."""
+    return "nk" if int(row["mat2_stride_0"]) == 1 and int(row["n"]) > 1 else "kn"
+
+
+def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
+    """A PyTorch AutoHeuristic mm log: JSON metadata line, then CSV with `choice` and `feedback` (ms).
+
+    One ShapeRecords per input (shape, dtype, strides); repeated (input, choice) rows are reduced
+    to their median; `inf` feedback is a failed trial; `extern_mm` goes to the baselines."""
+    path = Path(path)
+    times: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    rows_of: dict[tuple, dict[str, str]] = {}
+    with _open_text(path) as f:
+        meta = json.loads(f.readline())
+        for row in csv.DictReader(f):
+            key = (row["m"], row["k"], row["n"], row["mat1_dtype"], row["using_tf32"], row["mat1_stride_0"],
+                   row["mat1_stride_1"], row["mat2_stride_0"], row["mat2_stride_1"])
+            rows_of.setdefault(key, row)
+            times[key][row["choice"]].append(float(row["feedback"]) * 1000.0)
+    records = []
+    for key, by_choice in times.items():
+        row = rows_of[key]
+        shape = GemmShape(int(row["m"]), int(row["n"]), int(row["k"]), layout=_ah_layout(row), dtype=_ah_dtype(row))
+        trials, baselines = [], {}
+        for choice, values in by_choice.items():
+            median = statistics.median(values)
+            if choice == AH_BASELINE:
+                if median != float("inf"):
+                    baselines["extern_mm"] = median
+                continue
+            match = _AH_CHOICE.match(choice)
+            if match is None:
+                continue  # a choice kind this reader does not model (not a plain Triton mm template)
+            bm, bk, bn, stages, warps = (int(g) for g in match.groups())
+            config = gemm_config(bm, bn, bk, AH_GROUP_M, warps, stages)
+            if median == float("inf"):
+                trials.append(Trial(config, None, error="failed (inf feedback)"))
+            else:
+                trials.append(Trial(config, median))
+        a_transposed = int(row["mat1_stride_0"]) == 1 and int(row["m"]) > 1
+        records.append(ShapeRecords(shape, tuple(trials), baselines_us=baselines,
+                                    meta={"source": str(path), "device_capa": meta.get("device_capa"),
+                                          "a_transposed": a_transposed}))
+    return records
+
+
+def _sniff(path: Path) -> str:
+    with _open_text(path) as f:
+        first = f.readline().strip()
+        second = f.readline().strip()
+    if first.startswith("M,N,K,BM,BN,BK"):
+        return "probe"
+    if first.startswith("{") and "choice" in second and "feedback" in second:
+        return "autoheuristic-mm"
+    raise DatasetFormatError(f"{path}: not a recognised dataset (probe CSV or AutoHeuristic mm log)")
+
+
+def load_records(path: str | Path) -> list[ShapeRecords]:
+    """Read any dataset rooftune recognises: a rooftune dataset folder (manifest.json), the H200
+    probe folder or its gemm CSV, or an AutoHeuristic mm log."""
+    path = Path(path)
+    if not path.exists():
+        raise DatasetFormatError(f"{path}: no such file or folder")
+    if path.is_dir():
+        if (path / "manifest.json").is_file():
+            from rooftune.eval.dataset import read_dataset
+
+            return read_dataset(path)
+        if (path / PROBE_GEMM_FILE).is_file():
+            return read_probe_gemm(path / PROBE_GEMM_FILE)
+        raise DatasetFormatError(f"{path}: folder holds neither manifest.json nor {PROBE_GEMM_FILE}")
+    kind = _sniff(path)
+    return read_probe_gemm(path) if kind == "probe" else read_autoheuristic_mm(path)

@@ -1,0 +1,253 @@
+"""The GEMM cost model: tiles, waves and occupancy, tensor/smem/L2/DRAM/latency terms, vectorized over configs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rooftune.candidates.gemm_space import gemm_regs_per_thread, gemm_smem_bytes
+from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
+from rooftune.candidates.space import cdiv
+from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.occupancy import (
+    DRAM_LATENCY_NS,
+    L2_LATENCY_NS,
+    ctas_per_sm,
+    smem_bytes_per_sm_s,
+    tensor_flops_per_sm_s,
+    wave_split,
+)
+
+# Hopper's full tensor rate needs wgmma, issued by a warpgroup (4 warps) on a 64-row slice of the
+# tile. Triton emits it only when BLOCK_M is a multiple of 64 and num_warps a multiple of 4;
+# otherwise it falls back to the Ampere-style mma.sync, which microbenchmarks of H100/H800
+# (Luo et al. 2024, "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture") find
+# reaching about 60% of the wgmma rate.
+WGMMA_MIN_COMPUTE_CAPABILITY = (9, 0)
+WGMMA_ROWS = 64
+WARPS_PER_WARPGROUP = 4
+MMA_SYNC_FRACTION_OF_WGMMA = 0.6
+# mma.sync fragment shape (m16n8k16) and the k-step every matrix instruction consumes.
+MMA_SYNC_ROWS, MMA_SYNC_COLS, MMA_K = 16, 8, 16
+# Each SM has four sub-partitions, each with its own tensor core and warp scheduler; warps of a
+# sub-partition issue only to its tensor core, so fewer than four resident warps idle some.
+SUBPARTITIONS_PER_SM = 4
+# An operand reused across waves stays in L2 only if it leaves room for the operand that streams
+# through it under LRU: roughly half the cache.
+L2_REUSE_FRACTION = 0.5
+TENSOR_DTYPES = ("bf16", "fp16", "tf32")
+SPLIT_K_PARTIAL_BYTES = 4  # split-K partials are fp32
+
+TERMS = ("tensor", "smem", "l2", "dram", "latency")
+TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "latency": "latency"}
+
+
+@dataclass(frozen=True)
+class GemmBreakdown:
+    """Per-config cost terms (one array element per config). Times in µs, bytes in bytes."""
+
+    flops: np.ndarray            # useful 2·M·N·K (same for every config)
+    padded_flops: np.ndarray     # what the tensor cores compute, partial tiles padded
+    padding_efficiency: np.ndarray
+    dram_bytes: np.ndarray       # A and B from DRAM with L2 reuse, C (or fp32 partials) written
+    l2_bytes: np.ndarray         # operand bytes every CTA loads through L2
+    smem_bytes_per_cta: np.ndarray
+    regs_per_thread: np.ndarray
+    fits: np.ndarray             # the CTA's shared memory fits the per-block limit (else it cannot launch)
+    uses_wgmma: np.ndarray
+    ctas: np.ndarray             # CTAs launched (output tiles × SPLIT_K)
+    ctas_per_sm: np.ndarray
+    occupancy_limiter: np.ndarray  # index into roofline.occupancy.LIMITERS
+    occupancy: np.ndarray        # resident warps / max warps per SM
+    waves: np.ndarray            # fractional: CTAs / (sm_count · ctas_per_sm)
+    wave_efficiency: np.ndarray
+    compute_us: np.ndarray       # padded FLOPs at the achieved tensor rate on every SM
+    smem_us: np.ndarray          # shared-memory traffic at every SM's smem bandwidth
+    l2_us: np.ndarray
+    memory_us: np.ndarray        # DRAM bytes / DRAM bandwidth
+    latency_us: np.ndarray       # load latency per pipeline depth, plus prologue, per wave
+    prologue_us: np.ndarray
+    splitk_us: np.ndarray        # the second kernel that sums fp32 partials (0 without split-K)
+    launch_us: np.ndarray
+    time_us: np.ndarray          # predicted kernel time
+    dominant: np.ndarray         # index into TERMS of the term that binds the main loop
+    bound: np.ndarray            # 'compute' | 'memory' | 'latency'
+
+
+def _col(columns: dict[str, np.ndarray], name: str, default: int | None = None) -> np.ndarray:
+    if name in columns:
+        return np.asarray(columns[name], dtype=np.int64)
+    if default is None:
+        raise KeyError(f"GEMM config columns lack {name}")
+    n = len(next(iter(columns.values())))
+    return np.full(n, default, dtype=np.int64)
+
+
+def _mma_sync_warp_grid(bm: np.ndarray, bn: np.ndarray, warps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Warps along M and N for mma.sync, as Triton lays them out: double along M while the tile
+    has more 16-row fragments per warp than 16-column pairs, else along N."""
+    wm = np.ones_like(bm)
+    wn = np.ones_like(bm)
+    for _ in range(int(np.log2(max(int(warps.max()), 1))) + 1):
+        more = wm * wn < warps
+        prefer_m = (bm // MMA_SYNC_ROWS // wm >= bn // (2 * MMA_SYNC_COLS) // wn) & (wm < bm // MMA_SYNC_ROWS)
+        wm = np.where(more & prefer_m, wm * 2, wm)
+        wn = np.where(more & ~prefer_m, wn * 2, wn)
+    return wm, wn
+
+
+def _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor: bool) -> np.ndarray:
+    """Shared-memory bytes the matrix instructions of one CTA read per 16-wide k step.
+
+    Without matrix units (fp32 FMA) each thread holds a tm×tn accumulator block and reads tm + tn
+    operands per k: at best 2·sqrt(BLOCK_M·BLOCK_N / threads), so small per-thread blocks starve.
+    wgmma: (BLOCK_M/64) instructions per warpgroup column, each reading a 64×16 A slice and its
+    warpgroup's BLOCK_N/wgN × 16 B slice. mma.sync: every warp reads its own A and B fragments
+    (ldmatrix), (wN·BLOCK_M + wM·BLOCK_N) × 16 elements in all."""
+    groups = np.maximum(warps // WARPS_PER_WARPGROUP, 1)
+    wg_m = np.clip(bm // WGMMA_ROWS, 1, groups)
+    wg_n = np.maximum(groups // wg_m, 1)
+    wgmma_bytes = (bm * wg_n + bm * bn // WGMMA_ROWS) * MMA_K * elem
+    wm, wn = _mma_sync_warp_grid(bm, bn, warps)
+    frag_m = np.maximum(bm // wm, MMA_SYNC_ROWS)
+    frag_n = np.maximum(bn // wn, MMA_SYNC_COLS)
+    sync_bytes = warps * (frag_m + frag_n) * MMA_K * elem
+    if not tensor:
+        threads = warps * 32
+        return threads * 2.0 * np.sqrt(np.maximum(bm * bn / threads, 1.0)) * MMA_K * elem
+    return np.where(wgmma, wgmma_bytes, sync_bytes)
+
+
+def _dram_operand_bytes(shape: GemmShape, bm, bn, group_m, concurrent, k_split, elem, profile) -> np.ndarray:
+    """A and B bytes read from DRAM for one K split, with L2 reuse from the tile visiting order.
+
+    Tiles are visited in groups of GROUP_M tile rows, column by column inside a group. B is swept
+    once per group of concurrently resident tile rows, max(GROUP_M, CTAs in flight / tile columns),
+    unless all of B stays in L2; A is read once if a group's A stripe stays in L2, else once per
+    wave of tile columns."""
+    tiles_m, tiles_n = cdiv(shape.m, bm), cdiv(shape.n, bn)
+    a_bytes = shape.m * k_split * elem
+    b_bytes = shape.n * k_split * elem
+    reuse_cap = L2_REUSE_FRACTION * profile.l2_bytes
+    rows_live = np.minimum(np.maximum(np.minimum(group_m, tiles_m), cdiv(concurrent, tiles_n)), tiles_m)
+    cols_live = np.minimum(tiles_n, cdiv(concurrent, rows_live))
+    b_passes = np.where(b_bytes <= reuse_cap, 1, cdiv(tiles_m, rows_live))
+    a_stripe = np.minimum(rows_live * bm, shape.m) * k_split * elem
+    a_passes = np.where(a_stripe <= reuse_cap, 1, cdiv(tiles_n, cols_live))
+    return a_bytes * a_passes + b_bytes * b_passes
+
+
+def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: HardwareProfile) -> GemmBreakdown:
+    """Cost of every config in `columns` for `shape` on `profile` (see GemmBreakdown)."""
+    bm, bn, bk = _col(columns, "BLOCK_M"), _col(columns, "BLOCK_N"), _col(columns, "BLOCK_K")
+    group_m, split_k = _col(columns, "GROUP_M", 1), _col(columns, "SPLIT_K", 1)
+    warps, stages = _col(columns, "num_warps"), _col(columns, "num_stages")
+    elem = DTYPE_BYTES[shape.dtype]
+    m, n, k = shape.m, shape.n, shape.k
+
+    # Tiles, splits and padding.
+    tiles_m, tiles_n = cdiv(m, bm), cdiv(n, bn)
+    tiles = tiles_m * tiles_n
+    k_split = cdiv(k, split_k)
+    k_iters = cdiv(k_split, bk)
+    ctas = tiles * split_k
+    flops = np.full(bm.shape, 2.0 * m * n * k)
+    padded_flops = 2.0 * (tiles_m * bm) * (tiles_n * bn) * (split_k * k_iters * bk)
+
+    # Occupancy and waves.
+    smem_cta = gemm_smem_bytes({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages}, elem)
+    regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps})
+    resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
+    occupancy = resident * warps * 32 / profile.max_threads_per_sm
+    full_waves, last_per_sm, last_active, waves, wave_eff = wave_split(ctas, resident, profile.sm_count)
+    concurrent = np.minimum(tiles, profile.sm_count * resident)
+
+    # Matrix-unit rate per SM: instruction kind, and sub-partitions left idle by too few warps.
+    tensor_dtype = shape.dtype in TENSOR_DTYPES
+    wgmma = np.full(bm.shape, tensor_dtype and profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY)
+    wgmma &= (bm % WGMMA_ROWS == 0) & (warps % WARPS_PER_WARPGROUP == 0)
+    if elem == 4 and shape.layout != "nk":
+        wgmma[:] = False  # wgmma reads 32-bit (tf32) operands from smem only K-major: B must be [N, K]
+    hopper = profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY and tensor_dtype
+    instr_eff = np.where(wgmma | (not hopper), 1.0, MMA_SYNC_FRACTION_OF_WGMMA)
+    rate_sm = tensor_flops_per_sm_s(profile, shape.dtype) * instr_eff  # FLOP/s
+
+    # Bytes per CTA per k iteration.
+    flops_iter = 2.0 * bm * bn * bk
+    rows_loaded, cols_loaded = np.minimum(bm, m), np.minimum(bn, n)
+    fill_iter = (rows_loaded + cols_loaded) * bk * elem  # global -> smem, also an smem write
+    k16_steps = (bk // MMA_K).clip(1)
+    # Accumulators beyond the per-thread register limit spill to local memory (L1, which shares the
+    # smem bandwidth): each is loaded and stored once per matrix instruction k step.
+    spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
+    spill_iter = spilled * 4 * 2 * warps * 32 * k16_steps
+    smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype) * k16_steps + fill_iter + spill_iter
+    l2_total = (tiles_n * m + tiles_m * n) * float(k) * elem
+    dram_operands = split_k * _dram_operand_bytes(shape, bm, bn, group_m, concurrent, k_split, elem, profile)
+    cta_iters = ctas * k_iters
+    l2_iter = l2_total / cta_iters
+    dram_iter = dram_operands / cta_iters
+    out_elem = np.where(split_k > 1, SPLIT_K_PARTIAL_BYTES, elem)
+    out_bytes = split_k * m * n * out_elem
+    dram_bytes = dram_operands + out_bytes
+
+    # A load's latency: an L2 hit, or a DRAM access for the fraction of bytes L2 cannot reuse.
+    miss = np.clip(dram_operands / l2_total, 0.0, 1.0)
+    latency_s = (L2_LATENCY_NS + miss * (DRAM_LATENCY_NS - L2_LATENCY_NS)) * 1e-9
+    smem_bw = smem_bytes_per_sm_s(profile)
+    l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
+
+    def wave_terms(per_sm, active):
+        """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs, per term."""
+        per_sm = np.maximum(per_sm, 1)
+        warps_busy = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
+        return np.stack([
+            per_sm * flops_iter / (rate_sm * warps_busy),
+            per_sm * smem_iter / smem_bw,
+            per_sm * l2_iter * active / l2_bw,
+            per_sm * dram_iter * active / dram_bw,
+        ])
+
+    def wave_time(per_sm, active):
+        """A stage's buffer is refilled only after the matrix instructions reading it finish, so
+        with S stages a CTA's iteration period P obeys (S-1)·P >= latency + P_resources."""
+        resources = wave_terms(per_sm, active)
+        busy = resources.max(axis=0)
+        pipelined = (latency_s + busy) / np.maximum(stages - 1, 1)
+        terms = np.concatenate([resources, pipelined[None]])
+        epilogue = np.maximum(per_sm, 1) * bm * bn * out_elem * active / dram_bw
+        return k_iters * terms.max(axis=0) + latency_s + epilogue, terms
+
+    full_time, full_terms = wave_time(resident, profile.sm_count)
+    last_time, last_terms = wave_time(last_per_sm, last_active)
+    has_last = last_per_sm > 0
+    main_s = full_waves * full_time + np.where(has_last, last_time, 0.0)
+    binding_terms = np.where(full_waves > 0, full_terms, last_terms)
+    dominant = binding_terms.argmax(axis=0)
+
+    splitk_s = np.where(split_k > 1, (split_k * m * n * SPLIT_K_PARTIAL_BYTES + m * n * elem) / dram_bw
+                        + profile.launch_overhead_us * 1e-6, 0.0)
+    launch_s = profile.launch_overhead_us * 1e-6
+    time_s = main_s + splitk_s + launch_s
+    n_waves = full_waves + has_last
+
+    us = 1e6
+    return GemmBreakdown(
+        flops=flops, padded_flops=padded_flops, padding_efficiency=flops / padded_flops,
+        dram_bytes=dram_bytes, l2_bytes=l2_total, smem_bytes_per_cta=smem_cta, regs_per_thread=regs,
+        fits=smem_cta <= profile.smem_per_block_bytes,
+        uses_wgmma=wgmma, ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
+        waves=waves, wave_efficiency=wave_eff,
+        compute_us=us * padded_flops / (rate_sm * profile.sm_count),
+        smem_us=us * cta_iters * smem_iter / (smem_bw * profile.sm_count),
+        l2_us=us * l2_total / l2_bw,
+        memory_us=us * dram_bytes / dram_bw,
+        latency_us=us * n_waves * (k_iters * latency_s / np.maximum(stages - 1, 1) + latency_s),
+        prologue_us=us * n_waves * latency_s,
+        splitk_us=us * splitk_s,
+        launch_us=np.full(bm.shape, us * launch_s),
+        time_us=us * time_s,
+        dominant=dominant,
+        bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant],
+    )

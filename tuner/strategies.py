@@ -1,0 +1,70 @@
+"""Search strategies: plain functions that propose configs to `measure` and return the trials made."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from rooftune.candidates import Config, GemmShape, Trial, configs_to_columns
+from rooftune.hwprofiles import HardwareProfile
+
+Measure = Callable[[Config], Trial]
+# strategy(shape, candidates, measure, budget, profile) -> the trials it made, in order
+Strategy = Callable[[object, list[Config], Measure, int, HardwareProfile], list[Trial]]
+
+# The Triton matmul tutorial's autotune list (03-matrix-multiplication.py, CUDA):
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), all with GROUP_M=8.
+TUTORIAL_GEMM = (
+    (128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
+    (64, 128, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 5, 2), (32, 64, 32, 5, 2),
+)
+TUTORIAL_GROUP_M = 8
+
+
+def best_trial(trials: list[Trial]) -> Trial | None:
+    """The fastest successful trial, or None."""
+    ok = [t for t in trials if t.ok]
+    return min(ok, key=lambda t: t.time_us) if ok else None
+
+
+def _measure_in_order(configs, measure: Measure, budget: int) -> list[Trial]:
+    return [measure(c) for c in list(configs)[: max(budget, 0)]]
+
+
+def model_order(shape, candidates: list[Config], measure: Measure, budget: int,
+                profile: HardwareProfile) -> list[Trial]:
+    """Measure the `budget` candidates the model predicts fastest, skipping those it judges
+    impossible on `profile` (e.g. shared memory over the per-block limit)."""
+    from rooftune.roofline import predict
+
+    if not candidates:
+        return []
+    breakdown = predict(shape, configs_to_columns(candidates), profile)
+    order = np.argsort(breakdown.time_us, kind="stable")
+    order = [i for i in order if breakdown.fits[i]]
+    return _measure_in_order((candidates[i] for i in order), measure, budget)
+
+
+def random_order(seed: int) -> Strategy:
+    """A strategy that measures `budget` candidates drawn uniformly without replacement."""
+
+    def strategy(shape, candidates, measure, budget, profile):
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(candidates))
+        return _measure_in_order((candidates[i] for i in order), measure, budget)
+
+    strategy.__name__ = f"random_order({seed})"
+    return strategy
+
+
+def tutorial_configs() -> list[Config]:
+    return [Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=TUTORIAL_GROUP_M, SPLIT_K=1)
+            for bm, bn, bk, s, w in TUTORIAL_GEMM]
+
+
+def tutorial(shape, candidates: list[Config], measure: Measure, budget: int, profile: HardwareProfile) -> list[Trial]:
+    """The Triton tutorial's 8 GEMM configs in their listed order (candidates are ignored)."""
+    if not isinstance(shape, GemmShape):
+        raise TypeError("the tutorial strategy only knows GEMM configs")
+    return _measure_in_order(tutorial_configs(), measure, budget)
