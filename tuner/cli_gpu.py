@@ -1,5 +1,91 @@
-"""Placeholder: registers no commands yet."""
+"""GPU commands of the CLI: `hwprobe` and `sweep` (thin: parse, call one library function, print)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+
+
+def _fail(message: str):
+    Console(stderr=True).print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=2)
+
+
+class RichReporter:
+    """A sweep's progress as a rich progress bar: shapes done of listed, the current shape's phase."""
+
+    def __init__(self, progress: Progress):
+        self.progress, self.task = progress, None
+
+    def start(self, total: int, done: int) -> None:
+        self.task = self.progress.add_task("sweep", total=total, completed=done)
+
+    def phase(self, shape, text: str) -> None:
+        self.progress.update(self.task, description=f"{shape}: {text}")
+
+    def finished(self, shape, seconds: float) -> None:
+        self.progress.advance(self.task)
+        self.progress.console.print(f"{shape}  {seconds:.1f} s")
+
+
+def hwprobe_cmd(
+    out: str = typer.Option(None, "--out", help="write the profile JSON here (default: print it)"),
+    name: str = typer.Option(None, "--name", help="profile name (default: the GPU's name)"),
+    sms: int = typer.Option(None, "--sms", help="profile a green context of this many SMs"),
+) -> None:
+    """Measure this machine's GPU and write a hardware profile."""
+    import json
+
+    from rooftune.hwprofiles import profile_to_dict, save_profile
+    from rooftune.hwprofiles.hwprobe import NoGpuError, probe
+
+    try:
+        profile = probe(name=name, sms=sms, log=lambda line: console.print(line))
+    except (NoGpuError, ValueError) as exc:
+        _fail(str(exc))
+    if out:
+        save_profile(profile, out)
+        console.print(f"wrote {out}")
+    else:
+        console.print_json(json.dumps(profile_to_dict(profile)))
+
+
+def sweep_cmd(
+    kernel: str = typer.Argument(..., help="gemm (attention comes later)"),
+    shapes: str = typer.Option(..., "--shapes", help="JSON list of {m, n, k[, layout]} objects"),
+    out: str = typer.Option(..., "--out", help="dataset folder (created, or resumed)"),
+    gpu: str = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality"),
+    sms: int = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs"),
+    max_minutes: float = typer.Option(None, "--max-minutes", help="start no shape that would end later"),
+    workers: int = typer.Option(None, "--workers", help="compile processes (default: all CPU cores)"),
+) -> None:
+    """Time every legal config of the published space for each shape; resumable."""
+    from rooftune.eval.dataset import DatasetError
+    from rooftune.eval.sweep import ShapeListError, load_shapes, sweep_gemm
+    from rooftune.hwprofiles.hwprobe import NoGpuError
+    from rooftune.tuner.args import load_gpu
+
+    if kernel != "gemm":
+        _fail(f"unknown or unsupported kernel {kernel!r}; `sweep` supports gemm")
+    try:
+        load_shapes(shapes)  # a bad list fails here, before any GPU work
+    except ShapeListError as exc:
+        _fail(str(exc))
+    profile = load_gpu(gpu)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console) as progress:
+            summary = sweep_gemm(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
+                                 reporter=RichReporter(progress))
+    except (NoGpuError, DatasetError, ValueError) as exc:
+        _fail(str(exc))
+    console.print(f"done {summary.done}, already there {summary.skipped}, left {summary.remaining}"
+                  f"{' (time budget reached)' if summary.stopped_early else ''}; {summary.seconds:.0f} s")
 
 
 def register(app) -> None:
-    pass
+    app.command("hwprobe")(hwprobe_cmd)
+    app.command("sweep")(sweep_cmd)

@@ -1,0 +1,206 @@
+"""The exhaustive-dataset format: a folder with manifest.json and one gzip CSV per finished shape.
+
+    DIR/manifest.json            dataset card data: GPU, software versions, space version, timing
+                                 method, measured noise, shape list and generator seed
+    DIR/shapes/<id>.csv.gz       one per finished shape, written atomically (temp file + os.replace)
+
+A shape file starts with one comment line `# rooftune-shape {json}` (the shape, its baselines in µs
+and per-shape facts such as repeatability), then a CSV header and one row per legal config: the
+config's parameters, `time_us` (first pass, interleaved over all configs) or `error`, `compile_s`,
+`rounds`, `spread`, and `retime_us` / `retime_rounds` for the configs re-timed in the second pass.
+Gzip headers carry no time stamp, so the same results give the same bytes (clean git diffs).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rooftune.candidates import Config, GemmShape, Trial
+from rooftune.eval.records import ShapeRecords
+
+FORMAT = "rooftune-dataset-1"
+MANIFEST = "manifest.json"
+SHAPES_DIR = "shapes"
+STAT_COLUMNS = ("time_us", "error", "compile_s", "rounds", "spread", "retime_us", "retime_rounds")
+_PREFIX = "# rooftune-shape "
+
+
+class DatasetError(ValueError):
+    """A dataset folder or file that cannot be read, or a resume into an incompatible dataset."""
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """One config of one shape: a time (µs per launch) or an error, plus how it was measured."""
+
+    config: Config
+    time_us: float | None
+    error: str | None = None
+    compile_s: float | None = None
+    rounds: int = 0
+    spread: float | None = None
+    retime_us: float | None = None
+    retime_rounds: int | None = None
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """Everything measured for one shape: per-config rows, baselines (e.g. {'cublas': µs}), facts."""
+
+    shape: GemmShape
+    rows: tuple[ConfigResult, ...]
+    baselines_us: dict[str, float] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+
+
+def shape_id(shape: GemmShape) -> str:
+    """File-name key of a shape: '4096x4096x4096-nk-bf16'."""
+    return f"{shape.m}x{shape.n}x{shape.k}-{shape.layout}-{shape.dtype}"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a reader (or a killed writer) never sees a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _num(value: float | int | None) -> str:
+    if value is None:
+        return ""
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
+
+
+def encode_shape(result: ShapeResult) -> bytes:
+    """The gzip CSV bytes of one shape's results."""
+    header = {"shape": {"m": result.shape.m, "n": result.shape.n, "k": result.shape.k,
+                        "layout": result.shape.layout, "dtype": result.shape.dtype},
+              "baselines_us": result.baselines_us, "meta": result.meta}
+    text = io.StringIO()
+    text.write(_PREFIX + json.dumps(header, sort_keys=True) + "\n")
+    names = list(result.rows[0].config) if result.rows else []
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow([*names, *STAT_COLUMNS])
+    for r in result.rows:
+        writer.writerow([*(r.config[n] for n in names), _num(r.time_us), r.error or "",
+                         _num(r.compile_s), r.rounds, _num(r.spread), _num(r.retime_us),
+                         _num(r.retime_rounds)])
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as gz:
+        gz.write(text.getvalue().encode())
+    return buffer.getvalue()
+
+
+def write_shape(root: str | os.PathLike, result: ShapeResult) -> Path:
+    """Write one finished shape atomically; returns its path."""
+    path = Path(root) / SHAPES_DIR / f"{shape_id(result.shape)}.csv.gz"
+    atomic_write_bytes(path, encode_shape(result))
+    return path
+
+
+def _opt_float(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def read_shape(path: str | os.PathLike) -> ShapeResult:
+    """Parse one shape file written by `write_shape`."""
+    try:
+        lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from exc
+    if not lines or not lines[0].startswith(_PREFIX):
+        raise DatasetError(f"{path}: missing the '{_PREFIX.strip()}' header line")
+    header = json.loads(lines[0][len(_PREFIX):])
+    rows = list(csv.reader(lines[1:]))
+    columns = rows[0]
+    names = columns[: len(columns) - len(STAT_COLUMNS)]
+    results = []
+    for row in rows[1:]:
+        params, stats = row[: len(names)], dict(zip(STAT_COLUMNS, row[len(names):]))
+        values = dict(zip(names, map(int, params)))
+        config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
+                        values["num_warps"], values["num_stages"])
+        results.append(ConfigResult(
+            config=config, time_us=_opt_float(stats["time_us"]), error=stats["error"] or None,
+            compile_s=_opt_float(stats["compile_s"]), rounds=int(stats["rounds"] or 0),
+            spread=_opt_float(stats["spread"]), retime_us=_opt_float(stats["retime_us"]),
+            retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None))
+    return ShapeResult(shape=GemmShape(**header["shape"]), rows=tuple(results),
+                       baselines_us=header["baselines_us"], meta=header["meta"])
+
+
+def shape_files(root: str | os.PathLike) -> list[Path]:
+    """The finished shape files of a dataset folder, sorted by name (temp files excluded)."""
+    folder = Path(root) / SHAPES_DIR
+    return sorted(folder.glob("*.csv.gz")) if folder.is_dir() else []
+
+
+def finished_ids(root: str | os.PathLike) -> set[str]:
+    """Shape ids already written: what a resumed sweep skips."""
+    return {p.name[: -len(".csv.gz")] for p in shape_files(root)}
+
+
+def to_records(result: ShapeResult) -> ShapeRecords:
+    """A ShapeRecords for replay: first-pass times as trials; second-pass times in meta['retime_us']."""
+    trials = tuple(Trial(r.config, r.time_us, r.error, r.compile_s) for r in result.rows)
+    retime = {r.config: r.retime_us for r in result.rows if r.retime_us is not None}
+    return ShapeRecords(shape=result.shape, trials=trials, baselines_us=dict(result.baselines_us),
+                        meta={**result.meta, "retime_us": retime})
+
+
+def read_manifest(root: str | os.PathLike) -> dict:
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        raise DatasetError(f"{root}: no {MANIFEST}; not a rooftune dataset folder")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
+    if manifest.get("format") != FORMAT:
+        raise DatasetError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    return manifest
+
+
+def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
+    data = json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True) + "\n"
+    atomic_write_bytes(Path(root) / MANIFEST, data.encode())
+
+
+# Manifest keys that must agree for a resumed sweep to add shapes to an existing dataset.
+COMPATIBLE_KEYS = ("kernel", "space_version", "gpu_profile", "sms")
+
+
+def open_dataset(root: str | os.PathLike, manifest: dict) -> dict:
+    """Create the dataset folder with `manifest`, or check that an existing one is compatible
+    (same kernel, space version, GPU profile and SM partition) and return its manifest."""
+    if (Path(root) / MANIFEST).is_file():
+        existing = read_manifest(root)
+        clashes = [f"{k}: {existing.get(k)!r} there, {manifest.get(k)!r} now"
+                   for k in COMPATIBLE_KEYS if existing.get(k) != manifest.get(k)]
+        if clashes:
+            raise DatasetError(f"{root} holds a different dataset ({'; '.join(clashes)}); "
+                               "use another --out folder")
+        return existing
+    write_manifest(root, manifest)
+    return read_manifest(root)
+
+
+def read_dataset(root: str | os.PathLike) -> list[ShapeRecords]:
+    """Every finished shape of a dataset folder, as ShapeRecords (the replay evaluation's input)."""
+    read_manifest(root)
+    return [to_records(read_shape(p)) for p in shape_files(root)]

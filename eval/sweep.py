@@ -1,0 +1,351 @@
+"""The exhaustive sweep: every legal config of a space, timed per shape, written resumably to a dataset.
+
+The orchestration (`run_sweep`: resume, grouping by compile specialization, the time budget, the
+manifest) is GPU-free and takes a `Measurer` as an argument; `GemmMeasurer` is the GPU one (torch
+and the kernel are imported inside it), tests pass a fake.
+
+Per shape, the GPU measurer: takes the compile results of the shape's specialization group (compiled
+once per config per group, in parallel, only for the shapes about to run); checks every compiled
+config against the fp32 reference on fresh random inputs (a failure is a recorded error); times all
+of them plus cuBLAS (`torch.matmul`) in one interleaved pass of the harness (kernels/timing.py);
+then re-times the `retime_top` fastest and cuBLAS in a second, independent interleaved pass with
+more rounds and no pruning, and stores the agreement of the two passes (`repeatability`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+import zlib
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape, ShapeError, legal_configs
+from rooftune.eval.dataset import (
+    ConfigResult,
+    ShapeResult,
+    finished_ids,
+    open_dataset,
+    read_manifest,
+    read_shape,
+    shape_files,
+    shape_id,
+    write_manifest,
+    write_shape,
+)
+from rooftune.hwprofiles import HardwareProfile
+
+
+class ShapeListError(ValueError):
+    """A --shapes file that is not a JSON list of {m, n, k[, layout]} objects."""
+
+
+def load_shapes(path: str | Path) -> list[GemmShape]:
+    """Read a JSON list of objects with integer keys m, n, k (optional layout 'kn'/'nk'; other keys
+    ignored) as bf16 GemmShapes; errors name the file and the entry."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ShapeListError(f"{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise ShapeListError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, list) or not data:
+        raise ShapeListError(f"{path}: expected a non-empty JSON list of {{m, n, k}} objects")
+    shapes = []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict) or not {"m", "n", "k"} <= set(entry):
+            raise ShapeListError(f"{path}: entry {i} must be an object with keys m, n, k; got {entry!r}")
+        try:
+            shapes.append(GemmShape(entry["m"], entry["n"], entry["k"], layout=entry.get("layout", "kn")))
+        except ShapeError as exc:
+            raise ShapeListError(f"{path}: entry {i}: {exc}") from None
+    return shapes
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """How each shape is measured (recorded in the manifest as the timing method)."""
+
+    rounds: int = 7
+    target_ms: float = 0.5
+    prune_ratio: float = 3.0
+    mid_ratio: float = 1.3
+    mid_rounds: int = 3
+    retime_top: int = 10
+    retime_rounds: int = 15
+    seed: int = 0
+
+
+class Measurer(Protocol):
+    """What the sweep needs from a device: a compile grouping, parallel compiles, and one shape."""
+
+    def group_key(self, shape: GemmShape) -> Hashable: ...
+
+    def compile(self, jobs: list[tuple[GemmShape, Config]]) -> dict[Config, float | str]: ...
+
+    def measure(self, shape: GemmShape, configs: list[Config],
+                compiled: dict[Config, float | str]) -> ShapeResult: ...
+
+
+def repeatability(first: dict[Hashable, float], second: dict[Hashable, float]) -> dict[str, float | bool]:
+    """Agreement of two passes over the same candidates: |t2 − t1| / t1 (median, p90), the same for
+    each candidate's ratio to its pass's fastest, and whether pass 1's fastest is within 1% of
+    pass 2's fastest in pass-2 times (`best_within_1pct`)."""
+    keys = [k for k in first if k in second and first[k] and second[k]]
+    if len(keys) < 2:
+        return {}
+    abs_d = sorted(abs(second[k] - first[k]) / first[k] for k in keys)
+    b1, b2 = min(first[k] for k in keys), min(second[k] for k in keys)
+    ratio_d = sorted(abs(second[k] / b2 - first[k] / b1) / (first[k] / b1) for k in keys)
+    best1 = min(keys, key=lambda k: first[k])
+
+    def p90(values):
+        return values[min(len(values) - 1, int(round(0.9 * (len(values) - 1))))]
+
+    return {"abs_median": statistics.median(abs_d), "abs_p90": p90(abs_d),
+            "ratio_median": statistics.median(ratio_d), "ratio_p90": p90(ratio_d),
+            "best_within_1pct": second[best1] <= 1.01 * b2}
+
+
+def noise_summary(root: str | Path) -> dict[str, float | int]:
+    """Repeatability over every finished shape of a dataset: medians of the per-shape figures."""
+    per_shape = [read_shape(p).meta.get("repeatability") or {} for p in shape_files(root)]
+    per_shape = [r for r in per_shape if r]
+    if not per_shape:
+        return {}
+    summary: dict[str, float | int] = {"shapes": len(per_shape)}
+    for key in ("abs_median", "abs_p90", "ratio_median", "ratio_p90"):
+        summary[f"{key}_over_shapes_median"] = statistics.median(r[key] for r in per_shape)
+    summary["best_within_1pct_fraction"] = sum(bool(r["best_within_1pct"]) for r in per_shape) / len(per_shape)
+    return summary
+
+
+class Reporter(Protocol):
+    def start(self, total: int, done: int) -> None: ...
+
+    def phase(self, shape: GemmShape, text: str) -> None: ...
+
+    def finished(self, shape: GemmShape, seconds: float) -> None: ...
+
+
+class _Silent:
+    def start(self, total, done):
+        pass
+
+    def phase(self, shape, text):
+        pass
+
+    def finished(self, shape, seconds):
+        pass
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    done: int            # shapes finished in this run
+    skipped: int         # shapes already in the dataset
+    remaining: int       # shapes left for a later run
+    stopped_early: bool  # the time budget ended the run
+    seconds: float
+
+
+def _order_by_group(shapes: Sequence[GemmShape], key: Callable[[GemmShape], Hashable]) -> list[GemmShape]:
+    """Shapes grouped by compile specialization, groups in order of first appearance, list order inside."""
+    groups: dict[Hashable, list[GemmShape]] = {}
+    for s in shapes:
+        groups.setdefault(key(s), []).append(s)
+    return [s for members in groups.values() for s in members]
+
+
+def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, profile: HardwareProfile,
+              *, manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
+              reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
+              first_shape_s: float = 30.0, compile_s_per_config: float = 0.05) -> SweepSummary:
+    """Measure every shape of `shapes` not yet in the dataset at `out` and write each when done.
+
+    Resumable: finished shapes are skipped, each is written atomically, so a killed run loses at
+    most the shape in progress. With `max_minutes`, a shape is not started when the time used plus
+    its estimate (1.25 × the mean shape time so far, `first_shape_s` before any, plus the compiles
+    it still needs at the mean compile time per config) would pass the budget.
+    """
+    started = now()
+    reporter = reporter or _Silent()
+    open_dataset(out, {"kernel": "gemm", "space_version": GEMM_SPACE.version,
+                       "gpu_profile": profile.name, "sms": None, **(manifest or {})})
+    done_ids = finished_ids(out)
+    unique = list({shape_id(s): s for s in shapes}.values())
+    todo = _order_by_group([s for s in unique if shape_id(s) not in done_ids], measurer.group_key)
+    reporter.start(len(unique), len(unique) - len(todo))
+    legal = {shape_id(s): legal_configs(GEMM_SPACE, s, profile).configs for s in todo}
+    compiled: dict[Hashable, dict[Config, float | str]] = {}
+    durations: list[float] = []
+    compile_rate = compile_s_per_config
+    finished = 0
+    stopped = False
+    for index, shape in enumerate(todo):
+        group = measurer.group_key(shape)
+        have = compiled.setdefault(group, {})
+        window = [s for s in todo[index: index + 1 + lookahead] if measurer.group_key(s) == group]
+        jobs: dict[Config, GemmShape] = {}
+        for s in window:
+            for c in legal[shape_id(s)]:
+                if c not in have and c not in jobs:
+                    jobs[c] = s
+        need_now = sum(c not in have for c in legal[shape_id(shape)])
+        estimate = (1.25 * statistics.mean(durations) if durations else first_shape_s) + need_now * compile_rate
+        if max_minutes is not None and now() - started + estimate > 60 * max_minutes:
+            stopped = True
+            break
+        t0 = now()
+        if jobs:
+            reporter.phase(shape, f"compiling {len(jobs)} configs")
+            have.update(measurer.compile([(s, c) for c, s in jobs.items()]))
+            compile_rate = max((now() - t0) / len(jobs), 1e-3)
+        t1 = now()
+        reporter.phase(shape, f"measuring {len(legal[shape_id(shape)])} configs")
+        result = measurer.measure(shape, legal[shape_id(shape)], have)
+        write_shape(out, result)
+        durations.append(now() - t1)
+        finished += 1
+        reporter.finished(shape, now() - t0)
+    manifest_now = read_manifest(out)
+    manifest_now.pop("format", None)
+    manifest_now["shapes_done"] = len(finished_ids(out))
+    manifest_now["noise"] = noise_summary(out)
+    write_manifest(out, manifest_now)
+    return SweepSummary(done=finished, skipped=len(unique) - len(todo),
+                        remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
+
+
+def file_digest(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+class GemmMeasurer:
+    """Measures GEMM shapes on the current CUDA device with the Triton kernel of kernels/gemm.py."""
+
+    def __init__(self, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
+                 device: str = "cuda", workers: int | None = None):
+        from rooftune.kernels import gemm
+
+        self.gemm, self.profile, self.settings = gemm, profile, settings
+        self.device, self.workers = device, workers
+
+    def group_key(self, shape: GemmShape) -> Hashable:
+        return self.gemm.specialization_key(shape)
+
+    def compile(self, jobs):
+        from rooftune.kernels.compile import precompile
+
+        return precompile(self.gemm.warmup, jobs, device=self.device, workers=self.workers)
+
+    def _seed(self, shape: GemmShape, salt: int) -> int:
+        return (zlib.crc32(shape_id(shape).encode()) + 7919 * salt + 104729 * self.settings.seed) % 2**31
+
+    def _check(self, shape, configs, compiled) -> dict[Config, str]:
+        """Errors of configs that did not compile, fail the reference check, or raise."""
+        from rooftune.kernels.check import check_gemm
+
+        errors: dict[Config, str] = {}
+        seed = self._seed(shape, 1)  # fresh inputs, unlike the timing ones; one seed per shape
+        for c in configs:
+            if isinstance(compiled.get(c), str):
+                errors[c] = f"compile: {compiled[c]}"
+                continue
+            try:
+                problem = check_gemm(c, shape, shape.layout, self.device, seed)
+            except Exception as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            if problem:
+                errors[c] = f"check: {problem}"[:300]
+        return errors
+
+    def measure(self, shape, configs, compiled):
+        import torch
+
+        from rooftune.kernels.timing import input_sets_needed, time_candidates
+
+        s = self.settings
+        t0 = time.perf_counter()
+        errors = self._check(shape, configs, compiled)
+        t_check = time.perf_counter() - t0
+        bytes_per_set = 2 * (shape.m * shape.k + shape.k * shape.n)
+        sets = input_sets_needed(bytes_per_set, self.profile.l2_bytes)
+        inputs = [self.gemm.make_inputs(shape, self.device, self._seed(shape, 100 + i)) for i in range(sets)]
+        out = torch.empty(shape.m, shape.n, device=self.device, dtype=torch.bfloat16)
+        launchers = {}
+        for c in configs:
+            if c in errors:
+                continue
+            try:
+                launchers[c] = self.gemm.make_launcher(c, shape.layout, inputs, out)
+            except Exception as exc:
+                errors[c] = f"launcher: {type(exc).__name__}: {exc}"[:300]
+        operands = [(a, b.t() if shape.layout == "nk" else b) for a, b in inputs]
+        launchers["cublas"] = lambda i: torch.mm(*operands[i % len(operands)], out=out)
+        common = dict(target_ms=s.target_ms, seed=self._seed(shape, 2))
+        first = time_candidates(launchers, rounds=s.rounds, prune_ratio=s.prune_ratio,
+                                mid_ratio=s.mid_ratio, mid_rounds=s.mid_rounds, **common)
+        t_first = time.perf_counter() - t0 - t_check
+        ok = sorted((k for k, t in first.items() if k != "cublas" and t.median_us is not None),
+                    key=lambda k: first[k].median_us)
+        top = ok[: s.retime_top] + ["cublas"]
+        second = time_candidates({k: launchers[k] for k in top}, rounds=s.retime_rounds,
+                                 prune_ratio=float("inf"), mid_ratio=None, **common)
+        rows = []
+        for c in configs:
+            t = first.get(c)
+            err = errors.get(c) or (t.error if t else None)
+            r = second.get(c)
+            rows.append(ConfigResult(
+                config=c, time_us=None if err else t.median_us, error=err,
+                compile_s=compiled[c] if isinstance(compiled.get(c), float) else None,
+                rounds=t.rounds if t else 0, spread=t.spread if t and not err else None,
+                retime_us=r.median_us if r else None, retime_rounds=r.rounds if r else None))
+        mhz = [v for t in [*first.values(), *second.values()] for v in (t.clock_mhz_min, t.clock_mhz_max) if v]
+        meta = {
+            "space_version": GEMM_SPACE.version, "legal_configs": len(configs), "errors": len(errors),
+            "input_sets": sets, "check_s": round(t_check, 2), "time_s": round(t_first, 2),
+            "retime_s": round(time.perf_counter() - t0 - t_check - t_first, 2),
+            "clock_mhz_min": min(mhz) if mhz else None, "clock_mhz_max": max(mhz) if mhz else None,
+            "clock_repeats": max((t.repeats for t in first.values()), default=0),
+            "cublas_first_us": first["cublas"].median_us,
+            "repeatability": repeatability({k: first[k].median_us for k in top if k != "cublas"},
+                                           {k: second[k].median_us for k in top if k != "cublas"}),
+        }
+        baselines = {"cublas": second["cublas"].median_us} if second["cublas"].median_us else {}
+        del inputs, operands, out, launchers
+        torch.cuda.empty_cache()
+        return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)
+
+
+def describe_device(settings: SweepSettings, sms: int | None) -> dict:
+    """Manifest facts about this machine and the timing method (needs a GPU)."""
+    from rooftune.hwprofiles.hwprobe import software_versions
+
+    return {"sms": sms, "device": software_versions(),
+            "timing": {"method": "interleaved CUDA-graph replay, median over shuffled rounds, "
+                                 "progressive pruning (kernels/timing.py); second pass re-times the "
+                                 "fastest configs and cuBLAS with more rounds",
+                       **asdict(settings)}}
+
+
+def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
+               max_minutes: float | None = None, workers: int | None = None,
+               settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> SweepSummary:
+    """`rooftune sweep gemm`: load the shape list, then sweep it on this GPU (an SM partition of it
+    with `sms`) into the dataset at `out`. Raises ShapeListError, NoGpuError, DatasetError."""
+    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+
+    shapes = load_shapes(shapes_path)
+    require_cuda()
+    manifest = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
+                "shapes_sha256": file_digest(shapes_path), "shapes_listed": len(shapes)}
+    with sm_partition(sms):
+        measurer = GemmMeasurer(profile, settings, workers=workers)
+        return run_sweep(shapes, out, measurer, profile, manifest=manifest, max_minutes=max_minutes,
+                         reporter=reporter)

@@ -1,0 +1,239 @@
+"""`hwprobe`: measure the GPU this process sees (optionally an SM partition of it) as a HardwareProfile.
+
+Also home of `sm_partition`, the green-context helper every GPU command (`hwprobe`, `sweep`, `tune`)
+uses for `--sms N`: an SM-partitioned H200 behaves as a second, smaller device (ANCHORS.md).
+torch, triton and pynvml are imported inside the functions that need a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import statistics
+import time
+from collections.abc import Callable, Iterator
+
+from rooftune.hwprofiles.profile import HardwareProfile
+
+# Per-SM resident-block limit by compute capability (CUDA programming guide, "Compute
+# Capabilities" table); not measurable by a probe, so read from the table by the device's capability.
+MAX_CTAS_PER_SM = {(7, 0): 32, (7, 5): 16, (8, 0): 32, (8, 6): 16, (8, 7): 16, (8, 9): 24,
+                   (9, 0): 32, (10, 0): 32, (12, 0): 32}
+REGS_PER_THREAD_MAX = 255  # CUDA limit for every compute capability since 3.5
+
+
+class NoGpuError(RuntimeError):
+    """The command needs a CUDA GPU and this machine has none (or torch cannot see it)."""
+
+
+def require_cuda():
+    """Import torch and check that a CUDA device is visible; raise NoGpuError with a clear message."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise NoGpuError("torch is not installed; this command needs torch with CUDA and a GPU") from exc
+    if not torch.cuda.is_available():
+        raise NoGpuError("no CUDA GPU is visible (torch.cuda.is_available() is False); run this "
+                         "command on a machine with an NVIDIA GPU")
+    return torch
+
+
+@contextlib.contextmanager
+def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None]:
+    """Run the body in a green context of `num_sms` SMs (None: the whole device, no context).
+
+    torch's API changed names across releases (set_context/pop_context, earlier
+    make_current/pop_current); both are accepted."""
+    if num_sms is None:
+        yield None
+        return
+    torch = require_cuda()
+    total = torch.cuda.get_device_properties(device).multi_processor_count
+    if not 0 < num_sms <= total:
+        raise ValueError(f"--sms must be between 1 and {total} on this device, got {num_sms}")
+    from torch.cuda.green_contexts import GreenContext
+
+    ctx = GreenContext.create(num_sms=num_sms, device_id=device)
+    enter = getattr(ctx, "set_context", None) or ctx.make_current
+    leave = getattr(ctx, "pop_context", None) or ctx.pop_current
+    enter()
+    try:
+        yield ctx
+    finally:
+        torch.cuda.synchronize()
+        leave()
+
+
+def _today() -> str:
+    return datetime.date.today().isoformat()
+
+
+def _median_ms(fn: Callable[[], None], reps: int, warmup: int = 3) -> float:
+    """Median event-timed milliseconds of `fn` over `reps` runs after `warmup` runs."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def dram_bw_gbps(nbytes: int = 2 << 30, reps: int = 10) -> float:
+    """Device-to-device copy of `nbytes`: bandwidth = 2 · nbytes (read + written) / time, in GB/s."""
+    import torch
+
+    src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = _median_ms(lambda: dst.copy_(src), reps)
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+def l2_bw_gbps(l2_bytes: int, reps: int = 10, copies: int = 200) -> float:
+    """Copies between two buffers of l2_bytes/8 each (both well inside L2), `copies` per graph replay:
+    bandwidth = 2 · bytes · copies / time, in GB/s. A copy stands in for the L2's read+write rate."""
+    import torch
+
+    nbytes = max(l2_bytes // 8, 1 << 20)
+    src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()  # one graph of `copies` copies: small copies outrun the launch rate
+    with torch.cuda.graph(graph):
+        for _ in range(copies):
+            dst.copy_(src)
+    ms = _median_ms(graph.replay, reps)
+    return 2 * nbytes * copies / (ms * 1e-3) / 1e9
+
+
+def matmul_tflops(dtype: str, size: int = 8192, reps: int = 10) -> float:
+    """Dense size³ torch.matmul on random data (never zeros): 2·size³ / time, in TFLOP/s.
+    'tf32' is fp32 operands with TF32 matrix units allowed; 'fp32' with them disallowed."""
+    import torch
+
+    torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32,
+                   "fp32": torch.float32}[dtype]
+    if dtype == "fp32":
+        size, reps = min(size, 4096), min(reps, 5)  # plain fp32 is ~15x slower; keep the probe short
+    a = torch.randn(size, size, device="cuda", dtype=torch_dtype)
+    b = torch.randn(size, size, device="cuda", dtype=torch_dtype)
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    try:
+        ms = _median_ms(lambda: torch.matmul(a, b), reps)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return 2 * size**3 / (ms * 1e-3) / 1e12
+
+
+def _empty_kernel(x_ptr):  # compiled with triton.jit inside launch_overhead_us
+    pass
+
+
+def launch_overhead_us(launches: int = 2000) -> float:
+    """Host time per launch of an empty Triton kernel, launched back to back from Python after a
+    warm-up: (time of `launches` launches + final synchronize) / launches, in µs."""
+    import torch
+    import triton
+
+    kernel = triton.jit(_empty_kernel)
+    x = torch.empty(1, device="cuda")
+    for _ in range(10):
+        kernel[(1,)](x)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(launches):
+        kernel[(1,)](x)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - started) / launches * 1e6
+
+
+def _nvml_facts(device: int) -> dict[str, object]:
+    """Max SM and memory clocks (MHz) and the driver version through pynvml; absent on failure."""
+    facts: dict[str, object] = {}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+        facts["sm_clock_mhz"] = float(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM))
+        facts["mem_clock_mhz"] = float(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM))
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        facts["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+    except Exception as exc:
+        facts["error"] = f"pynvml: {exc}"
+    return facts
+
+
+def software_versions(device: int = 0) -> dict[str, str]:
+    """GPU name, driver, torch, triton and CUDA versions: the `meta` of profiles and datasets."""
+    torch = require_cuda()
+    import triton
+
+    nvml = _nvml_facts(device)
+    return {"gpu": torch.cuda.get_device_name(device), "driver": str(nvml.get("driver", "unknown")),
+            "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": str(torch.version.cuda), "date": _today()}
+
+
+def probe(name: str | None = None, sms: int | None = None, device: int = 0,
+          log: Callable[[str], None] = lambda _: None) -> HardwareProfile:
+    """Measure the visible GPU (or a green context of `sms` SMs on it) as a HardwareProfile."""
+    torch = require_cuda()
+    torch.cuda.set_device(device)
+    props = torch.cuda.get_device_properties(device)
+    cc = (props.major, props.minor)
+    nvml = _nvml_facts(device)
+    if "sm_clock_mhz" not in nvml:
+        raise RuntimeError(f"cannot read clocks: {nvml.get('error', 'pynvml unavailable')}")
+    date = _today()
+    read = f"probed {date}: torch.cuda.get_device_properties"
+    with sm_partition(sms, device):
+        measured = {}
+        for key, fn in (("dram_bw_gbps", dram_bw_gbps),
+                        ("l2_bw_gbps", lambda: l2_bw_gbps(props.L2_cache_size)),
+                        ("bf16_tflops", lambda: matmul_tflops("bf16")),
+                        ("fp16_tflops", lambda: matmul_tflops("fp16")),
+                        ("tf32_tflops", lambda: matmul_tflops("tf32")),
+                        ("fp32_tflops", lambda: matmul_tflops("fp32")),
+                        ("launch_overhead_us", launch_overhead_us)):
+            measured[key] = fn()
+            log(f"{key}: {measured[key]:.1f}")
+    values = dict(
+        name=name or (props.name if sms is None else f"{props.name} ({sms} SMs)"),
+        sm_count=sms or props.multi_processor_count,
+        sm_clock_mhz=nvml["sm_clock_mhz"], mem_clock_mhz=nvml["mem_clock_mhz"],
+        smem_per_sm_bytes=props.shared_memory_per_multiprocessor,
+        smem_per_block_bytes=props.shared_memory_per_block_optin,
+        regs_per_sm=props.regs_per_multiprocessor, regs_per_thread_max=REGS_PER_THREAD_MAX,
+        max_threads_per_sm=props.max_threads_per_multi_processor,
+        max_ctas_per_sm=MAX_CTAS_PER_SM.get(cc, 32), l2_bytes=props.L2_cache_size,
+        compute_capability=cc, **measured)
+    how = {
+        "sm_count": f"probed {date}: green context of {sms} SMs" if sms else read,
+        "sm_clock_mhz": f"probed {date}: pynvml max SM clock (not locked)",
+        "mem_clock_mhz": f"probed {date}: pynvml max memory clock",
+        "regs_per_thread_max": "CUDA limit (compute capability >= 3.5)",
+        "max_ctas_per_sm": f"CUDA limit table for compute capability {cc[0]}.{cc[1]}",
+        "dram_bw_gbps": f"probed {date}: 2 GiB device copy, bytes read + written",
+        "l2_bw_gbps": f"probed {date}: repeated copies within L2 (L2/8 per buffer), read + written",
+        "bf16_tflops": f"probed {date}: 8192^3 torch.matmul on random data",
+        "fp16_tflops": f"probed {date}: 8192^3 torch.matmul on random data",
+        "tf32_tflops": f"probed {date}: 8192^3 fp32 torch.matmul, TF32 allowed",
+        "fp32_tflops": f"probed {date}: 4096^3 fp32 torch.matmul, TF32 disallowed",
+        "launch_overhead_us": f"probed {date}: host time per empty Triton kernel launch",
+    }
+    sources = {key: how.get(key, read) for key in values if key != "name"}
+    meta = {**software_versions(device), "kind": "probed"}
+    if sms:
+        meta["sm_partition"] = f"torch.cuda.green_contexts, {sms} of {props.multi_processor_count} SMs"
+    return HardwareProfile(**values, sources=sources, meta=meta)

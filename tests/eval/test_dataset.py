@@ -1,0 +1,101 @@
+"""The dataset format: round trip, atomic writes, deterministic bytes, resume compatibility."""
+
+import os
+
+import pytest
+
+from rooftune.candidates import Config, GemmShape
+from rooftune.eval.dataset import (
+    ConfigResult,
+    DatasetError,
+    ShapeResult,
+    atomic_write_bytes,
+    encode_shape,
+    finished_ids,
+    open_dataset,
+    read_dataset,
+    read_shape,
+    shape_id,
+    write_shape,
+)
+
+
+def _config(bm, warps=4):
+    return Config.make(warps, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, SPLIT_K=1)
+
+
+def sample_result(shape=GemmShape(77, 4096, 4096, layout="nk")) -> ShapeResult:
+    rows = (
+        ConfigResult(_config(64), 12.3456, None, 1.25, 7, 0.012, 12.4, 15),
+        ConfigResult(_config(128), 20.5, None, 1.5, 3, 0.03),
+        ConfigResult(_config(256, 8), None, "compile: OutOfResources: shared memory, 300000 > 232448"),
+        ConfigResult(_config(16), None, "check: relative error 0.5 > 0.01", 0.9, 0),
+    )
+    return ShapeResult(shape, rows, {"cublas": 11.9}, {"repeatability": {"abs_median": 0.004}, "errors": 2})
+
+
+def test_round_trip(tmp_path):
+    result = sample_result()
+    path = write_shape(tmp_path, result)
+    assert path.name == "77x4096x4096-nk-bf16.csv.gz"
+    back = read_shape(path)
+    assert back.shape == result.shape and back.baselines_us == result.baselines_us
+    assert back.meta == result.meta
+    assert back.rows == result.rows  # values written with 6 significant digits round-trip here
+
+
+def test_read_dataset_gives_shape_records(tmp_path):
+    open_dataset(tmp_path, {"kernel": "gemm", "space_version": "v", "gpu_profile": "H200", "sms": None})
+    write_shape(tmp_path, sample_result())
+    write_shape(tmp_path, sample_result(GemmShape(1, 64, 64)))
+    records = read_dataset(tmp_path)
+    assert [str(r.shape) for r in records] == ["1x64x64", "77x4096x4096 (nk, bf16)"]
+    rec = records[1]
+    assert rec.best_us == 12.3456 and rec.baselines_us == {"cublas": 11.9}
+    assert [t.ok for t in rec.trials] == [True, True, False, False]
+    assert rec.trials[2].error.startswith("compile:") and rec.trials[3].compile_s == 0.9
+    assert rec.meta["retime_us"] == {_config(64): 12.4}
+    assert rec.lookup()[_config(128)].time_us == 20.5
+
+
+def test_bytes_are_deterministic():
+    assert encode_shape(sample_result()) == encode_shape(sample_result())
+
+
+def test_atomic_write_leaves_old_file_or_nothing(tmp_path, monkeypatch):
+    target = tmp_path / "shapes" / "x.csv.gz"
+    atomic_write_bytes(target, b"old")
+
+    def crash(src, dst):
+        raise KeyboardInterrupt  # killed between writing the temp file and renaming it
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_bytes(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in target.parent.iterdir()] == ["x.csv.gz"]  # temp file removed
+    assert finished_ids(tmp_path) == {"x"}
+
+
+def test_partial_temp_files_are_not_finished_shapes(tmp_path):
+    (tmp_path / "shapes").mkdir()
+    (tmp_path / "shapes" / ".1x2x3-kn-bf16.csv.gz.abc.tmp").write_bytes(b"partial")
+    assert finished_ids(tmp_path) == set()
+
+
+def test_resume_into_a_different_dataset_is_refused(tmp_path):
+    card = {"kernel": "gemm", "space_version": "gemm-aaa", "gpu_profile": "H200", "sms": None}
+    open_dataset(tmp_path, card)
+    assert open_dataset(tmp_path, {**card, "device": {"driver": "x"}})["space_version"] == "gemm-aaa"
+    with pytest.raises(DatasetError, match="space_version"):
+        open_dataset(tmp_path, {**card, "space_version": "gemm-bbb"})
+
+
+def test_unreadable_files_raise_dataset_errors(tmp_path):
+    with pytest.raises(DatasetError, match="manifest.json"):
+        read_dataset(tmp_path)
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(b"not gzip")
+    with pytest.raises(DatasetError):
+        read_shape(bad)
+    assert shape_id(GemmShape(1, 2, 3)) == "1x2x3-kn-bf16"

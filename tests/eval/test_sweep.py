@@ -1,0 +1,130 @@
+"""The sweep's GPU-free orchestration with a fake measurer: resume after a kill, compile grouping,
+the time budget, shape-list errors, repeatability."""
+
+import json
+
+import pytest
+
+from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
+from rooftune.eval.dataset import ConfigResult, ShapeResult, finished_ids, read_dataset, read_manifest
+from rooftune.eval.sweep import ShapeListError, load_shapes, repeatability, run_sweep
+from rooftune.hwprofiles import load_profile
+
+PROFILE = load_profile("h200")
+
+
+class Killed(Exception):
+    """Stands in for the process being killed mid-shape."""
+
+
+class FakeMeasurer:
+    """Times a config as a deterministic function of its parameters; can die on the n-th shape."""
+
+    def __init__(self, die_at=None, clock=None, shape_s=0.0):
+        self.die_at, self.clock, self.shape_s = die_at, clock, shape_s
+        self.measured, self.compiled = [], []
+
+    def group_key(self, shape):
+        return (shape.layout, shape.n % 16 == 0, shape.k % 16 == 0)
+
+    def compile(self, jobs):
+        self.compiled.extend((self.group_key(s), c) for s, c in jobs)
+        return {c: (f"OutOfResources" if c["BLOCK_K"] == 256 and c["num_stages"] == 5 else 0.1)
+                for _, c in jobs}
+
+    def measure(self, shape, configs, compiled):
+        if self.die_at is not None and len(self.measured) == self.die_at:
+            raise Killed
+        self.measured.append(shape)
+        if self.clock:
+            self.clock.t += self.shape_s
+        rows = tuple(
+            ConfigResult(c, None, f"compile: {compiled[c]}") if isinstance(compiled[c], str)
+            else ConfigResult(c, float(c["BLOCK_M"] + c["BLOCK_N"] + c["num_stages"]), None, compiled[c], 7)
+            for c in configs)
+        return ShapeResult(shape, rows, {"cublas": 1.0}, {"repeatability": {
+            "abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003, "ratio_p90": 0.01,
+            "best_within_1pct": True}})
+
+
+SHAPES = [GemmShape(1, 4096, 4096, "nk"), GemmShape(16, 8, 4096, "nk"), GemmShape(64, 4096, 4096, "nk"),
+          GemmShape(128, 768, 768, "kn"), GemmShape(333, 8, 4096, "nk")]
+
+
+def test_resume_after_a_kill_loses_only_the_shape_in_progress(tmp_path):
+    with pytest.raises(Killed):
+        run_sweep(SHAPES, tmp_path, FakeMeasurer(die_at=2), PROFILE)
+    first = {p.name: p.read_bytes() for p in (tmp_path / "shapes").iterdir()}
+    assert len(first) == 2
+    again = FakeMeasurer()
+    summary = run_sweep(SHAPES, tmp_path, again, PROFILE)
+    assert summary.done == 3 and summary.skipped == 2 and summary.remaining == 0
+    assert {str(s) for s in again.measured}.isdisjoint({p.split("-")[0] for p in first})
+    for name, data in first.items():  # finished shapes untouched
+        assert (tmp_path / "shapes" / name).read_bytes() == data
+    records = read_dataset(tmp_path)
+    assert sorted(str(r.shape) for r in records) == sorted(str(s) for s in SHAPES)
+    for r in records:
+        assert len(r.trials) == len(legal_configs(GEMM_SPACE, r.shape, PROFILE))
+        assert len(r.lookup()) == len(r.trials)  # no duplicate configs
+    third = FakeMeasurer()
+    assert run_sweep(SHAPES, tmp_path, third, PROFILE).done == 0 and not third.measured
+    manifest = read_manifest(tmp_path)
+    assert manifest["shapes_done"] == 5 and manifest["noise"]["shapes"] == 5
+    assert manifest["space_version"] == GEMM_SPACE.version
+
+
+def test_shapes_run_grouped_and_each_config_compiles_once_per_group(tmp_path):
+    fake = FakeMeasurer()
+    run_sweep(SHAPES + SHAPES[:1], tmp_path, fake, PROFILE)  # a duplicate entry is swept once
+    groups = [fake.group_key(s) for s in fake.measured]
+    assert groups == sorted(groups, key=groups.index)  # each group contiguous, first-seen order
+    assert len(fake.measured) == 5
+    assert len(fake.compiled) == len(set(fake.compiled))
+    errors = [t for r in read_dataset(tmp_path) for t in r.trials if not t.ok]
+    assert errors and all(t.error == "compile: OutOfResources" for t in errors)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_time_budget_stops_before_a_shape_that_would_not_finish(tmp_path):
+    clock = Clock()
+    fake = FakeMeasurer(clock=clock, shape_s=100.0)
+    summary = run_sweep(SHAPES, tmp_path, fake, PROFILE, max_minutes=5, now=clock,
+                        first_shape_s=100.0, compile_s_per_config=0.0)
+    # 100 s per shape, estimated at 125 s: shapes start at 0, 100 and 200 s; the 4th would end ~425 s
+    assert summary.done == 2 and summary.stopped_early and summary.remaining == 3
+    assert len(finished_ids(tmp_path)) == 2
+    assert clock.t <= 300
+
+
+def test_load_shapes_reads_and_rejects(tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([{"m": 1, "n": 2, "k": 3}, {"m": 4, "n": 5, "k": 6, "layout": "nk", "why": "x"}]))
+    assert load_shapes(good) == [GemmShape(1, 2, 3), GemmShape(4, 5, 6, "nk")]
+    cases = {"[]": "non-empty JSON list", "{": "not valid JSON", '[{"m": 1, "n": 2}]': "entry 0",
+             '[{"m": 1, "n": 2, "k": 0}]': "k must be >= 1", '[{"m": 1, "n": 2, "k": 3, "layout": "x"}]': "layout"}
+    for text, message in cases.items():
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(ShapeListError, match=message):
+            load_shapes(bad)
+    with pytest.raises(ShapeListError, match="no such file"):
+        load_shapes(tmp_path / "absent.json")
+
+
+def test_repeatability_of_two_passes():
+    first = {"a": 100.0, "b": 110.0, "c": 150.0}
+    same = repeatability(first, dict(first))
+    assert same["abs_median"] == 0 and same["ratio_p90"] == 0 and same["best_within_1pct"]
+    drift = repeatability(first, {k: v * 1.1 for k, v in first.items()})  # uniform drift: ratios agree
+    assert drift["abs_median"] == pytest.approx(0.1) and drift["ratio_median"] == pytest.approx(0)
+    swap = repeatability(first, {"a": 112.0, "b": 100.0, "c": 150.0})
+    assert not swap["best_within_1pct"]
+    assert repeatability({"a": 1.0}, {"a": 1.0}) == {}

@@ -1,0 +1,52 @@
+"""hwprobe: a clear error without a GPU; on a GPU, a plausible profile of every field."""
+
+import pytest
+
+from rooftune.hwprofiles.hwprobe import NoGpuError, require_cuda, sm_partition
+
+
+def _has_cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU error")
+def test_no_gpu_is_a_clear_error():
+    with pytest.raises(NoGpuError, match="no CUDA GPU"):
+        require_cuda()
+    with pytest.raises(NoGpuError):
+        with sm_partition(66):
+            pass
+
+
+def test_no_partition_is_a_no_op():
+    with sm_partition(None) as ctx:
+        assert ctx is None
+
+
+@pytest.mark.gpu
+def test_probe_measures_every_field(tmp_path):
+    from rooftune.hwprofiles import load_profile, save_profile
+    from rooftune.hwprofiles.hwprobe import probe
+
+    profile = probe()
+    save_profile(profile, tmp_path / "p.json")
+    back = load_profile(tmp_path / "p.json")  # validates every field
+    assert back.sm_count > 0 and back.dram_bw_gbps > 100 and back.bf16_tflops > 10
+    assert back.l2_bw_gbps > back.dram_bw_gbps * 0.5
+    assert all(v.startswith("probed") or "CUDA limit" in v for v in back.sources.values())
+    assert {"driver", "torch", "triton", "cuda", "gpu", "date"} <= set(back.meta)
+
+
+@pytest.mark.gpu
+def test_partition_runs_work_on_fewer_sms():
+    import torch
+
+    from rooftune.hwprofiles.hwprobe import matmul_tflops
+
+    full = matmul_tflops("bf16", size=4096, reps=5)
+    half = torch.cuda.get_device_properties(0).multi_processor_count // 2
+    with sm_partition(half):
+        part = matmul_tflops("bf16", size=4096, reps=5)
+    assert part < 0.8 * full

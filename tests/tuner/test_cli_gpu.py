@@ -1,0 +1,73 @@
+"""The GPU commands through typer's CliRunner: errors without a GPU, bad input, and the thin wiring."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.tuner.cli import app
+
+runner = CliRunner()
+
+
+def _has_cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+no_gpu_only = pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU error")
+
+
+def test_help_lists_gpu_commands_without_importing_torch():
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom rooftune.tuner.cli import app\n"
+            "out = ''.join(CliRunner().invoke(app, [c, '--help']).output for c in ('hwprobe', 'sweep'))\n"
+            "assert '--sms' in out and '--max-minutes' in out, out\n"
+            "print('torch' in sys.modules, 'triton' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
+
+
+@no_gpu_only
+def test_hwprobe_without_gpu_fails_clearly():
+    result = runner.invoke(app, ["hwprobe", "--out", "x.json"])
+    assert result.exit_code == 2 and "no CUDA GPU" in result.output
+
+
+@no_gpu_only
+def test_sweep_without_gpu_fails_clearly(tmp_path):
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "no CUDA GPU" in result.output
+    assert not (tmp_path / "d").exists()
+
+
+def test_sweep_input_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"m": 1}')
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(bad), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "JSON list" in result.output
+    result = runner.invoke(app, ["sweep", "conv", "--shapes", str(bad), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "unknown or unsupported kernel" in result.output
+
+
+def test_sweep_calls_the_library_and_reports(tmp_path, monkeypatch):
+    from rooftune.eval import sweep
+
+    seen = {}
+
+    def fake_sweep_gemm(shapes, out, profile, **kwargs):
+        seen.update(shapes=shapes, out=out, profile=profile.name, **kwargs)
+        return sweep.SweepSummary(done=3, skipped=1, remaining=2, stopped_early=True, seconds=42.0)
+
+    monkeypatch.setattr(sweep, "sweep_gemm", fake_sweep_gemm)
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", "d", "--sms", "66",
+                                 "--max-minutes", "8"])
+    assert result.exit_code == 0, result.output
+    assert "done 3" in result.output and "time budget reached" in result.output
+    assert seen["sms"] == 66 and seen["max_minutes"] == 8.0 and seen["profile"] == "NVIDIA H200"
