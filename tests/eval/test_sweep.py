@@ -128,3 +128,17 @@ def test_repeatability_of_two_passes():
     swap = repeatability(first, {"a": 112.0, "b": 100.0, "c": 150.0})
     assert not swap["best_within_1pct"]
     assert repeatability({"a": 1.0}, {"a": 1.0}) == {}
+
+
+@pytest.mark.gpu
+def test_gpu_sweep_end_to_end(tmp_path):
+    from rooftune.eval.sweep import sweep_gemm
+
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"m": 16, "n": 256, "k": 256, "layout": "nk"}, {"m": 64, "n": 256, "k": 512}]))
+    summary = sweep_gemm(shapes, tmp_path / "d", PROFILE, workers=8)
+    assert summary.done == 2
+    for r in read_dataset(tmp_path / "d"):
+        assert r.best_us and r.baselines_us["cublas"] > 0
+        assert r.meta["repeatability"] and len(r.meta["retime_us"]) == 10
+    assert read_manifest(tmp_path / "d")["device"]["torch"]
