@@ -1,5 +1,161 @@
-"""Placeholder: registers no commands yet."""
+"""Model commands of the CLI: `rooftune explain gemm|attention` and `rooftune eval gemm`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
+eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
+
+_SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "num_warps": "w", "num_stages": "s"}
+_TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+
+
+def config_label(config) -> str:
+    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'."""
+    tile = "x".join(str(config[k]) for k in _TILE if k in config)
+    rest = " ".join(f"{_SHORT.get(k, k)}{v}" for k, v in config.items() if k not in _TILE)
+    return f"{tile} {rest}"
+
+
+def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from rooftune.candidates import SPACES, ConfigError, config_legality, configs_to_columns, legal_configs, parse_config
+    from rooftune.roofline import predict
+    from rooftune.roofline.occupancy import LIMITERS
+    from rooftune.tuner.args import _fail, load_gpu, parse_shape
+
+    space = SPACES[kernel]
+    shape = parse_shape(kernel, shape_text, layout, dtype)
+    profile = load_gpu(gpu)
+    named = None
+    if config_text is not None:
+        try:
+            named = parse_config(config_text, space.param_names)
+        except ConfigError as exc:
+            _fail(str(exc))
+    legal = legal_configs(space, shape, profile)
+    configs = list(legal.configs)
+    if named is not None and named not in configs:
+        configs.append(named)
+    if not configs:
+        _fail(f"no legal {kernel} config for {shape} on {profile.name}")
+    bd = predict(shape, configs_to_columns(configs), profile)
+    order = [int(i) for i in bd.time_us.argsort(kind="stable")]
+    terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
+
+    table = Table(title=f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs")
+    for col in ("#", "config", "µs", "bound", "dominant", "CTA/SM", "occ", "waves", "wave eff", "pad eff", "wgmma"):
+        table.add_column(col, justify="right" if col not in ("config", "bound", "dominant", "CTA/SM") else "left",
+                         no_wrap=col == "config")
+
+    def row(rank: int, i: int, style: str | None = None):
+        table.add_row(str(rank), config_label(configs[i]), f"{bd.time_us[i]:.2f}", str(bd.bound[i]), terms[int(bd.dominant[i])],
+                      f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}", f"{bd.occupancy[i]:.0%}",
+                      f"{bd.waves[i]:.2f}", f"{bd.wave_efficiency[i]:.2f}", f"{bd.padding_efficiency[i]:.2f}",
+                      "yes" if bd.uses_wgmma[i] else "no", style=style)
+
+    for rank, i in enumerate(order[:top], start=1):
+        row(rank, i)
+    console = Console(width=max(Console().width, 140))
+    console.print(table)
+    best = order[0]
+    console.print(f"best predicted: {bd.time_us[best]:.2f} µs = {bd.flops[best] / bd.time_us[best] / 1e6:.1f} TFLOP/s; "
+                  f"compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
+                  f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB")
+    if named is not None:
+        i = configs.index(named)
+        rank = order.index(i) + 1
+        reasons = config_legality(space, shape, named, profile)
+        detail = Table(title=f"named config: rank {rank} of {len(configs)}" + (f" (illegal: {'; '.join(reasons)})" if reasons else ""))
+        detail.add_column("term")
+        detail.add_column("value", justify="right")
+        for field in ("time_us", "bound", "compute_us", "memory_us", "latency_us", "launch_us", "splitk_us",
+                      "softmax_us", "dram_bytes", "l2_bytes", "padded_flops", "padding_efficiency", "ctas_per_sm",
+                      "occupancy", "waves", "wave_efficiency", "uses_wgmma"):
+            if hasattr(bd, field):
+                value = getattr(bd, field)[i]
+                detail.add_row(field, _fmt(value))
+        detail.add_row("dominant", terms[int(bd.dominant[i])])
+        console.print(detail)
+
+
+def _fmt(value) -> str:
+    try:
+        return f"{float(value):.4g}" if not isinstance(value, (str, bool)) and str(value) not in ("True", "False") else str(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@explain_app.command("gemm")
+def explain_gemm(
+    shape: str = typer.Option(..., "--shape", help="MxNxK"),
+    gpu: str = typer.Option("h200", "--gpu", help="profile name or path to a profile JSON"),
+    top: int = typer.Option(5, "--top", min=1, help="how many predicted-best configs to show"),
+    config: str = typer.Option(None, "--config", help="also explain this config, e.g. 'BLOCK_M=128,...,num_stages=3'"),
+    layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
+    dtype: str = typer.Option("bf16", "--dtype", help="bf16, fp16, tf32 or fp32"),
+) -> None:
+    """Top predicted GEMM configs with their breakdown (dominant term, waves, occupancy)."""
+    _explain("gemm", shape, gpu, top, config, layout, dtype)
+
+
+@explain_app.command("attention")
+def explain_attention(
+    shape: str = typer.Option(..., "--shape", help="BxHxSxD"),
+    gpu: str = typer.Option("h200", "--gpu", help="profile name or path to a profile JSON"),
+    top: int = typer.Option(5, "--top", min=1),
+    config: str = typer.Option(None, "--config", help="also explain this config"),
+    dtype: str = typer.Option("bf16", "--dtype"),
+) -> None:
+    """Top predicted causal-attention configs with their breakdown."""
+    _explain("attention", shape, gpu, top, config, "kn", dtype)
+
+
+@eval_app.command("gemm")
+def eval_gemm(
+    data: Path = typer.Option(..., "--data", help="dataset folder or file (probe, AutoHeuristic log, rooftune dataset)"),
+    budget: int = typer.Option(..., "--budget", min=1, help="configs each strategy may measure per shape"),
+    gpu: str = typer.Option("h200", "--gpu", help="profile of the GPU the data was recorded on"),
+    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
+) -> None:
+    """Score strategies (model order, random, tutorial) against recorded timings."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rooftune.eval.readers import DatasetFormatError, load_records
+    from rooftune.eval.replay import evaluate_gemm
+    from rooftune.tuner.args import _fail, load_gpu
+
+    profile = load_gpu(gpu)
+    try:
+        records = load_records(data)
+    except DatasetFormatError as exc:
+        _fail(str(exc))
+    from rooftune.candidates import GemmShape
+
+    records = [r for r in records if isinstance(r.shape, GemmShape)]
+    if not records:
+        _fail(f"{data}: no GEMM shapes recorded")
+    summary = evaluate_gemm(records, budget, profile)
+    table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
+                        f"(score = best recorded / pick)")
+    for col in ("method", "mean", "p10", "worst-decile mean"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for method, s in summary["methods"].items():
+        table.add_row(method, f"{s['mean']:.3f}", f"{s['p10']:.3f}", f"{s['worst_decile_mean']:.3f}")
+    console = Console()
+    console.print(table)
+    console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {summary['spearman']:.3f}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def register(app) -> None:
-    pass
+    app.add_typer(explain_app, name="explain")
+    app.add_typer(eval_app, name="eval")
