@@ -124,7 +124,7 @@ def test_specialization_key_ignores_m_only():
 GPU_CONFIGS = [
     Config.make(8, 3, BLOCK_M=256, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1),
     Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1),
-    Config.make(4, 5, BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=1, SPLIT_K=4),
+    Config.make(4, 4, BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, GROUP_M=1, SPLIT_K=4),
     Config.make(4, 2, BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, GROUP_M=1, SPLIT_K=16),
     Config.make(4, 3, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=8, SPLIT_K=2),
 ]
@@ -135,6 +135,10 @@ GPU_CONFIGS = [
 @pytest.mark.parametrize("config", GPU_CONFIGS, ids=str)
 @pytest.mark.parametrize("mnk", [(1, 4096, 4096), (300, 1000, 1030), (2048, 4096, 512)], ids=lambda s: "x".join(map(str, s)))
 def test_bf16_on_gpu(layout, config, mnk):
+    if config["BLOCK_M"] * config["BLOCK_N"] >= 256 * 256 and (mnk[1] % 16 or mnk[2] % 16):
+        # Seen on the H200: with N or K not a multiple of 16 the unvectorized epilogue needs shared memory
+        # beyond the pipeline buffers (245,760 B > 232,448 B): OutOfResources, recorded as data by a sweep.
+        pytest.skip("256x256 tiles run out of shared memory when N or K is not a multiple of 16")
     assert_matches(GemmShape(*mnk, layout=layout, dtype="bf16"), config)
 
 
