@@ -190,14 +190,16 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     rows_loaded, cols_loaded = np.minimum(bm, m), np.minimum(bn, n)
     fill_iter = (rows_loaded + cols_loaded) * bk * elem  # global -> smem, also an smem write
     k16_steps = (bk // MMA_K).clip(1)
-    # Accumulators beyond the per-thread register limit spill to local memory (L1, which shares the
-    # smem bandwidth): each is loaded and stored once per matrix instruction k step.
+    # Accumulators beyond the per-thread register limit spill to local memory, loaded and stored
+    # once per matrix-instruction k step. These kernels carve nearly all of L1 into shared memory,
+    # so the spill traffic goes to L2.
     spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
     spill_iter = spilled * 4 * 2 * warps * 32 * k16_steps
-    smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype) * k16_steps + fill_iter + spill_iter
+    smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype) * k16_steps + fill_iter
     l2_total = (tiles_n * m + tiles_m * n) * float(k) * elem
     dram_operands = split_k * _dram_operand_bytes(shape, bm, bn, group_m, concurrent, k_split, elem, profile)
     cta_iters = ctas * k_iters
+    l2_total = l2_total + spill_iter * cta_iters
     l2_iter = l2_total / cta_iters
     dram_iter = dram_operands / cta_iters
     out_elem = np.where(split_k > 1, SPLIT_K_PARTIAL_BYTES, elem)

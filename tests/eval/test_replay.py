@@ -1,0 +1,88 @@
+"""Replay evaluation and metrics on small fixtures with known answers."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rooftune.candidates import Config, GemmShape, Trial
+from rooftune.eval.metrics import spearman, summarize
+from rooftune.eval.records import ShapeRecords
+from rooftune.eval.replay import NOT_RECORDED, evaluate_gemm, recorded_measure, replay, replay_shape
+from rooftune.hwprofiles import load_profile
+from rooftune.tuner.strategies import best_trial, model_order, random_order, tutorial, tutorial_configs
+
+H200 = load_profile("h200")
+
+
+def c(bm, bn, bk, w=4, s=3, gm=8):
+    return Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, SPLIT_K=1)
+
+
+def fixture():
+    shape = GemmShape(4096, 4096, 4096)
+    trials = (Trial(c(128, 256, 64, w=8), 200.0), Trial(c(128, 128, 64), 250.0), Trial(c(16, 16, 32), 2000.0),
+              Trial(c(256, 256, 128, s=5), None, error="OutOfResources"))
+    return ShapeRecords(shape, trials)
+
+
+def fixed_order(configs):
+    def strategy(shape, candidates, measure, budget, profile):
+        return [measure(x) for x in configs[:budget]]
+    return strategy
+
+
+def test_score_is_best_over_pick():
+    r = fixture()
+    assert replay_shape(r, fixed_order([c(128, 128, 64)]), 1, H200).score == pytest.approx(200 / 250)
+    assert replay_shape(r, fixed_order([c(16, 16, 32), c(128, 256, 64, w=8)]), 2, H200).score == 1.0
+    assert replay_shape(r, fixed_order([c(16, 16, 32), c(128, 256, 64, w=8)]), 1, H200).score == pytest.approx(0.1)
+    # a failed or unrecorded config counts as tried: nothing successful scores 0
+    assert replay_shape(r, fixed_order([c(256, 256, 128, s=5), c(64, 64, 64)]), 2, H200).score == 0.0
+
+
+def test_measure_reports_unrecorded_as_failed():
+    trial = recorded_measure(fixture())(c(64, 64, 64))
+    assert not trial.ok and trial.error == NOT_RECORDED
+
+
+def test_model_order_skips_configs_that_cannot_launch_and_finds_the_best():
+    r = fixture()
+    trials = model_order(r.shape, [t.config for t in r.trials], recorded_measure(r), 4, H200)
+    assert c(256, 256, 128, s=5) not in [t.config for t in trials]  # 2·256·128·5·2 B of smem > limit
+    assert trials[0].config == c(128, 256, 64, w=8)
+    assert best_trial(trials).time_us == 200.0
+
+
+def test_random_order_is_seeded_and_within_budget():
+    r = fixture()
+    cands = [t.config for t in r.trials]
+    a = random_order(3)(r.shape, cands, recorded_measure(r), 2, H200)
+    b = random_order(3)(r.shape, cands, recorded_measure(r), 2, H200)
+    assert [t.config for t in a] == [t.config for t in b] and len(a) == 2
+
+
+def test_tutorial_measures_its_own_configs():
+    r = fixture()
+    trials = tutorial(r.shape, [], recorded_measure(r), 8, H200)
+    assert [t.config for t in trials] == tutorial_configs()
+    assert best_trial(trials).time_us == 200.0  # 128x256x64 w8 s3 GROUP_M=8 is the tutorial's first
+
+
+def test_metrics():
+    s = summarize([1.0] * 9 + [0.5])
+    assert s["mean"] == pytest.approx(0.95) and s["worst_decile_mean"] == 0.5
+    assert s["p10"] == pytest.approx(np.percentile([1.0] * 9 + [0.5], 10))
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(spearman([1, 1], [1, 2]))
+
+
+def test_evaluate_gemm_summary():
+    summary = evaluate_gemm([fixture()], 1, H200, seeds=range(4))
+    assert summary["n_shapes"] == 1 and summary["budget"] == 1
+    assert summary["methods"]["model"]["mean"] == 1.0
+    assert summary["methods"]["tutorial"]["mean"] == 1.0
+    assert 0.0 <= summary["methods"]["random"]["mean"] <= 1.0
+    assert summary["spearman"] == pytest.approx(1.0)  # 128x256 < 128x128 < 16x16 in both
+    assert len(replay([fixture()], model_order, 3, H200)) == 1

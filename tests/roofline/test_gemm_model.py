@@ -1,0 +1,141 @@
+"""Sanity of the GEMM cost model: physics directions, consistency of the breakdown, profile use."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape, configs_to_columns, legal_configs
+from rooftune.hwprofiles import load_profile
+from rooftune.roofline import predict, rank
+from rooftune.roofline.gemm import TERMS
+
+H200 = load_profile("h200")
+
+
+def cfg(bm=128, bn=128, bk=64, gm=8, sk=1, w=8, s=3):
+    return Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, SPLIT_K=sk)
+
+
+def one(shape, config, profile=H200):
+    bd = predict(shape, configs_to_columns([config]), profile)
+    return {f.name: getattr(bd, f.name)[0] for f in dataclasses.fields(bd)}
+
+
+def test_more_work_never_predicted_faster():
+    legal = legal_configs(GEMM_SPACE, GemmShape(2048, 2048, 2048), H200).columns
+    for bigger in (GemmShape(4096, 2048, 2048), GemmShape(2048, 4096, 2048), GemmShape(2048, 2048, 4096)):
+        small = predict(GemmShape(2048, 2048, 2048), legal, H200).time_us
+        large = predict(bigger, legal, H200).time_us
+        assert np.all(large >= small * (1 - 1e-9)), bigger
+
+
+def test_time_is_at_least_every_bound_term():
+    shape = GemmShape(3000, 5120, 768)
+    bd = predict(shape, legal_configs(GEMM_SPACE, shape, H200).columns, H200)
+    for term in (bd.compute_us, bd.memory_us, bd.l2_us, bd.smem_us):
+        assert np.all(bd.time_us >= term * (1 - 1e-9))
+    assert np.all(bd.time_us >= bd.flops / (H200.bf16_tflops * 1e12) * 1e6)
+    assert set(np.unique(bd.bound)) <= {"compute", "memory", "latency"}
+    assert np.all((bd.dominant >= 0) & (bd.dominant < len(TERMS)))
+
+
+def test_flops_and_padding():
+    shape = GemmShape(100, 200, 300)
+    b = one(shape, cfg(bm=64, bn=64, bk=64, w=4))
+    assert b["flops"] == 2 * 100 * 200 * 300
+    assert b["padded_flops"] == 2 * 128 * 256 * 320
+    assert b["padding_efficiency"] == pytest.approx(b["flops"] / b["padded_flops"])
+
+
+def test_more_stages_hide_latency():
+    shape = GemmShape(1024, 1024, 8192)
+    times = [one(shape, cfg(bm=128, bn=64, bk=64, w=4, s=s))["time_us"] for s in (2, 3, 4)]
+    assert times[0] > times[1] > times[2]
+
+
+def test_small_tiles_on_hopper_lose_wgmma():
+    shape = GemmShape(4096, 4096, 4096)
+    wg, sync = one(shape, cfg(bm=64, bn=128, w=4)), one(shape, cfg(bm=32, bn=128, w=4))
+    assert wg["uses_wgmma"] and not sync["uses_wgmma"]
+    assert sync["compute_us"] > wg["compute_us"] * 1.5
+    a100 = load_profile("a100_sxm4_80gb")
+    assert not one(shape, cfg(bm=64, bn=128, w=4), a100)["uses_wgmma"]
+
+
+def test_occupancy_from_shared_memory():
+    shape = GemmShape(4096, 4096, 4096)
+    few = one(shape, cfg(bm=128, bn=128, bk=64, s=5, w=4))
+    many = one(shape, cfg(bm=128, bn=128, bk=32, s=2, w=4))
+    assert few["smem_bytes_per_cta"] > many["smem_bytes_per_cta"]
+    assert few["ctas_per_sm"] < many["ctas_per_sm"]
+    assert few["ctas_per_sm"] == H200.smem_per_sm_bytes // few["smem_bytes_per_cta"]
+
+
+def test_waves_and_quantization():
+    # 132 SMs: 16×8 = 128 tiles fill one wave at 97%, 4096² with 128×128 tiles gives 1024 CTAs.
+    b = one(GemmShape(2048, 1024, 4096), cfg(bm=128, bn=128, bk=64, s=5, w=8))
+    assert b["ctas"] == 128 and b["ctas_per_sm"] == 1
+    assert b["waves"] == pytest.approx(128 / 132)
+    assert b["wave_efficiency"] == pytest.approx(128 / 132)
+
+
+def test_group_m_reduces_dram_traffic_when_b_exceeds_l2():
+    shape = GemmShape(8192, 28672, 4096)
+    grouped, plain = one(shape, cfg(gm=8)), one(shape, cfg(gm=1))
+    assert grouped["dram_bytes"] < plain["dram_bytes"]
+    assert grouped["l2_bytes"] == plain["l2_bytes"]
+
+
+def test_decode_is_memory_bound_and_reads_b_once():
+    shape = GemmShape(1, 28672, 8192)
+    b = one(shape, cfg(bm=16, bn=64, bk=128, w=4, s=4, gm=1))
+    assert b["bound"] in ("memory", "latency")
+    b_bytes = 28672 * 8192 * 2
+    assert b_bytes <= b["dram_bytes"] < 1.01 * b_bytes + 28672 * 2 * 2 + 8192 * 2
+
+
+def test_split_k_adds_reduction_and_fills_sms():
+    shape = GemmShape(64, 512, 16384)  # 8 output tiles of 64×64: most SMs idle without split-K
+    plain, split = one(shape, cfg(bm=64, bn=64, bk=64, w=4, s=4, sk=1)), one(shape, cfg(bm=64, bn=64, bk=64, w=4, s=4, sk=8))
+    assert plain["splitk_us"] == 0 and split["splitk_us"] > 0
+    assert split["ctas"] == 8 * plain["ctas"]
+    assert split["dram_bytes"] > plain["dram_bytes"]  # fp32 partials written
+    assert split["time_us"] < plain["time_us"]
+
+
+def test_faster_profile_predicts_faster():
+    shape = GemmShape(4096, 4096, 4096)
+    columns = legal_configs(GEMM_SPACE, shape, H200).columns
+    faster = dataclasses.replace(H200, bf16_tflops=H200.bf16_tflops * 2, dram_bw_gbps=H200.dram_bw_gbps * 2,
+                                 l2_bw_gbps=H200.l2_bw_gbps * 2)
+    assert np.all(predict(shape, columns, faster).time_us <= predict(shape, columns, H200).time_us)
+
+
+def test_register_spills_are_slow():
+    shape = GemmShape(4096, 4096, 4096)
+    spill, fine = one(shape, cfg(bm=128, bn=256, w=4)), one(shape, cfg(bm=128, bn=256, w=8))
+    assert spill["regs_per_thread"] > H200.regs_per_thread_max >= fine["regs_per_thread"]
+    assert spill["time_us"] > 2 * fine["time_us"]
+
+
+def test_missing_group_and_split_default_to_one():
+    shape = GemmShape(512, 512, 512)
+    full = configs_to_columns([cfg(gm=1, sk=1)])
+    bare = {k: v for k, v in full.items() if k not in ("GROUP_M", "SPLIT_K")}
+    assert predict(shape, bare, H200).time_us[0] == predict(shape, full, H200).time_us[0]
+
+
+def test_rank_orders_by_predicted_time():
+    shape = GemmShape(2048, 2048, 2048)
+    columns = legal_configs(GEMM_SPACE, shape, H200).columns
+    order = rank(shape, columns, H200)
+    times = predict(shape, columns, H200).time_us[order]
+    assert sorted(order.tolist()) == list(range(len(times)))
+    assert np.all(np.diff(times) >= 0)
+
+
+def test_fp32_without_tensor_cores_uses_the_fp32_rate():
+    shape_bf16, shape_fp32 = GemmShape(2048, 2048, 2048), GemmShape(2048, 2048, 2048, dtype="fp32")
+    c = cfg(bm=64, bn=64, bk=32, w=4, s=3)
+    assert one(shape_fp32, c)["compute_us"] > 5 * one(shape_bf16, c)["compute_us"]

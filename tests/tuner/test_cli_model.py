@@ -1,0 +1,71 @@
+"""`rooftune explain` and `rooftune eval` through Typer's runner."""
+
+import gzip
+import json
+
+from typer.testing import CliRunner
+
+from rooftune.tuner.cli import app
+
+runner = CliRunner()
+PROBE = """M,N,K,BM,BN,BK,stages,warps,GM,us,err
+2048,2048,2048,cublas,,,,,,40.0,
+2048,2048,2048,128,256,64,3,8,8,50.0,
+2048,2048,2048,128,128,32,4,4,8,60.0,
+2048,2048,2048,16,32,32,2,4,1,900.0,
+2048,2048,2048,256,256,128,5,8,8,,OutOfResources
+"""
+
+
+def test_explain_gemm_top_and_named_config():
+    result = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3", "--config",
+                                 "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,num_warps=8,num_stages=3"])
+    assert result.exit_code == 0, result.output
+    assert "top 3 of" in result.output and "named config: rank" in result.output
+    assert "dominant" in result.output and "waves" in result.output
+
+
+def test_explain_gemm_layout_and_gpu():
+    result = runner.invoke(app, ["explain", "gemm", "--shape", "1x4096x4096", "--gpu", "a100_sxm4_80gb",
+                                 "--layout", "nk"])
+    assert result.exit_code == 0, result.output
+    assert "A100" in result.output
+
+
+def test_explain_attention():
+    result = runner.invoke(app, ["explain", "attention", "--shape", "2x32x4096x128", "--top", "2"])
+    assert result.exit_code == 0, result.output
+    assert "top 2 of" in result.output
+
+
+def test_explain_errors_are_clear():
+    bad_shape = runner.invoke(app, ["explain", "gemm", "--shape", "4096x0x4096"])
+    assert bad_shape.exit_code == 2 and "error" in bad_shape.output
+    bad_config = runner.invoke(app, ["explain", "gemm", "--shape", "64x64x64", "--config", "BLOCK_M=64"])
+    assert bad_config.exit_code == 2 and "error" in bad_config.output
+    bad_gpu = runner.invoke(app, ["explain", "gemm", "--shape", "64x64x64", "--gpu", "nosuchgpu"])
+    assert bad_gpu.exit_code == 2
+
+
+def test_eval_gemm_json(tmp_path):
+    data = tmp_path / "gemm_probe.csv.gz"
+    with gzip.open(data, "wt") as f:
+        f.write(PROBE)
+    out = tmp_path / "summary.json"
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(out.read_text())
+    assert summary["n_shapes"] == 1 and summary["budget"] == 1
+    assert set(summary["methods"]) == {"model", "random", "tutorial"}
+    for method in summary["methods"].values():
+        assert set(method) == {"mean", "p10", "worst_decile_mean"}
+    assert summary["methods"]["model"]["mean"] == 1.0
+    assert summary["methods"]["tutorial"]["mean"] == 1.0
+    assert "spearman" in summary
+
+
+def test_eval_gemm_bad_data(tmp_path):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello\n")
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(junk), "--budget", "5"])
+    assert result.exit_code == 2 and "recognised dataset" in " ".join(result.output.split())
