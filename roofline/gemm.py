@@ -42,6 +42,7 @@ TENSOR_DTYPES = ("bf16", "fp16", "tf32")
 # terms with a p-norm, p = 4, charges a term equal to the largest about 19% extra (2^(1/4)).
 OVERLAP_NORM = 4.0
 SPLIT_K_PARTIAL_BYTES = 4  # split-K partials are fp32
+CP_ASYNC_BYTES = 16  # the widest asynchronous global -> shared copy
 
 TERMS = ("tensor", "smem", "l2", "dram", "latency")
 TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "latency": "latency"}
@@ -77,6 +78,11 @@ class GemmBreakdown:
     time_us: np.ndarray          # predicted kernel time
     dominant: np.ndarray         # index into TERMS of the term that binds the main loop
     bound: np.ndarray            # 'compute' | 'memory' | 'latency'
+
+
+def _row_strides(shape: GemmShape) -> tuple[int, int]:
+    """Elements between consecutive rows of A [M, K] and of B ([K, N] or [N, K])."""
+    return shape.k, (shape.n if shape.layout == "kn" else shape.k)
 
 
 def overlap(terms: np.ndarray) -> np.ndarray:
@@ -168,8 +174,14 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     padded_flops = 2.0 * (tiles_m * bm) * (tiles_n * bn) * (split_k * k_iters * bk)
 
     # Occupancy and waves.
+    # cp.async copies 16-byte vectors straight into shared memory; when a row stride is not a
+    # multiple of 16 bytes the loads are narrower and go through registers, so every prefetched
+    # stage also occupies registers: (stages-1)·(BLOCK_M + BLOCK_N)·BLOCK_K·bytes / 4 per CTA.
+    aligned = all(stride * elem % CP_ASYNC_BYTES == 0 for stride in _row_strides(shape))
     smem_cta = gemm_smem_bytes({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages}, elem)
     regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps})
+    if not aligned:
+        regs = regs + (stages - 1) * (bm + bn) * bk * elem // (4 * warps * 32)
     resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
     occupancy = resident * warps * 32 / profile.max_threads_per_sm
     full_waves, last_per_sm, last_active, waves, wave_eff = wave_split(ctas, resident, profile.sm_count)
