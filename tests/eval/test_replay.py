@@ -82,7 +82,15 @@ def test_evaluate_gemm_summary():
     summary = evaluate_gemm([fixture()], 1, H200, seeds=range(4))
     assert summary["n_shapes"] == 1 and summary["budget"] == 1
     assert summary["methods"]["model"]["mean"] == 1.0
-    assert summary["methods"]["tutorial"]["mean"] == 1.0
+    assert "tutorial" not in summary["methods"]  # the fixture recorded 1 of its 8 configs
     assert 0.0 <= summary["methods"]["random"]["mean"] <= 1.0
     assert summary["spearman"] == pytest.approx(1.0)  # 128x256 < 128x128 < 16x16 in both
     assert len(replay([fixture()], model_order, 3, H200)) == 1
+
+
+def test_tutorial_method_when_its_configs_were_recorded():
+    shape = GemmShape(4096, 4096, 4096)
+    times = [300.0 + 10 * i for i in range(len(tutorial_configs()))]
+    trials = tuple(Trial(cfg, t) for cfg, t in zip(tutorial_configs(), times)) + (Trial(c(256, 128, 64, w=8), 150.0),)
+    summary = evaluate_gemm([ShapeRecords(shape, trials)], 8, H200, seeds=range(2))
+    assert summary["methods"]["tutorial"]["mean"] == pytest.approx(150.0 / 300.0)

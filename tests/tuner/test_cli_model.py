@@ -7,14 +7,13 @@ from typer.testing import CliRunner
 
 from rooftune.tuner.cli import app
 
+from rooftune.tuner.strategies import TUTORIAL_GEMM
+
 runner = CliRunner()
-PROBE = """M,N,K,BM,BN,BK,stages,warps,GM,us,err
-2048,2048,2048,cublas,,,,,,40.0,
-2048,2048,2048,128,256,64,3,8,8,50.0,
-2048,2048,2048,128,128,32,4,4,8,60.0,
-2048,2048,2048,16,32,32,2,4,1,900.0,
-2048,2048,2048,256,256,128,5,8,8,,OutOfResources
-"""
+# The tutorial's configs (the first, 128x256x64 w8 s3, fastest), a slow one and a compile failure.
+PROBE = "M,N,K,BM,BN,BK,stages,warps,GM,us,err\n2048,2048,2048,cublas,,,,,,40.0,\n" + "".join(
+    f"2048,2048,2048,{bm},{bn},{bk},{s},{w},8,{50.0 + 10 * i},\n" for i, (bm, bn, bk, s, w) in enumerate(TUTORIAL_GEMM)
+) + "2048,2048,2048,16,32,32,2,4,1,900.0,\n2048,2048,2048,256,256,128,5,8,8,,OutOfResources\n"
 
 
 def test_explain_gemm_top_and_named_config():
