@@ -12,9 +12,6 @@ from rooftune.eval.records import ShapeRecords
 from rooftune.hwprofiles import HardwareProfile
 
 NOT_RECORDED = "not recorded in the dataset"
-RANDOM_SEEDS = tuple(range(10))
-# Share of (shape, tutorial config) pairs a dataset must have recorded for the tutorial method.
-TUTORIAL_MIN_RECORDED = 0.5
 
 
 def recorded_measure(records: ShapeRecords):
@@ -71,22 +68,16 @@ def model_spearman(records: list[ShapeRecords], profile: HardwareProfile) -> flo
     return float(np.mean(values)) if values else float("nan")
 
 
-def evaluate_gemm(records: list[ShapeRecords], budget: int, profile: HardwareProfile,
-                  seeds=RANDOM_SEEDS) -> dict:
-    """The `rooftune eval gemm` summary: per method mean / p10 / worst-decile mean of the scores.
+def evaluate(records: list[ShapeRecords], budget: int, profile: HardwareProfile, methods: dict) -> dict:
+    """The `rooftune eval` summary: per method, mean / p10 / worst-decile mean of the per-shape scores.
 
-    Methods: `model` (the model's order), `random` (per-shape scores averaged over `seeds`), and
-    `tutorial` when the dataset recorded most of the Triton tutorial's configs (the probe; an
-    AutoHeuristic log holds one or two of them, where the method would only measure failures)."""
-    from rooftune.tuner.strategies import model_order, random_order, tutorial, tutorial_configs
-
+    `methods` maps a name to a strategy, or to a list of strategies (e.g. random seeds) whose
+    per-shape scores are averaged before summarizing. Also reports the model's mean Spearman."""
     records = [r for r in records if r.best_us is not None]
-    methods = {"model": summarize([s.score for s in replay(records, model_order, budget, profile)])}
-    per_seed = [[s.score for s in replay(records, random_order(seed), budget, profile)] for seed in seeds]
-    methods["random"] = summarize(np.mean(np.array(per_seed), axis=0) if records else [])
-    tutorial_set = set(tutorial_configs())
-    recorded = sum(len(tutorial_set & set(r.lookup())) for r in records)
-    if records and recorded >= TUTORIAL_MIN_RECORDED * len(tutorial_set) * len(records):
-        methods["tutorial"] = summarize([s.score for s in replay(records, tutorial, budget, profile)])
-    return {"n_shapes": len(records), "budget": budget, "methods": methods,
+    summary = {}
+    for name, strategies in methods.items():
+        runs = strategies if isinstance(strategies, (list, tuple)) else [strategies]
+        per_run = [[s.score for s in replay(records, strategy, budget, profile)] for strategy in runs]
+        summary[name] = summarize(np.mean(np.array(per_run), axis=0) if records else [])
+    return {"n_shapes": len(records), "budget": budget, "methods": summary,
             "spearman": model_spearman(records, profile)}

@@ -129,7 +129,8 @@ def eval_gemm(
     from rich.table import Table
 
     from rooftune.eval.readers import DatasetFormatError, load_records
-    from rooftune.eval.replay import evaluate_gemm
+    from rooftune.eval.replay import evaluate
+    from rooftune.tuner.strategies import gemm_eval_methods
     from rooftune.tuner.args import _fail, load_gpu
 
     profile = load_gpu(gpu)
@@ -142,7 +143,7 @@ def eval_gemm(
     records = [r for r in records if isinstance(r.shape, GemmShape)]
     if not records:
         _fail(f"{data}: no GEMM shapes recorded")
-    summary = evaluate_gemm(records, budget, profile)
+    summary = evaluate(records, budget, profile, gemm_eval_methods(records))
     table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
                         f"(score = best recorded / pick)")
     for col in ("method", "mean", "p10", "worst-decile mean"):

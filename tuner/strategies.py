@@ -20,6 +20,9 @@ TUTORIAL_GEMM = (
     (64, 128, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 5, 2), (32, 64, 32, 5, 2),
 )
 TUTORIAL_GROUP_M = 8
+RANDOM_SEEDS = tuple(range(10))
+# Share of (shape, tutorial config) pairs a dataset must have recorded for the tutorial method.
+TUTORIAL_MIN_RECORDED = 0.5
 
 
 def best_trial(trials: list[Trial]) -> Trial | None:
@@ -68,3 +71,15 @@ def tutorial(shape, candidates: list[Config], measure: Measure, budget: int, pro
     if not isinstance(shape, GemmShape):
         raise TypeError("the tutorial strategy only knows GEMM configs")
     return _measure_in_order(tutorial_configs(), measure, budget)
+
+
+def gemm_eval_methods(records, seeds=RANDOM_SEEDS) -> dict:
+    """The methods `rooftune eval gemm` compares: `model`, `random` (one strategy per seed, averaged),
+    and `tutorial` where the dataset recorded most of the tutorial's configs (the probe; an
+    AutoHeuristic log holds one or two of them, where the method would only measure failures)."""
+    methods: dict = {"model": model_order, "random": [random_order(seed) for seed in seeds]}
+    tutorial_set = set(tutorial_configs())
+    recorded = sum(len(tutorial_set & set(r.lookup())) for r in records)
+    if records and recorded >= TUTORIAL_MIN_RECORDED * len(tutorial_set) * len(records):
+        methods["tutorial"] = tutorial
+    return methods

@@ -8,9 +8,9 @@ import pytest
 from rooftune.candidates import Config, GemmShape, Trial
 from rooftune.eval.metrics import spearman, summarize
 from rooftune.eval.records import ShapeRecords
-from rooftune.eval.replay import NOT_RECORDED, evaluate_gemm, recorded_measure, replay, replay_shape
+from rooftune.eval.replay import NOT_RECORDED, evaluate, recorded_measure, replay, replay_shape
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner.strategies import best_trial, model_order, random_order, tutorial, tutorial_configs
+from rooftune.tuner.strategies import best_trial, gemm_eval_methods, model_order, random_order, tutorial, tutorial_configs
 
 H200 = load_profile("h200")
 
@@ -79,7 +79,7 @@ def test_metrics():
 
 
 def test_evaluate_gemm_summary():
-    summary = evaluate_gemm([fixture()], 1, H200, seeds=range(4))
+    summary = evaluate([fixture()], 1, H200, gemm_eval_methods([fixture()], seeds=range(4)))
     assert summary["n_shapes"] == 1 and summary["budget"] == 1
     assert summary["methods"]["model"]["mean"] == 1.0
     assert "tutorial" not in summary["methods"]  # the fixture recorded 1 of its 8 configs
@@ -92,5 +92,6 @@ def test_tutorial_method_when_its_configs_were_recorded():
     shape = GemmShape(4096, 4096, 4096)
     times = [300.0 + 10 * i for i in range(len(tutorial_configs()))]
     trials = tuple(Trial(cfg, t) for cfg, t in zip(tutorial_configs(), times)) + (Trial(c(256, 128, 64, w=8), 150.0),)
-    summary = evaluate_gemm([ShapeRecords(shape, trials)], 8, H200, seeds=range(2))
+    records = [ShapeRecords(shape, trials)]
+    summary = evaluate(records, 8, H200, gemm_eval_methods(records, seeds=range(2)))
     assert summary["methods"]["tutorial"]["mean"] == pytest.approx(150.0 / 300.0)
