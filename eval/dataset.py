@@ -6,8 +6,13 @@
 
 A shape file starts with one comment line `# rooftune-shape {json}` (the shape, its baselines in µs
 and per-shape facts such as repeatability), then a CSV header and one row per legal config: the
-config's parameters, `time_us` (first pass, interleaved over all configs) or `error`, `compile_s`,
-`rounds`, `spread`, and `retime_us` / `retime_rounds` for the configs re-timed in the second pass.
+config's parameters, `time_us` (the dataset's time, below) or `error`, `compile_s`, `rounds` and
+`spread` of the screening pass, `screen_us` (the screening pass's raw median), and for the fastest
+configs `retime_us` / `retime2_us` / `retime_rounds`: two independent final passes.
+
+`time_us` of a config in the final passes is the median over both passes' rounds; every other
+config's `time_us` is its screening median times the shape's `screen_scale` (meta), the median
+ratio final / screening over the final configs, so that all times of a shape share one scale.
 Gzip headers carry no time stamp, so the same results give the same bytes (clean git diffs).
 """
 
@@ -28,7 +33,8 @@ from rooftune.eval.records import ShapeRecords
 FORMAT = "rooftune-dataset-1"
 MANIFEST = "manifest.json"
 SHAPES_DIR = "shapes"
-STAT_COLUMNS = ("time_us", "error", "compile_s", "rounds", "spread", "retime_us", "retime_rounds")
+STAT_COLUMNS = ("time_us", "error", "compile_s", "rounds", "spread", "screen_us", "retime_us", "retime2_us",
+                "retime_rounds")
 _PREFIX = "# rooftune-shape "
 
 
@@ -46,7 +52,9 @@ class ConfigResult:
     compile_s: float | None = None
     rounds: int = 0
     spread: float | None = None
+    screen_us: float | None = None
     retime_us: float | None = None
+    retime2_us: float | None = None
     retime_rounds: int | None = None
 
 
@@ -98,8 +106,8 @@ def encode_shape(result: ShapeResult) -> bytes:
     writer.writerow([*names, *STAT_COLUMNS])
     for r in result.rows:
         writer.writerow([*(r.config[n] for n in names), _num(r.time_us), r.error or "",
-                         _num(r.compile_s), r.rounds, _num(r.spread), _num(r.retime_us),
-                         _num(r.retime_rounds)])
+                         _num(r.compile_s), r.rounds, _num(r.spread), _num(r.screen_us),
+                         _num(r.retime_us), _num(r.retime2_us), _num(r.retime_rounds)])
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as gz:
         gz.write(text.getvalue().encode())
@@ -138,7 +146,8 @@ def read_shape(path: str | os.PathLike) -> ShapeResult:
         results.append(ConfigResult(
             config=config, time_us=_opt_float(stats["time_us"]), error=stats["error"] or None,
             compile_s=_opt_float(stats["compile_s"]), rounds=int(stats["rounds"] or 0),
-            spread=_opt_float(stats["spread"]), retime_us=_opt_float(stats["retime_us"]),
+            spread=_opt_float(stats["spread"]), screen_us=_opt_float(stats["screen_us"]),
+            retime_us=_opt_float(stats["retime_us"]), retime2_us=_opt_float(stats["retime2_us"]),
             retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None))
     return ShapeResult(shape=GemmShape(**header["shape"]), rows=tuple(results),
                        baselines_us=header["baselines_us"], meta=header["meta"])
@@ -156,7 +165,7 @@ def finished_ids(root: str | os.PathLike) -> set[str]:
 
 
 def to_records(result: ShapeResult) -> ShapeRecords:
-    """A ShapeRecords for replay: first-pass times as trials; second-pass times in meta['retime_us']."""
+    """A ShapeRecords for replay: the dataset times as trials; first final-pass times in meta["retime_us"]."""
     trials = tuple(Trial(r.config, r.time_us, r.error, r.compile_s) for r in result.rows)
     retime = {r.config: r.retime_us for r in result.rows if r.retime_us is not None}
     return ShapeRecords(shape=result.shape, trials=trials, baselines_us=dict(result.baselines_us),

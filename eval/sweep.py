@@ -78,6 +78,7 @@ class SweepSettings:
     mid_rounds: int = 3
     retime_top: int = 10
     retime_rounds: int = 15
+    retime_target_ms: float = 2.0
     seed: int = 0
 
 
@@ -233,6 +234,7 @@ class GemmMeasurer:
         from rooftune.kernels import gemm
 
         self.gemm, self.profile, self.settings = gemm, profile, settings
+        self.kernel_sha = file_digest(gemm.__file__)
         self.device, self.workers = device, workers
 
     def group_key(self, shape: GemmShape) -> Hashable:
@@ -294,19 +296,28 @@ class GemmMeasurer:
         ok = sorted((k for k, t in first.items() if k != "cublas" and t.median_us is not None),
                     key=lambda k: first[k].median_us)
         top = ok[: s.retime_top] + ["cublas"]
-        second = time_candidates({k: launchers[k] for k in top}, rounds=s.retime_rounds,
-                                 prune_ratio=float("inf"), mid_ratio=None, **common)
+        # Two independent final passes over the fastest configs and cuBLAS: longer bursts, fresh
+        # orders. Their agreement is the shape's measured repeatability.
+        final = dict(rounds=s.retime_rounds, prune_ratio=float("inf"), mid_ratio=None, target_ms=s.retime_target_ms)
+        pass_a = time_candidates({k: launchers[k] for k in top}, seed=self._seed(shape, 3), **final)
+        pass_b = time_candidates({k: launchers[k] for k in top}, seed=self._seed(shape, 4), **final)
+        pooled = {k: statistics.median([*pass_a[k].times_us, *pass_b[k].times_us]) for k in top
+                  if pass_a[k].median_us is not None and pass_b[k].median_us is not None}
+        scale = statistics.median([pooled[k] / first[k].median_us for k in pooled if k != "cublas"] or [1.0])
         rows = []
         for c in configs:
             t = first.get(c)
             err = errors.get(c) or (t.error if t else None)
-            r = second.get(c)
+            a, b = pass_a.get(c), pass_b.get(c)
             rows.append(ConfigResult(
-                config=c, time_us=None if err else t.median_us, error=err,
+                config=c, time_us=None if err else pooled.get(c, t.median_us * scale), error=err,
                 compile_s=compiled[c] if isinstance(compiled.get(c), float) else None,
                 rounds=t.rounds if t else 0, spread=t.spread if t and not err else None,
-                retime_us=r.median_us if r else None, retime_rounds=r.rounds if r else None))
-        mhz = [v for t in [*first.values(), *second.values()] for v in (t.clock_mhz_min, t.clock_mhz_max) if v]
+                screen_us=None if err else t.median_us,
+                retime_us=a.median_us if a else None, retime2_us=b.median_us if b else None,
+                retime_rounds=a.rounds if a else None))
+        mhz = [v for t in [*first.values(), *pass_a.values(), *pass_b.values()]
+               for v in (t.clock_mhz_min, t.clock_mhz_max) if v]
         meta = {
             "space_version": GEMM_SPACE.version, "legal_configs": len(configs), "errors": len(errors),
             "input_sets": sets, "check_s": round(t_check, 2), "time_s": round(t_first, 2),
@@ -314,10 +325,11 @@ class GemmMeasurer:
             "clock_mhz_min": min(mhz) if mhz else None, "clock_mhz_max": max(mhz) if mhz else None,
             "clock_repeats": max((t.repeats for t in first.values()), default=0),
             "cublas_first_us": first["cublas"].median_us,
-            "repeatability": repeatability({k: first[k].median_us for k in top if k != "cublas"},
-                                           {k: second[k].median_us for k in top if k != "cublas"}),
+            "screen_scale": scale, "kernel_sha": self.kernel_sha,
+            "repeatability": repeatability({k: pass_a[k].median_us for k in top if k != "cublas"},
+                                           {k: pass_b[k].median_us for k in top if k != "cublas"}),
         }
-        baselines = {"cublas": second["cublas"].median_us} if second["cublas"].median_us else {}
+        baselines = {"cublas": pooled["cublas"]} if "cublas" in pooled else {}
         del inputs, operands, out, launchers
         torch.cuda.empty_cache()
         return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)
