@@ -6,6 +6,7 @@ import numpy as np
 
 from rooftune.candidates.shapes import DTYPE_BYTES, AttentionShape
 from rooftune.candidates.space import SearchSpace, next_pow2
+from rooftune.hwprofiles import HardwareProfile
 
 REGS_OVERHEAD_PER_THREAD = 32  # see candidates/gemm_space.py
 ROWS_PER_WARP = 16  # a warp's share of the query block in the matrix-unit layout

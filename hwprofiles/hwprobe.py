@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import statistics
-import time
 from collections.abc import Callable, Iterator
 
 from rooftune.hwprofiles.profile import HardwareProfile
@@ -96,23 +95,19 @@ def dram_bw_gbps(nbytes: int = 2 << 30, reps: int = 10) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
-def l2_bw_gbps(l2_bytes: int, reps: int = 10, copies: int = 200) -> float:
-    """Copies between two buffers of l2_bytes/8 each (both well inside L2), `copies` per graph replay:
-    bandwidth = 2 · bytes · copies / time, in GB/s. A copy stands in for the L2's read+write rate."""
+def l2_bw_gbps(l2_bytes: int, read_bytes: int = 4 << 30, reps: int = 10) -> float:
+    """L2 read bandwidth: one reduction kernel reads a buffer of l2_bytes/4 (resident in L2 after a
+    warm-up) many times over through a stride-0 view, so launch gaps do not count:
+    bandwidth = bytes read / time, in GB/s. Reads are what GEMM tiles draw from L2; a copy inside
+    L2 (read + write, many short kernels) measured about half of this on the H200."""
     import torch
 
-    nbytes = max(l2_bytes // 8, 1 << 20)
-    src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-
-    dst.copy_(src)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()  # one graph of `copies` copies: small copies outrun the launch rate
-    with torch.cuda.graph(graph):
-        for _ in range(copies):
-            dst.copy_(src)
-    ms = _median_ms(graph.replay, reps)
-    return 2 * nbytes * copies / (ms * 1e-3) / 1e9
+    nbytes = max(l2_bytes // 4, 1 << 20)
+    buf = torch.randn(nbytes // 4, device="cuda", dtype=torch.float32)
+    passes = max(1, read_bytes // nbytes)
+    view = buf.view(1, -1).expand(passes, -1)  # stride 0 across passes: the same bytes, re-read
+    ms = _median_ms(lambda: view.sum(), reps)
+    return passes * nbytes / (ms * 1e-3) / 1e9
 
 
 def matmul_tflops(dtype: str, size: int = 8192, reps: int = 10) -> float:
@@ -135,26 +130,20 @@ def matmul_tflops(dtype: str, size: int = 8192, reps: int = 10) -> float:
     return 2 * size**3 / (ms * 1e-3) / 1e12
 
 
-def _empty_kernel(x_ptr):  # compiled with triton.jit inside launch_overhead_us
-    pass
-
-
-def launch_overhead_us(launches: int = 2000) -> float:
-    """Host time per launch of an empty Triton kernel, launched back to back from Python after a
-    warm-up: (time of `launches` launches + final synchronize) / launches, in µs."""
+def launch_overhead_us(launches: int = 1000, reps: int = 10) -> float:
+    """GPU-side cost of one more kernel in a stream: a CUDA graph of `launches` one-element kernels
+    replayed back to back, time per kernel in µs. This is what a split-K reduction kernel adds to a
+    timed GEMM; host-side launch latency (tens of µs from Python) overlaps with earlier GPU work."""
     import torch
-    import triton
 
-    kernel = triton.jit(_empty_kernel)
-    x = torch.empty(1, device="cuda")
-    for _ in range(10):
-        kernel[(1,)](x)
+    x = torch.zeros(1, device="cuda")
+    x.add_(1)
     torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(launches):
-        kernel[(1,)](x)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - started) / launches * 1e6
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            x.add_(1)
+    return _median_ms(graph.replay, reps) * 1e3 / launches
 
 
 def _nvml_facts(device: int) -> dict[str, object]:
@@ -225,12 +214,12 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
         "regs_per_thread_max": "CUDA limit (compute capability >= 3.5)",
         "max_ctas_per_sm": f"CUDA limit table for compute capability {cc[0]}.{cc[1]}",
         "dram_bw_gbps": f"probed {date}: 2 GiB device copy, bytes read + written",
-        "l2_bw_gbps": f"probed {date}: repeated copies within L2 (L2/8 per buffer), read + written",
+        "l2_bw_gbps": f"probed {date}: one reduction re-reading an L2-resident buffer (L2/4), bytes read",
         "bf16_tflops": f"probed {date}: 8192^3 torch.matmul on random data",
         "fp16_tflops": f"probed {date}: 8192^3 torch.matmul on random data",
         "tf32_tflops": f"probed {date}: 8192^3 fp32 torch.matmul, TF32 allowed",
         "fp32_tflops": f"probed {date}: 4096^3 fp32 torch.matmul, TF32 disallowed",
-        "launch_overhead_us": f"probed {date}: host time per empty Triton kernel launch",
+        "launch_overhead_us": f"probed {date}: per kernel in a CUDA graph of 1000 tiny kernels",
     }
     sources = {key: how.get(key, read) for key in values if key != "name"}
     meta = {**software_versions(device), "kind": "probed"}
