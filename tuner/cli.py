@@ -74,6 +74,51 @@ def space_cmd(
     console.print(f"legal configs: [bold]{len(legal)}[/] of {legal.total}")
 
 
+@app.command("report")
+def report_cmd(
+    kernel: str = typer.Argument(..., help="gemm"),
+    data: str = typer.Option(..., "--data", help="a dataset folder written by `rooftune sweep`"),
+    json_out: str = typer.Option(None, "--json", help="also write the summary and rows as JSON"),
+    rows: bool = typer.Option(True, "--rows/--no-rows", help="print one row per shape"),
+) -> None:
+    """Report a swept dataset: best config vs cuBLAS per shape, repeatability of the final passes."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from rooftune.eval.reports import pooled_repeatability, shape_rows, summary
+
+    if kernel != "gemm":
+        fail(f"reports exist for gemm datasets only, got {kernel!r}")
+    if not (Path(data) / "manifest.json").is_file():
+        fail(f"{data}: not a rooftune dataset folder (no manifest.json)")
+    per_shape = shape_rows(data)
+    totals = {**summary(per_shape), "repeatability": pooled_repeatability(data)}
+    if rows:
+        table = Table(title=f"{data}: best config of the space vs cuBLAS (torch.mm)")
+        for col in ("shape", "source", "legal", "errors", "best µs", "cuBLAS µs", "cuBLAS/best", "Δratio med", "Δratio p90"):
+            table.add_column(col, justify="left" if col in ("shape", "source") else "right")
+        for r in per_shape:
+            table.add_row(r.shape, r.source, str(r.legal), str(r.errors), f"{r.best_us:.2f}" if r.best_us else "-",
+                          f"{r.cublas_us:.2f}" if r.cublas_us else "-", f"{r.vs_cublas:.3f}" if r.vs_cublas else "-",
+                          f"{r.ratio_median:.2%}" if r.ratio_median is not None else "-",
+                          f"{r.ratio_p90:.2%}" if r.ratio_p90 is not None else "-")
+        console.print(table)
+    rep = totals["repeatability"]
+    console.print(
+        f"{totals['shapes']} shapes; best/cuBLAS throughput, geometric mean: all {totals['vs_cublas_geomean']:.3f}, "
+        f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']}), "
+        f"random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']}); errors {totals['errors']}")
+    if rep.get("shapes"):
+        console.print(
+            f"repeatability of the two final passes over {rep['configs']} configs: |Δ ratio to fastest| median "
+            f"{rep['ratio_median']:.2%}, p90 {rep['ratio_p90']:.2%}; |Δ time| median {rep['abs_median']:.2%}, "
+            f"p90 {rep['abs_p90']:.2%}; fastest within 1% in both passes: {rep['fastest_within_1pct_both']:.0%} of shapes")
+    if json_out:
+        Path(json_out).write_text(json.dumps(
+            {"summary": totals, "rows": [dataclasses.asdict(r) for r in per_shape]}, indent=2) + "\n")
+
+
 cli_model.register(app)
 cli_gpu.register(app)
 

@@ -1,0 +1,113 @@
+"""Reports on an exhaustive dataset: best config vs cuBLAS per shape, repeatability, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from rooftune.eval.dataset import read_manifest
+from rooftune.eval.readers import load_records
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """One shape: `vs_cublas` = cuBLAS time / best config time (above 1: the space beats cuBLAS)."""
+
+    shape: str
+    source: str
+    legal: int
+    errors: int
+    best_us: float | None
+    cublas_us: float | None
+    vs_cublas: float | None
+    ratio_median: float | None  # repeatability: |Δ ratio to fastest| between the two final passes
+    ratio_p90: float | None
+    best_within_1pct: bool | None
+
+
+def _sources(dataset: Path) -> dict[tuple, str]:
+    """(m, n, k, layout) -> the shape list's `source` label, from the list the manifest names."""
+    try:
+        listed = read_manifest(dataset).get("shapes_file")
+    except Exception:
+        return {}
+    path = dataset.parent / str(listed)
+    if not listed or not path.is_file():
+        return {}
+    return {(e["m"], e["n"], e["k"], e.get("layout", "kn")): str(e.get("source", ""))
+            for e in json.loads(path.read_text())}
+
+
+def shape_rows(dataset: str | Path) -> list[ShapeRow]:
+    dataset = Path(dataset)
+    sources = _sources(dataset)
+    rows = []
+    for rec in load_records(dataset):
+        s = rec.shape
+        best, cublas = rec.best_us, rec.baselines_us.get("cublas")
+        rep = rec.meta.get("repeatability") or {}
+        rows.append(ShapeRow(
+            shape=str(s), source=sources.get((s.m, s.n, s.k, s.layout), ""), legal=len(rec.trials),
+            errors=sum(not t.ok for t in rec.trials), best_us=best, cublas_us=cublas,
+            vs_cublas=cublas / best if best and cublas else None,
+            ratio_median=rep.get("ratio_median"), ratio_p90=rep.get("ratio_p90"),
+            best_within_1pct=rep.get("best_within_1pct")))
+    return rows
+
+
+def geomean(values) -> float:
+    values = [v for v in values if v]
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else math.nan
+
+
+def summary(rows: list[ShapeRow]) -> dict[str, float | int]:
+    """Geometric-mean best/cuBLAS throughput (all shapes, LLM layers, random shapes) and noise."""
+    llm = [r.vs_cublas for r in rows if r.source and not r.source.startswith("random")]
+    rnd = [r.vs_cublas for r in rows if r.source.startswith("random")]
+    reps = [r for r in rows if r.ratio_median is not None]
+    return {
+        "shapes": len(rows),
+        "vs_cublas_geomean": geomean(r.vs_cublas for r in rows),
+        "vs_cublas_geomean_llm": geomean(llm), "llm_shapes": len(llm),
+        "vs_cublas_geomean_random": geomean(rnd), "random_shapes": len(rnd),
+        "repeat_ratio_median": statistics.median(r.ratio_median for r in reps) if reps else math.nan,
+        "repeat_ratio_p90_median": statistics.median(r.ratio_p90 for r in reps) if reps else math.nan,
+        "repeat_ratio_p90_worst": max((r.ratio_p90 for r in reps), default=math.nan),
+        "best_within_1pct_fraction": (sum(bool(r.best_within_1pct) for r in reps) / len(reps)) if reps else math.nan,
+        "errors": sum(r.errors for r in rows),
+    }
+
+
+def pooled_repeatability(dataset: str | Path) -> dict[str, float | int]:
+    """Agreement of the two final passes, pooled over every (shape, config) they timed: median and
+    p90 of |Δ| of each config's time ratio to its pass's fastest (and of its raw time), and the
+    fraction of shapes whose fastest config in either pass is within 1% of the fastest in the other."""
+    from rooftune.eval.dataset import read_shape, shape_files
+
+    d_ratio, d_abs, agree, shapes = [], [], 0, 0
+    for path in shape_files(dataset):
+        pairs = [(r.retime_us, r.retime2_us) for r in read_shape(path).rows if r.retime_us and r.retime2_us]
+        if len(pairs) < 2:
+            continue
+        shapes += 1
+        best_a, best_b = min(a for a, _ in pairs), min(b for _, b in pairs)
+        for a, b in pairs:
+            d_ratio.append(abs(b / best_b - a / best_a) / (a / best_a))
+            d_abs.append(abs(b - a) / a)
+        fastest_a = min(pairs, key=lambda p: p[0])
+        fastest_b = min(pairs, key=lambda p: p[1])
+        agree += fastest_a[1] <= 1.01 * best_b and fastest_b[0] <= 1.01 * best_a
+    if not shapes:
+        return {"shapes": 0}
+
+    def pct(values, q):
+        values = sorted(values)
+        return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+    return {"shapes": shapes, "configs": len(d_ratio),
+            "ratio_median": pct(d_ratio, 0.5), "ratio_p90": pct(d_ratio, 0.9),
+            "abs_median": pct(d_abs, 0.5), "abs_p90": pct(d_abs, 0.9),
+            "fastest_within_1pct_both": agree / shapes}

@@ -1,0 +1,61 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.candidates import Config, GemmShape
+from rooftune.eval.dataset import ConfigResult, ShapeResult, write_manifest, write_shape
+from rooftune.eval.reports import geomean, pooled_repeatability, shape_rows, summary
+from rooftune.tuner.cli import app
+
+
+def _cfg(bm):
+    return Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1)
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    root = tmp_path / "train"
+    (tmp_path / "shapes.json").write_text(json.dumps([
+        {"m": 64, "n": 4096, "k": 4096, "layout": "nk", "source": "llama decode"},
+        {"m": 33, "n": 160, "k": 48, "layout": "nk", "source": "random"}]))
+    write_manifest(root, {"kernel": "gemm", "shapes_file": "shapes.json"})
+    # shape 1: final passes agree exactly; the space's best (10 us) is 0.9x cuBLAS (9 us)
+    write_shape(root, ShapeResult(GemmShape(64, 4096, 4096, layout="nk"), (
+        ConfigResult(_cfg(16), 10.0, retime_us=10.0, retime2_us=10.0),
+        ConfigResult(_cfg(32), 12.0, retime_us=12.0, retime2_us=12.0),
+        ConfigResult(_cfg(64), None, error="check: bad")), {"cublas": 9.0}))
+    # shape 2: pass B finds config 32 10% slower relative to the fastest; the fastest swaps by 0%
+    write_shape(root, ShapeResult(GemmShape(33, 160, 48, layout="nk"), (
+        ConfigResult(_cfg(16), 4.0, retime_us=4.0, retime2_us=4.0),
+        ConfigResult(_cfg(32), 5.0, retime_us=5.0, retime2_us=5.5)), {"cublas": 8.0}))
+    return root
+
+
+def test_rows_and_summary(dataset):
+    rows = {r.shape: r for r in shape_rows(dataset)}
+    big = rows["64x4096x4096 (nk, bf16)"]
+    assert (big.source, big.legal, big.errors, big.best_us) == ("llama decode", 3, 1, 10.0)
+    assert big.vs_cublas == pytest.approx(0.9)
+    totals = summary(list(rows.values()))
+    assert totals["vs_cublas_geomean_llm"] == pytest.approx(0.9)
+    assert totals["vs_cublas_geomean_random"] == pytest.approx(2.0)
+    assert totals["vs_cublas_geomean"] == pytest.approx(geomean([0.9, 2.0]))
+    assert totals["errors"] == 1
+
+
+def test_pooled_repeatability(dataset):
+    rep = pooled_repeatability(dataset)
+    assert rep["shapes"] == 2 and rep["configs"] == 4
+    assert rep["ratio_p90"] == pytest.approx(0.1)  # 1.25 -> 1.375 in shape 2
+    assert rep["ratio_median"] == pytest.approx(0.0)
+    assert rep["fastest_within_1pct_both"] == 1.0
+
+
+def test_report_command(dataset, tmp_path):
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(app, ["report", "gemm", "--data", str(dataset), "--json", str(out), "--no-rows"])
+    assert result.exit_code == 0, result.output
+    assert "2 shapes" in result.output and json.loads(out.read_text())["summary"]["errors"] == 1
+    bad = CliRunner().invoke(app, ["report", "gemm", "--data", str(tmp_path / "nothing")])
+    assert bad.exit_code == 2 and "no manifest.json" in bad.output
