@@ -10,8 +10,8 @@ from rooftune.candidates.attention_space import attention_regs_per_thread, atten
 from rooftune.candidates.shapes import DTYPE_BYTES, AttentionShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.roofline.gemm import (
-    MMA_SYNC_FRACTION_OF_WGMMA,
+from rooftune.roofline.gemm import MMA_SYNC_FRACTION_OF_WGMMA
+from rooftune.roofline.lowering import (
     TENSOR_DTYPES,
     WARPS_PER_WARPGROUP,
     WGMMA_MIN_COMPUTE_CAPABILITY,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooftune.candidates.gemm_space import gemm_regs_per_thread, gemm_smem_bytes
+from rooftune.candidates.gemm_space import gemm_regs_per_thread
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
@@ -18,15 +18,16 @@ from rooftune.roofline.occupancy import (
     tensor_flops_per_sm_s,
     wave_split,
 )
+from rooftune.roofline.lowering import (
+    TENSOR_DTYPES,
+    WARPS_PER_WARPGROUP,
+    WGMMA_MIN_COMPUTE_CAPABILITY,
+    WGMMA_ROWS,
+    lower_dot,
+)
 
-# Hopper's full tensor rate needs wgmma, issued by a warpgroup (4 warps) on a 64-row slice of the
-# tile. Triton emits it only when BLOCK_M is a multiple of 64 and num_warps a multiple of 4;
-# otherwise it falls back to the Ampere-style mma.sync, which microbenchmarks of H100/H800
-# (Luo et al. 2024, "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture") find
-# reaching about 60% of the wgmma rate.
-WGMMA_MIN_COMPUTE_CAPABILITY = (9, 0)
-WGMMA_ROWS = 64
-WARPS_PER_WARPGROUP = 4
+# Hopper's mma.sync fallback: microbenchmarks of H100/H800 (Luo et al. 2024, "Benchmarking and
+# Dissecting the Nvidia Hopper GPU Architecture") find it reaching about 60% of the wgmma rate.
 MMA_SYNC_FRACTION_OF_WGMMA = 0.6
 # mma.sync fragment shape (m16n8k16) and the k-step every matrix instruction consumes.
 MMA_SYNC_ROWS, MMA_SYNC_COLS, MMA_K = 16, 8, 16
@@ -36,7 +37,6 @@ SUBPARTITIONS_PER_SM = 4
 # An operand reused across waves stays in L2 only if it leaves room for the operand that streams
 # through it under LRU: roughly half the cache.
 L2_REUSE_FRACTION = 0.5
-TENSOR_DTYPES = ("bf16", "fp16", "tf32")
 # Units that run concurrently (tensor cores, smem, L2, DRAM, the load pipeline) never overlap
 # perfectly: a warp that waits on one stalls issue to the others. Combining the per-iteration
 # terms with a p-norm, p = 4, charges a term equal to the largest about 19% extra (2^(1/4)).
@@ -44,8 +44,9 @@ OVERLAP_NORM = 4.0
 SPLIT_K_PARTIAL_BYTES = 4  # split-K partials are fp32
 CP_ASYNC_BYTES = 16  # the widest asynchronous global -> shared copy
 
-TERMS = ("tensor", "smem", "l2", "dram", "latency")
-TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "latency": "latency"}
+TERMS = ("tensor", "smem", "l2", "dram", "serial", "latency")
+TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "serial": "latency",
+              "latency": "latency"}
 
 
 @dataclass(frozen=True)
@@ -178,8 +179,9 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     # multiple of 16 bytes the loads are narrower and go through registers, so every prefetched
     # stage also occupies registers: (stages-1)·(BLOCK_M + BLOCK_N)·BLOCK_K·bytes / 4 per CTA.
     aligned = all(stride * elem % CP_ASYNC_BYTES == 0 for stride in _row_strides(shape))
-    smem_cta = gemm_smem_bytes({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_stages": stages}, elem)
-    regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps})
+    low = lower_dot(shape, bm, bn, bk, warps, stages, elem, profile)
+    smem_cta = low.smem_bytes
+    regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}) + low.staged_regs
     if not aligned:
         regs = regs + (stages - 1) * (bm + bn) * bk * elem // (4 * warps * 32)
     resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
@@ -189,10 +191,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
 
     # Matrix-unit rate per SM: instruction kind, and sub-partitions left idle by too few warps.
     tensor_dtype = shape.dtype in TENSOR_DTYPES
-    wgmma = np.full(bm.shape, tensor_dtype and profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY)
-    wgmma &= (bm % WGMMA_ROWS == 0) & (warps % WARPS_PER_WARPGROUP == 0)
-    if elem == 4 and shape.layout != "nk":
-        wgmma[:] = False  # wgmma reads 32-bit (tf32) operands from smem only K-major: B must be [N, K]
+    wgmma = low.wgmma
     hopper = profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY and tensor_dtype
     instr_eff = np.where(wgmma | (not hopper), 1.0, MMA_SYNC_FRACTION_OF_WGMMA)
     rate_sm = tensor_flops_per_sm_s(profile, shape.dtype) * instr_eff  # FLOP/s
@@ -201,6 +200,10 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     flops_iter = 2.0 * bm * bn * bk
     rows_loaded, cols_loaded = np.minimum(bm, m), np.minimum(bn, n)
     fill_iter = (rows_loaded + cols_loaded) * bk * elem  # global -> smem, also an smem write
+    # A B tile loaded into registers passes the same L1/shared data path (one pass, as fill_iter
+    # counts), then its transposed store occupies the banks `transpose_ways` times as long.
+    transpose_iter = low.transpose_ways * cols_loaded * bk * elem
+    fill_iter = fill_iter + transpose_iter
     k16_steps = (bk // MMA_K).clip(1)
     # Accumulators beyond the per-thread register limit spill to local memory, loaded and stored
     # once per matrix-instruction k step. These kernels carve nearly all of L1 into shared memory,
@@ -228,11 +231,14 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs, per term."""
         per_sm = np.maximum(per_sm, 1)
         warps_busy = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
+        tensor = flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
         return np.stack([
             per_sm * flops_iter / (rate_sm * warps_busy),
             per_sm * smem_iter / smem_bw,
             per_sm * l2_iter * active / l2_bw,
             per_sm * dram_iter * active / dram_bw,
+            # One CTA's unpipelined B load, transposed store and matrix work, in sequence.
+            np.where(low.b_via_registers, latency_s + transpose_iter / smem_bw + tensor, 0.0),
         ])
 
     def wave_time(per_sm, active):

@@ -139,3 +139,54 @@ def test_fp32_without_tensor_cores_uses_the_fp32_rate():
     shape_bf16, shape_fp32 = GemmShape(2048, 2048, 2048), GemmShape(2048, 2048, 2048, dtype="fp32")
     c = cfg(bm=64, bn=64, bk=32, w=4, s=3)
     assert one(shape_fp32, c)["compute_us"] > 5 * one(shape_bf16, c)["compute_us"]
+
+
+H100 = load_profile("h100_sxm")
+A100 = load_profile("a100_sxm4_80gb")
+
+
+def test_tf32_with_b_kn_is_never_faster_than_b_nk_on_hopper():
+    # wgmma reads 32-bit operands only K-major: B [K, N] is transposed through registers and one
+    # shared buffer every iteration; B [N, K] is read as it lies. The single buffer frees shared
+    # memory, so only where that buys more resident CTAs may B [K, N] come out ahead.
+    kn, nk = GemmShape(8192, 8192, 8192, "kn", "tf32"), GemmShape(8192, 8192, 8192, "nk", "tf32")
+    columns = legal_configs(GEMM_SPACE, nk, H100).columns
+    b_kn, b_nk = predict(kn, columns, H100), predict(nk, columns, H100)
+    same_occupancy = b_kn.ctas_per_sm == b_nk.ctas_per_sm
+    assert same_occupancy.mean() > 0.5
+    assert np.all(b_kn.time_us[same_occupancy] >= b_nk.time_us[same_occupancy] * (1 - 1e-9))
+    assert np.all(b_kn.time_us[b_kn.uses_wgmma].min() > 1.3 * b_nk.time_us[b_nk.uses_wgmma].min())
+    wg = one(nk, cfg(bm=128, bn=128, bk=32, w=4, s=3), H100)
+    transposed = one(kn, cfg(bm=128, bn=128, bk=32, w=4, s=3), H100)
+    assert wg["uses_wgmma"] and transposed["uses_wgmma"]
+    assert transposed["time_us"] > 1.3 * wg["time_us"]
+
+
+def test_tf32_transpose_costs_grow_with_block_n():
+    # The transposed store's bank conflicts grow with the lanes along N (BLOCK_N / 4): per FLOP a
+    # 64×128 tile pays four times what a 128×64 tile pays. With B [N, K] the two are mirror images.
+    kn, nk = GemmShape(8192, 8192, 8192, "kn", "tf32"), GemmShape(8192, 8192, 8192, "nk", "tf32")
+    wide, tall = cfg(bm=64, bn=128, bk=32, w=4, s=3), cfg(bm=128, bn=64, bk=32, w=4, s=3)
+    assert one(kn, wide, H100)["time_us"] > 1.3 * one(kn, tall, H100)["time_us"]
+    assert one(nk, wide, H100)["time_us"] == pytest.approx(one(nk, tall, H100)["time_us"], rel=0.05)
+
+
+def test_16_bit_operands_transpose_for_free():
+    c = cfg(bm=128, bn=128, bk=64, w=8, s=3)
+    kn, nk = one(GemmShape(4096, 4096, 4096, "kn"), c, H100), one(GemmShape(4096, 4096, 4096, "nk"), c, H100)
+    assert kn["time_us"] == pytest.approx(nk["time_us"])
+    assert kn["smem_bytes_per_cta"] == nk["smem_bytes_per_cta"]
+
+
+def test_pipeline_buffers_per_instruction_path():
+    # Triton keeps num_stages-1 operand buffers; an asynchronous wgmma needs one more; a tf32 B
+    # transposed for wgmma has one buffer of its own and no pipelined copies.
+    shape = GemmShape(4096, 4096, 4096, dtype="fp32")
+    fma = one(shape, cfg(bm=128, bn=128, bk=64, w=8, s=3), A100)
+    assert fma["smem_bytes_per_cta"] == 2 * (128 + 128) * 64 * 4 <= A100.smem_per_block_bytes and fma["fits"]
+    wg = one(GemmShape(4096, 4096, 4096, "nk", "tf32"), cfg(bm=128, bn=128, bk=32, w=4, s=3), H100)
+    assert wg["smem_bytes_per_cta"] == 3 * (128 + 128) * 32 * 4
+    transposed = one(GemmShape(4096, 4096, 4096, "kn", "tf32"), cfg(bm=128, bn=128, bk=32, w=4, s=3), H100)
+    assert transposed["smem_bytes_per_cta"] == 3 * 128 * 32 * 4 + 128 * 32 * 4
+    sync = one(GemmShape(4096, 4096, 4096), cfg(bm=32, bn=128, bk=64, w=4, s=3), H100)
+    assert not sync["uses_wgmma"] and sync["smem_bytes_per_cta"] == 2 * (32 + 128) * 64 * 2

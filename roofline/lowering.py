@@ -1,0 +1,75 @@
+"""How Triton lowers a GEMM's tl.dot for each config: instruction path, operand staging, shared-memory buffers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rooftune.candidates.shapes import GemmShape
+from rooftune.hwprofiles import HardwareProfile
+
+# Hopper's full tensor rate needs wgmma, issued by a warpgroup (4 warps) on a 64-row slice of the
+# tile. Triton emits it only when BLOCK_M is a multiple of 64 and num_warps a multiple of 4
+# (supportMMA, version 3); otherwise it falls back to the Ampere-style mma.sync.
+WGMMA_MIN_COMPUTE_CAPABILITY = (9, 0)
+WGMMA_ROWS = 64
+WARPS_PER_WARPGROUP = 4
+TENSOR_DTYPES = ("bf16", "fp16", "tf32")
+THREADS_PER_WARP = 32
+REGISTER_BYTES = 4
+# wgmma reads 32-bit (tf32) operands from shared memory only K-major (PTX ISA, wgmma descriptors:
+# the transpose bits apply to 16-bit types only). Triton's AccelerateMatmul therefore allocates a
+# tf32 operand that is not K-major (B stored [K, N]) in K-major order ("In MMAV3 transpose is only
+# supported for f16 and bf16"). The loop pipeliner cannot cp.async into that order, so the operand
+# is loaded into registers inside the loop, not ahead of it, and stored transposed into one shared
+# buffer that the wgmma then reads: per iteration a CTA waits a load latency, the store, and its
+# wgmma in sequence (one buffer: the next store waits for the wgmma to finish).
+#
+# The store meets bank conflicts. Coalesced loads give each thread 16 contiguous bytes along N
+# (vec = 4 fp32), lanes spread along N first. In the K-major layout each n is its own 128-byte K
+# row, and the 128-byte swizzle places a row's 16-byte chunk by n mod 8; n = vec·lane + j takes
+# only 8 / vec of those values, so a warp's lanes along N share that many chunks, i.e. banks:
+# conflict ways = lanes along N / (8 / vec) = min(32·vec, BLOCK_N) / 8 (16-way for BLOCK_N = 128).
+GLOBAL_VECTOR_BYTES = 16
+SWIZZLE_ROWS = 8  # the 128-byte swizzle permutes a row's eight 16-byte chunks by row index mod 8
+
+
+@dataclass(frozen=True)
+class DotLowering:
+    """Per-config facts of the lowered main loop (arrays of one element per config)."""
+
+    wgmma: np.ndarray            # Hopper warpgroup MMA at the full tensor rate
+    b_via_registers: np.ndarray  # B loaded in the loop into registers, stored transposed into one smem buffer
+    transpose_ways: np.ndarray   # bank-conflict ways of that store (0 where B is not transposed)
+    smem_bytes: np.ndarray       # shared memory per CTA: pipelined operand buffers
+    staged_regs: np.ndarray      # registers per thread holding the B tile between load and store
+
+
+def smem_buffers(stages: np.ndarray, wgmma: np.ndarray) -> np.ndarray:
+    """Shared-memory copies of each operand tile the software pipeline keeps.
+
+    Triton's loop pipeliner issues a stage's loads num_stages-1 iterations ahead, so num_stages-1
+    buffers are in flight; an asynchronous wgmma still reads the consumed buffer while the next
+    copy lands, which costs one more (num_stages). At least one buffer always exists."""
+    return np.maximum(np.where(wgmma, stages, stages - 1), 1)
+
+
+def lower_dot(shape: GemmShape, bm, bn, bk, warps, stages, elem: int, profile: HardwareProfile) -> DotLowering:
+    """Which instructions and staging Triton uses for every config (see DotLowering)."""
+    tensor_dtype = shape.dtype in TENSOR_DTYPES
+    hopper = profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY
+    wgmma = np.full(bm.shape, tensor_dtype and hopper)
+    wgmma &= (bm % WGMMA_ROWS == 0) & (warps % WARPS_PER_WARPGROUP == 0)
+    # GemmShape keeps A K-major ([M, K] row-major); only B can be stored the other way.
+    b_via_registers = wgmma & (elem == 4) & (shape.layout == "kn")
+    buffers = smem_buffers(stages, wgmma)
+    a_tile, b_tile = bm * bk * elem, bn * bk * elem
+    smem = buffers * a_tile + np.where(b_via_registers, b_tile, buffers * b_tile)
+    threads = warps * THREADS_PER_WARP
+    staged_regs = np.where(b_via_registers, b_tile // (REGISTER_BYTES * threads), 0)
+    vec = GLOBAL_VECTOR_BYTES // elem
+    ways = np.maximum(np.minimum(THREADS_PER_WARP * vec, bn) // SWIZZLE_ROWS, 1)
+    return DotLowering(wgmma=wgmma, b_via_registers=b_via_registers,
+                       transpose_ways=np.where(b_via_registers, ways, 0), smem_bytes=smem,
+                       staged_regs=staged_regs)
