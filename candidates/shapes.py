@@ -8,6 +8,10 @@ from dataclasses import dataclass
 DTYPES = ("bf16", "fp16", "fp32", "tf32")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
 GEMM_LAYOUTS = ("kn", "nk")  # B stored [K, N] row-major, or [N, K] (an nn.Linear weight: y = x @ W.T)
+# A stored [M, K] row-major, or [K, M] (A is the transpose of a row-major tensor, e.g. x.T @ W).
+# The model and the recorded datasets know both; rooftune's own Triton kernel (kernels/gemm.py)
+# reads A as [M, K] only.
+GEMM_A_LAYOUTS = ("mk", "km")
 
 
 class ShapeError(ValueError):
@@ -24,13 +28,15 @@ def _check_dims(kind: str, **dims: int) -> None:
 
 @dataclass(frozen=True)
 class GemmShape:
-    """C[M, N] = A[M, K] @ B, with B stored as `layout` ('kn': [K, N], 'nk': [N, K])."""
+    """C[M, N] = A @ B, with B stored as `layout` ('kn': [K, N], 'nk': [N, K]) and A as `a_layout`
+    ('mk': [M, K], 'km': [K, M]), each row-major."""
 
     m: int
     n: int
     k: int
     layout: str = "kn"
     dtype: str = "bf16"
+    a_layout: str = "mk"
 
     def __post_init__(self):
         _check_dims("GEMM shape", m=self.m, n=self.n, k=self.k)
@@ -38,6 +44,9 @@ class GemmShape:
             raise ShapeError(f"GEMM layout must be one of {GEMM_LAYOUTS}, got {self.layout!r}")
         if self.dtype not in DTYPES:
             raise ShapeError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.a_layout not in GEMM_A_LAYOUTS:
+            raise ShapeError(f"GEMM A layout (a_layout) must be one of {GEMM_A_LAYOUTS} "
+                             f"('mk': A [M, K], 'km': A stored [K, M]), got {self.a_layout!r}")
 
     @property
     def flops(self) -> int:
@@ -45,8 +54,10 @@ class GemmShape:
         return 2 * self.m * self.n * self.k
 
     def __str__(self) -> str:
-        suffix = "" if (self.layout, self.dtype) == ("kn", "bf16") else f" ({self.layout}, {self.dtype})"
-        return f"{self.m}x{self.n}x{self.k}{suffix}"
+        parts = [] if (self.layout, self.dtype) == ("kn", "bf16") else [self.layout, self.dtype]
+        if self.a_layout != "mk":
+            parts.append(f"A {self.a_layout}")
+        return f"{self.m}x{self.n}x{self.k}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 @dataclass(frozen=True)
@@ -90,10 +101,10 @@ def _split_dims(text: str, count: int, what: str) -> list[int]:
     return dims
 
 
-def parse_gemm_shape(text: str, layout: str = "kn", dtype: str = "bf16") -> GemmShape:
+def parse_gemm_shape(text: str, layout: str = "kn", dtype: str = "bf16", a_layout: str = "mk") -> GemmShape:
     """'4096x4096x4096' -> GemmShape(m=4096, n=4096, k=4096)."""
     m, n, k = _split_dims(text, 3, "GEMM (MxNxK)")
-    return GemmShape(m, n, k, layout=layout, dtype=dtype)
+    return GemmShape(m, n, k, layout=layout, dtype=dtype, a_layout=a_layout)
 
 
 def parse_attention_shape(text: str, causal: bool = True, dtype: str = "bf16") -> AttentionShape:

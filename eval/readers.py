@@ -75,6 +75,13 @@ def _ah_layout(row: dict[str, str]) -> str:
     return "nk" if int(row["mat2_stride_0"]) == 1 and int(row["n"]) > 1 else "kn"
 
 
+def _ah_a_layout(row: dict[str, str]) -> str:
+    """A = mat1 [M, K]: unit stride along K is 'mk'; unit stride along M only (A stored [K, M],
+    the transpose of a row-major tensor) is 'km'. A single row or column has no orientation: 'mk'."""
+    along_m, along_k = int(row["mat1_stride_0"]), int(row["mat1_stride_1"])
+    return "km" if along_m == 1 and along_k != 1 and int(row["m"]) > 1 and int(row["k"]) > 1 else "mk"
+
+
 def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
     """A PyTorch AutoHeuristic mm log: JSON metadata line, then CSV with `choice` and `feedback` (ms).
 
@@ -93,7 +100,8 @@ def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
     records = []
     for key, by_choice in times.items():
         row = rows_of[key]
-        shape = GemmShape(int(row["m"]), int(row["n"]), int(row["k"]), layout=_ah_layout(row), dtype=_ah_dtype(row))
+        shape = GemmShape(int(row["m"]), int(row["n"]), int(row["k"]), layout=_ah_layout(row), dtype=_ah_dtype(row),
+                          a_layout=_ah_a_layout(row))
         trials, baselines = [], {}
         for choice, values in by_choice.items():
             median = statistics.median(values)
@@ -110,10 +118,9 @@ def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
                 trials.append(Trial(config, None, error="failed (inf feedback)"))
             else:
                 trials.append(Trial(config, median))
-        a_transposed = int(row["mat1_stride_0"]) == 1 and int(row["m"]) > 1
         records.append(ShapeRecords(shape, tuple(trials), baselines_us=baselines,
                                     meta={"source": str(path), "device_capa": meta.get("device_capa"),
-                                          "a_transposed": a_transposed}))
+                                          "a_transposed": shape.a_layout == "km"}))
     return records
 
 

@@ -82,8 +82,8 @@ class GemmBreakdown:
 
 
 def _row_strides(shape: GemmShape) -> tuple[int, int]:
-    """Elements between consecutive rows of A [M, K] and of B ([K, N] or [N, K])."""
-    return shape.k, (shape.n if shape.layout == "kn" else shape.k)
+    """Elements between consecutive rows of A ([M, K] or [K, M]) and of B ([K, N] or [N, K])."""
+    return (shape.k if shape.a_layout == "mk" else shape.m), (shape.n if shape.layout == "kn" else shape.k)
 
 
 def overlap(terms: np.ndarray) -> np.ndarray:
@@ -200,9 +200,9 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     flops_iter = 2.0 * bm * bn * bk
     rows_loaded, cols_loaded = np.minimum(bm, m), np.minimum(bn, n)
     fill_iter = (rows_loaded + cols_loaded) * bk * elem  # global -> smem, also an smem write
-    # A B tile loaded into registers passes the same L1/shared data path (one pass, as fill_iter
-    # counts), then its transposed store occupies the banks `transpose_ways` times as long.
-    transpose_iter = low.transpose_ways * cols_loaded * bk * elem
+    # A tile loaded into registers passes the same L1/shared data path (one pass, as fill_iter
+    # counts), then its transposed store occupies the banks `*_transpose_ways` times as long.
+    transpose_iter = (low.a_transpose_ways * rows_loaded + low.b_transpose_ways * cols_loaded) * bk * elem
     fill_iter = fill_iter + transpose_iter
     k16_steps = (bk // MMA_K).clip(1)
     # Accumulators beyond the per-thread register limit spill to local memory, loaded and stored
@@ -237,8 +237,9 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
             per_sm * smem_iter / smem_bw,
             per_sm * l2_iter * active / l2_bw,
             per_sm * dram_iter * active / dram_bw,
-            # One CTA's unpipelined B load, transposed store and matrix work, in sequence.
-            np.where(low.b_via_registers, latency_s + transpose_iter / smem_bw + tensor, 0.0),
+            # One CTA's unpipelined operand loads (issued together: one latency), transposed
+            # stores and matrix work, in sequence.
+            np.where(low.via_registers, latency_s + transpose_iter / smem_bw + tensor, 0.0),
         ])
 
     def wave_time(per_sm, active):

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from rooftune.candidates import (
@@ -36,6 +38,34 @@ def test_bad_attention_shapes_and_layouts():
         GemmShape(1, 2, 3, layout="mk")
     with pytest.raises(ShapeError, match="dtype"):
         GemmShape(1, 2, 3, dtype="int8")
+
+
+def test_a_layout_defaults_and_validation():
+    # Every existing construction keeps meaning A [M, K]; positional (m, n, k, layout, dtype) still works.
+    assert GemmShape(1, 2, 3, "nk", "tf32").a_layout == "mk"
+    assert parse_gemm_shape("4096x4096x4096").a_layout == "mk"
+    km = parse_gemm_shape("64x128x256", layout="kn", dtype="tf32", a_layout="km")
+    assert km == GemmShape(64, 128, 256, "kn", "tf32", a_layout="km") != GemmShape(64, 128, 256, "kn", "tf32")
+    assert len({km, GemmShape(64, 128, 256, "kn", "tf32")}) == 2
+    for bad in ("kn", "nk", "MK", "", None):
+        with pytest.raises(ShapeError, match=r"A layout \(a_layout\) must be one of \('mk', 'km'\)"):
+            GemmShape(1, 2, 3, a_layout=bad)
+    with pytest.raises(ShapeError, match="a_layout"):
+        parse_gemm_shape("1x2x3", a_layout="nk")
+
+
+def test_a_layout_str_and_round_trip():
+    # The default A layout is not shown, so names of existing shapes and dataset files do not change.
+    from rooftune.eval.dataset import shape_id
+
+    assert str(GemmShape(8, 16, 32)) == "8x16x32"
+    assert str(GemmShape(8, 16, 32, "nk", "fp16")) == "8x16x32 (nk, fp16)"
+    assert str(GemmShape(8, 16, 32, a_layout="km")) == "8x16x32 (A km)"
+    assert str(GemmShape(8, 16, 32, "nk", "tf32", a_layout="km")) == "8x16x32 (nk, tf32, A km)"
+    assert shape_id(GemmShape(8, 16, 32, "nk", "fp16")) == "8x16x32-nk-fp16"
+    for shape in (GemmShape(8, 16, 32), GemmShape(8, 16, 32, "nk", "tf32", a_layout="km")):
+        assert GemmShape(**dataclasses.asdict(shape)) == shape
+        assert parse_gemm_shape(f"{shape.m}x{shape.n}x{shape.k}", shape.layout, shape.dtype, shape.a_layout) == shape
 
 
 def test_config_round_trip_and_mapping():

@@ -73,6 +73,27 @@ def test_autoheuristic_reader(tmp_path):
     assert tf32.shape.dtype == "tf32" and tf32.shape.layout == "nk"
 
 
+def test_autoheuristic_reader_a_layout_from_strides(tmp_path):
+    # mat1 [M, K] with strides (1, M) is A stored [K, M]; it is a separate input from the row-major
+    # A of the same shape. A single row (M = 1) has no orientation, whatever its strides say.
+    choice = "type=triton_BLOCK-M=64_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4"
+    rows = AH_ROWS + [
+        f"64,256,128,torch.float16,torch.float16,1,64,128,1,False,True,not_float_32,{choice},0.040",
+        f"1,256,128,torch.float32,torch.float32,1,1,128,1,True,True,True,{choice},0.001",
+    ]
+    path = tmp_path / "h100_mm.txt.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps(AH_META) + "\n" + AH_HEADER + "\n" + "\n".join(rows) + "\n")
+    records = read_autoheuristic_mm(path)
+    same_dims = {r.shape.a_layout: r for r in records if (r.shape.m, r.shape.n, r.shape.k) == (64, 128, 256)}
+    assert set(same_dims) == {"mk", "km"}
+    assert same_dims["km"].shape == GemmShape(64, 128, 256, layout="kn", dtype="fp16", a_layout="km")
+    assert same_dims["km"].meta["a_transposed"] and not same_dims["mk"].meta["a_transposed"]
+    assert [t.time_us for t in same_dims["km"].trials] == [pytest.approx(40.0)]
+    row = next(r for r in records if r.shape.m == 1)
+    assert row.shape.a_layout == "mk" and row.shape.dtype == "tf32"
+
+
 def test_load_records_recognises_formats(tmp_path):
     probe_dir = tmp_path / "probe"
     probe_dir.mkdir()

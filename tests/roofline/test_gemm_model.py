@@ -190,3 +190,66 @@ def test_pipeline_buffers_per_instruction_path():
     assert transposed["smem_bytes_per_cta"] == 3 * 128 * 32 * 4 + 128 * 32 * 4
     sync = one(GemmShape(4096, 4096, 4096), cfg(bm=32, bn=128, bk=64, w=4, s=3), H100)
     assert not sync["uses_wgmma"] and sync["smem_bytes_per_cta"] == 2 * (32 + 128) * 64 * 2
+
+
+def test_tf32_with_a_km_is_never_faster_than_a_mk_on_hopper():
+    # The same wgmma restriction read from A's side: A stored [K, M] is not K-major, so a tf32 A
+    # takes B [K, N]'s path (registers, one transposing buffer, no pipelining).
+    mk = GemmShape(8192, 8192, 8192, "nk", "tf32")
+    km = GemmShape(8192, 8192, 8192, "nk", "tf32", a_layout="km")
+    columns = legal_configs(GEMM_SPACE, mk, H100).columns
+    a_mk, a_km = predict(mk, columns, H100), predict(km, columns, H100)
+    same_occupancy = a_km.ctas_per_sm == a_mk.ctas_per_sm
+    assert same_occupancy.mean() > 0.5
+    assert np.all(a_km.time_us[same_occupancy] >= a_mk.time_us[same_occupancy] * (1 - 1e-9))
+    assert a_km.time_us[a_km.uses_wgmma].min() > 1.3 * a_mk.time_us[a_mk.uses_wgmma].min()
+    c = cfg(bm=128, bn=128, bk=32, w=4, s=3)
+    assert one(km, c, H100)["smem_bytes_per_cta"] == 128 * 32 * 4 + 3 * 128 * 32 * 4
+    assert one(km, c, H100)["regs_per_thread"] == one(mk, c, H100)["regs_per_thread"] + 128 * 32 * 4 // (4 * 128)
+
+
+def test_tf32_a_transpose_costs_grow_with_block_m():
+    # A [K, M] is loaded with lanes along M, so its store conflicts grow with BLOCK_M: the mirror
+    # image of B [K, N] and BLOCK_N. With A [M, K] (and B [N, K]) the two tiles cost alike.
+    km = GemmShape(8192, 8192, 8192, "nk", "tf32", a_layout="km")
+    mk = GemmShape(8192, 8192, 8192, "nk", "tf32")
+    wide, tall = cfg(bm=64, bn=128, bk=32, w=4, s=3), cfg(bm=128, bn=64, bk=32, w=4, s=3)
+    assert one(km, tall, H100)["time_us"] > 1.3 * one(km, wide, H100)["time_us"]
+    assert one(mk, tall, H100)["time_us"] == pytest.approx(one(mk, wide, H100)["time_us"], rel=0.05)
+
+
+def test_tf32_both_operands_transposed_costs_more_than_either():
+    c = cfg(bm=128, bn=128, bk=32, w=4, s=3)
+    both = one(GemmShape(8192, 8192, 8192, "kn", "tf32", a_layout="km"), c, H100)
+    only_a = one(GemmShape(8192, 8192, 8192, "nk", "tf32", a_layout="km"), c, H100)
+    only_b = one(GemmShape(8192, 8192, 8192, "kn", "tf32"), c, H100)
+    assert both["time_us"] > max(only_a["time_us"], only_b["time_us"])
+    assert both["smem_bytes_per_cta"] == 2 * 128 * 32 * 4  # one transposing buffer each, no pipelined copies
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_16_bit_a_km_transposes_for_free(dtype):
+    # Triton keeps a 16-bit operand's loaded order in shared memory and sets the wgmma descriptor's
+    # transpose bit; with rows aligned for cp.async on both sides nothing changes.
+    c = cfg(bm=128, bn=128, bk=64, w=8, s=3)
+    mk = one(GemmShape(4096, 4096, 4096, "kn", dtype), c, H100)
+    km = one(GemmShape(4096, 4096, 4096, "kn", dtype, a_layout="km"), c, H100)
+    assert km["time_us"] == pytest.approx(mk["time_us"]) and km["smem_bytes_per_cta"] == mk["smem_bytes_per_cta"]
+
+
+def test_a_km_on_ampere_keeps_the_mma_sync_path():
+    # No wgmma on the A100: a tf32 A [K, M] is read by mma.sync as before.
+    c = cfg(bm=128, bn=128, bk=32, w=4, s=3)
+    mk = one(GemmShape(4096, 4096, 4096, "nk", "tf32"), c, A100)
+    km = one(GemmShape(4096, 4096, 4096, "nk", "tf32", a_layout="km"), c, A100)
+    assert km["time_us"] == pytest.approx(mk["time_us"]) and km["smem_bytes_per_cta"] == mk["smem_bytes_per_cta"]
+
+
+def test_a_row_stride_decides_cp_async_alignment():
+    # A [K, M] rows are M elements apart: M = 4100 bf16 (8200 bytes) is not 16-byte aligned, so
+    # the prefetched A and B stages also sit in registers; A [M, K] rows (K = 4096) are aligned.
+    c = cfg(bm=128, bn=128, bk=64, w=8, s=3)
+    aligned = one(GemmShape(4100, 4096, 4096), c, H200)
+    misaligned = one(GemmShape(4100, 4096, 4096, a_layout="km"), c, H200)
+    assert misaligned["regs_per_thread"] == aligned["regs_per_thread"] + 2 * (128 + 128) * 64 * 2 // (4 * 256)
+    assert misaligned["time_us"] >= aligned["time_us"]
