@@ -4,10 +4,23 @@ Compile reuse: M, GROUP_M and SPLIT_K are runtime integers that Triton does not 
 binary per (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) serves every M, GROUP_M and SPLIT_K of
 a `specialization_key`. N, K and the strides keep Triton's default specialization (value 1 becomes a
 constant, a multiple of 16 is marked divisible): masked loads along K and N stay vectorized only then.
+
+Alignment below 16: Triton knows nothing about a dimension that is not a multiple of 16, so rows along
+it load one element at a time (K = 4100: 2-byte loads). The constexprs ALIGN_K and ALIGN_N carry the
+largest power of two <= 16 dividing K (N) and the row strides along it (`alignments`); the kernel
+rewrites those values as (x // ALIGN) * ALIGN, which Triton's divisibility analysis reads as a
+multiple of ALIGN (`tl.multiple_of` on a kernel argument is silently dropped by Triton 3.6: the hint
+only attaches to an operation's result), and loads and stores along that dimension vectorize to that
+many elements (K = 4100: 4 elements, 8-byte cp.async instead of 2-byte register loads). With
+ALIGN = 16 the kernel adds nothing: Triton's own specialization already marks those values divisible
+by 16, and the `< 16` guards are resolved at compile time, so shapes with N and K multiples of 16 get
+the same code as before these constexprs existed (the same PTX, checked by compiling for sm_90 in
+tests/kernels/test_alignment.py), and their datasets stay valid.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 
@@ -23,6 +36,15 @@ TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.flo
 REDUCE_BLOCK_M = 8
 REDUCE_BLOCK_N = 128
 REDUCE_NUM_WARPS = 4
+# Triton marks an integer argument divisible by 16 on its own; ALIGN_* never claims more.
+MAX_ALIGN = 16
+
+
+@triton.jit
+def _multiple_of(x, ALIGN: tl.constexpr):
+    # x itself when x is a multiple of ALIGN, written so that Triton's divisibility analysis knows
+    # the result is one; (x // ALIGN) * ALIGN costs two scalar instructions per kernel.
+    return (x // ALIGN) * ALIGN
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M", "SPLIT_K"])
@@ -32,7 +54,22 @@ def _gemm_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     GROUP_M, SPLIT_K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
+    ALIGN_N: tl.constexpr, ALIGN_K: tl.constexpr,
 ):
+    # Alignment Triton cannot see (module docstring): the host guarantees that K and every row stride
+    # along K are multiples of ALIGN_K, N and every row stride along N multiples of ALIGN_N. From
+    # them the K mask, the wrap modulus N - rn0, the C mask and the row starts get that divisibility.
+    # ALIGN = 1 has nothing to say (and leaves a value-1 constant alone); 16 Triton knows already.
+    if ALIGN_K > 1 and ALIGN_K < 16:
+        K = _multiple_of(K, ALIGN_K)
+        stride_am = _multiple_of(stride_am, ALIGN_K)
+        if B_NK:
+            stride_bn = _multiple_of(stride_bn, ALIGN_K)
+    if ALIGN_N > 1 and ALIGN_N < 16:
+        N = _multiple_of(N, ALIGN_N)
+        stride_cm = _multiple_of(stride_cm, ALIGN_N)
+        if not B_NK:
+            stride_bk = _multiple_of(stride_bk, ALIGN_N)
     # Grouped order: GROUP_M tile rows sweep the tile columns together, so a group's B tiles stay in L2.
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -52,7 +89,7 @@ def _gemm_kernel(
 
     # Tile origins go into 64-bit base pointers; offsets inside a tile stay 32-bit. Rows and columns
     # past the edge wrap inside the tile (modulo the valid count), so the loads need no M or N mask and
-    # stay in bounds; with N a multiple of 16 the wrapped columns are still 16-contiguous.
+    # stay in bounds; the wrapped columns stay ALIGN_N-contiguous (16 when N is a multiple of 16).
     rm0 = pid_m * BLOCK_M
     rn0 = pid_n * BLOCK_N
     k0 = (kb_lo * BLOCK_K).to(tl.int64)
@@ -97,8 +134,11 @@ def _gemm_kernel(
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def _splitk_reduce_kernel(
     ws_ptr, c_ptr, M, N, stride_cm, stride_cn, SPLIT_K,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN_N: tl.constexpr,
 ):
+    if ALIGN_N > 1 and ALIGN_N < 16:  # as in _gemm_kernel: the workspace rows are N long
+        N = _multiple_of(N, ALIGN_N)
+        stride_cm = _multiple_of(stride_cm, ALIGN_N)
     # Sums the SPLIT_K fp32 partials in a fixed order (deterministic), then casts once to C's dtype.
     rm0 = tl.program_id(0) * BLOCK_M
     rn0 = tl.program_id(1) * BLOCK_N
@@ -159,13 +199,14 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int) -
     opts = dict(num_warps=config["num_warps"], num_stages=config["num_stages"])
 
     def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, ws: torch.Tensor) -> None:
-        stride_bk, stride_bn = _b_strides(b, layout)
-        gemm_kernel(a, b, out, ws, m, n, k, a.stride(0), a.stride(1), stride_bk, stride_bn,
-                    out.stride(0), out.stride(1), group_m, split,
-                    BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, **opts)
+        strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
+        align_n, align_k = alignments(layout, n, k, strides)
+        gemm_kernel(a, b, out, ws, m, n, k, *strides, group_m, split,
+                    BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, ALIGN_K=align_k, **opts)
         if split > 1:
             reduce_kernel(ws, out, m, n, out.stride(0), out.stride(1), split,
-                          BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, num_warps=REDUCE_NUM_WARPS)
+                          BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, ALIGN_N=align_n,
+                          num_warps=REDUCE_NUM_WARPS)
 
     return launch
 
@@ -211,46 +252,74 @@ def make_launcher(config: Mapping[str, int], layout: str, inputs: list[tuple[tor
     return launch
 
 
-def _spec_class(value: int) -> str:
-    """How Triton specializes an integer argument: 1 becomes a constant, a multiple of 16 is marked
-    divisible, and a value of 2**31 or more is passed as int64 (a separate binary)."""
-    if value == 1:
-        return "one"
-    width = "i64" if value >= 2**31 else "i32"
-    return f"{width}/16" if value % 16 == 0 else width
+def _pow2_align(*values: int) -> int:
+    """Largest power of two <= MAX_ALIGN dividing every value."""
+    g = math.gcd(*values)
+    return min(g & -g, MAX_ALIGN) if g else MAX_ALIGN
+
+
+def alignments(layout: str, n: int, k: int, strides: tuple[int, int, int, int, int, int]) -> tuple[int, int]:
+    """(ALIGN_N, ALIGN_K) for the kernel: what it may assume of N, K and the row strides along them.
+
+    `strides` = (stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn). The rows along K are
+    A's (stride_am) and, for 'nk', B's (stride_bn); along N, C's (stride_cm) and, for 'kn', B's
+    (stride_bk). For contiguous tensors those strides equal K and N, so this is a function of the shape;
+    for other views the strides can only lower it, never make the kernel assume a false alignment."""
+    stride_am, _, stride_bk, stride_bn, stride_cm, _ = strides
+    align_k = _pow2_align(k, stride_am, *((stride_bn,) if layout == "nk" else ()))
+    align_n = _pow2_align(n, stride_cm, *((stride_bk,) if layout == "kn" else ()))
+    return align_n, align_k
+
+
+def _int_class(value: int) -> str:
+    """How Triton types a specialized integer argument: the value 1 becomes a constant, 2**31 or more
+    is passed as int64. (Its divisibility by 16, the third class, is ALIGN = 16.)"""
+    return "one" if value == 1 else ("i64" if value >= 2**31 else "i32")
 
 
 def specialization_key(shape: GemmShape) -> tuple:
-    """Shapes with equal keys share compiled binaries (for one config). Contiguous A, B and C make
-    every stride one of 1, N or K, so layout, dtype and the classes of N and K decide everything;
-    M only matters if it ever reaches 2**31 (Triton then passes it as int64)."""
-    return (shape.layout, shape.dtype, _spec_class(shape.n), _spec_class(shape.k), shape.m >= 2**31)
+    """Shapes with equal keys share compiled binaries (for one config). Contiguous A, B and C make every
+    stride one of 1, N or K, so what selects a binary is: layout, dtype, ALIGN_N and ALIGN_K (which
+    hold N's and K's divisibility by 16), whether N or K is 1 (a constant) or needs int64; M only
+    matters if it ever reaches 2**31 (it is not specialized, but then passed as int64)."""
+    align_n, align_k = alignments(shape.layout, shape.n, shape.k, _shape_strides(shape))
+    return (shape.layout, shape.dtype, align_n, align_k, _int_class(shape.n), _int_class(shape.k),
+            shape.m >= 2**31)
 
 
-def _shape_strides(shape: GemmShape) -> tuple[int, int, int, int]:
-    """(stride_am, stride_ak, stride_bk, stride_bn) of contiguous A and B."""
+def _shape_strides(shape: GemmShape) -> tuple[int, int, int, int, int, int]:
+    """(stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn) of contiguous A, B and C."""
     b_strides = (shape.n, 1) if shape.layout == "kn" else (1, shape.k)
-    return (shape.k, 1, *b_strides)
+    return (shape.k, 1, *b_strides, shape.n, 1)
 
 
 def warmup(shape: GemmShape, config: Mapping[str, int], device: str = "cuda") -> float:
     """Compile, without launching, every kernel `config` needs for `shape`'s specialization; returns
     the seconds spent. Uses Triton's MockTensor (a dtype passed where a tensor goes: an aligned null
     pointer), so it allocates nothing and runs in a fresh worker process."""
-    dtype = TORCH_DTYPES[shape.dtype]
-    m, n, k = shape.m, shape.n, shape.k
     start = time.perf_counter()
     with torch.cuda.device(torch.device(device)):
-        _gemm_kernel.warmup(dtype, dtype, dtype, torch.float32, m, n, k, *_shape_strides(shape), n, 1,
-                            config["GROUP_M"], config["SPLIT_K"],
-                            BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-                            B_NK=shape.layout == "nk", num_warps=config["num_warps"],
-                            num_stages=config["num_stages"], grid=(1,))
-        if config["SPLIT_K"] > 1:
-            _splitk_reduce_kernel.warmup(torch.float32, dtype, m, n, n, 1, config["SPLIT_K"],
-                                         BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N,
-                                         num_warps=REDUCE_NUM_WARPS, grid=(1,))
+        compile_kernels(shape, config)
     return time.perf_counter() - start
+
+
+def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
+    """The compiled kernels (Triton CompiledKernel: `.asm`, `.metadata.shared`) that a launch of `config`
+    on contiguous inputs of `shape` uses, on the current device, with the arguments `_launch_fn` passes."""
+    dtype = TORCH_DTYPES[shape.dtype]
+    m, n, k = shape.m, shape.n, shape.k
+    strides = _shape_strides(shape)
+    align_n, align_k = alignments(shape.layout, n, k, strides)
+    kernels = [_gemm_kernel.warmup(dtype, dtype, dtype, torch.float32, m, n, k, *strides,
+                                   config["GROUP_M"], config["SPLIT_K"],
+                                   BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                                   B_NK=shape.layout == "nk", ALIGN_N=align_n, ALIGN_K=align_k,
+                                   num_warps=config["num_warps"], num_stages=config["num_stages"], grid=(1,))]
+    if config["SPLIT_K"] > 1:
+        kernels.append(_splitk_reduce_kernel.warmup(torch.float32, dtype, m, n, *strides[4:], config["SPLIT_K"],
+                                                    BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, ALIGN_N=align_n,
+                                                    num_warps=REDUCE_NUM_WARPS, grid=(1,)))
+    return kernels
 
 
 def make_inputs(shape: GemmShape, device: str | torch.device, seed: int,

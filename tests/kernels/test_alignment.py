@@ -1,0 +1,172 @@
+"""ALIGN_N / ALIGN_K: correctness in every alignment class, what they are for views, the compile grouping,
+warmup compiling what a launch uses, and (compiled for sm_90 on the CPU) the code they give."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooftune.candidates import Config, GemmShape
+from rooftune.kernels import gemm as gemm_module
+from rooftune.kernels.check import TOLERANCE, relative_error
+from rooftune.kernels.gemm import alignments, gemm, make_inputs, reference, specialization_key
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+
+def cfg(split_k: int = 1, bm: int = 16, bn: int = 16, bk: int = 16, warps: int = 4, stages: int = 2,
+        group_m: int = 1) -> Config:
+    return Config.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, SPLIT_K=split_k)
+
+
+# One size per class of (size mod 16): odd, 2, 4, 8 (ALIGN 1, 2, 4, 8), each spanning several 16-blocks
+# so that the K mask and the N wrap-around both cut through a block.
+SIZES = {1: 33, 2: 50, 4: 36, 8: 40}
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("align_n", sorted(SIZES))
+@pytest.mark.parametrize("align_k", sorted(SIZES))
+def test_every_alignment_class(layout, align_n, align_k):
+    shape = GemmShape(9, SIZES[align_n], SIZES[align_k], layout=layout, dtype="fp16")
+    assert alignments(layout, shape.n, shape.k, gemm_module._shape_strides(shape)) == (align_n, align_k)
+    a, b = make_inputs(shape, DEVICE, seed=align_n * 16 + align_k)
+    ref = reference(a, b, layout)
+    for config in (cfg(), cfg(split_k=2, bk=16)):
+        out = gemm(a, b, config, layout)
+        assert relative_error(out, ref) <= TOLERANCE[a.dtype], f"{shape} {config}"
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+def test_unaligned_split_k_with_a_partial_last_split(layout):
+    # K = 100 (ALIGN_K 4) in 32-blocks: 4 blocks over 3 splits; N = 20 (ALIGN_N 4) over two tile columns.
+    shape = GemmShape(17, 20, 100, layout=layout, dtype="fp32")
+    a, b = make_inputs(shape, DEVICE, seed=5)
+    out = gemm(a, b, cfg(split_k=3, bk=32, group_m=8), layout)
+    assert relative_error(out, reference(a, b, layout)) <= TOLERANCE[torch.float32]
+
+
+def test_views_lower_the_alignment_and_stay_correct():
+    # A [9, 36] cut from rows of 38: K = 36 alone would give ALIGN_K = 4, A's row stride only allows 2.
+    shape = GemmShape(9, 24, 36, layout="kn", dtype="fp16")
+    a_full = torch.randn(9, 38, dtype=torch.float16, device=DEVICE)
+    a = a_full[:, :36]
+    _, b = make_inputs(shape, DEVICE, seed=2)
+    strides = (a.stride(0), a.stride(1), b.stride(0), b.stride(1), 24, 1)
+    assert alignments("kn", 24, 36, strides) == (8, 2)
+    assert alignments("kn", 24, 36, (36, 1, 24, 1, 24, 1)) == (8, 4)
+    assert alignments("nk", 24, 36, (36, 1, 1, 44, 24, 1)) == (8, 4)   # B [N, K] with rows of 44
+    assert alignments("nk", 24, 36, (36, 1, 1, 42, 24, 1)) == (8, 2)
+    assert alignments("kn", 24, 36, (36, 1, 20, 1, 24, 1)) == (4, 4)   # B [K, N] with rows of 20
+    assert alignments("kn", 4096, 4096, (4096, 1, 4096, 1, 4096, 1)) == (16, 16)  # never above 16
+    out = gemm(a, b, cfg(split_k=2), "kn")
+    assert relative_error(out, reference(a, b, "kn")) <= TOLERANCE[torch.float16]
+
+
+def test_specialization_key_follows_the_alignment_classes():
+    key = specialization_key
+    assert key(GemmShape(1, 4100, 4100)) == key(GemmShape(5000, 4132, 1028))  # both ALIGN 4
+    assert key(GemmShape(8, 4096, 4096)) == key(GemmShape(8, 4112, 2048))     # both ALIGN 16
+    classes = {key(GemmShape(8, 4096 + dn, 4096 + dk)) for dn in (0, 1, 2, 4, 8) for dk in (0, 1, 2, 4, 8)}
+    assert len(classes) == 25
+    assert key(GemmShape(8, 4104, 4096))[2:4] == (8, 16)
+    # N = 1 is a constant to Triton, N = 3 is not: same ALIGN_N, different binaries.
+    assert key(GemmShape(8, 1, 64)) != key(GemmShape(8, 3, 64))
+    assert key(GemmShape(8, 3, 64)) == key(GemmShape(8, 5, 64))
+    assert key(GemmShape(8, 64, 2**31 + 4))[-2] == "i64"
+
+
+class _Recorder:
+    """Stands in for a Triton kernel: records the arguments of `warmup` and of a launch."""
+
+    def __init__(self):
+        self.calls = []
+
+    def warmup(self, *args, grid, **kwargs):
+        self.calls.append(("warmup", args, kwargs))
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append(("launch", args, kwargs))
+
+
+def _binary_selectors(args, kwargs, unspecialized):
+    """What Triton selects a binary by: dtypes of pointers, for integers the value-1 constant, divisibility
+    by 16 and int64 (only int64 where not specialized), constexprs and options as given."""
+    sel = []
+    for i, v in enumerate(args):
+        if isinstance(v, torch.Tensor):
+            sel.append(v.dtype)
+        elif isinstance(v, torch.dtype):
+            sel.append(v)
+        elif i in unspecialized:
+            sel.append(v >= 2**31)
+        else:
+            sel.append((v == 1, v % 16 == 0, v >= 2**31))
+    return sel, kwargs
+
+
+@pytest.mark.parametrize("mnk", [(5, 4100, 4098), (300, 1000, 1030), (7, 33, 64), (1, 1, 17), (64, 4096, 4096)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+def test_warmup_compiles_what_a_launch_uses(monkeypatch, mnk, layout):
+    gemm_rec, reduce_rec = _Recorder(), _Recorder()
+    monkeypatch.setattr(gemm_module, "_gemm_kernel", gemm_rec)
+    monkeypatch.setattr(gemm_module, "_splitk_reduce_kernel", reduce_rec)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: torch.cpu.StreamContext(None))
+    shape = GemmShape(*mnk, layout=layout, dtype="fp16")
+    config = cfg(split_k=2, bm=32, bn=64, bk=32, warps=8, stages=3)
+    gemm_module.warmup(shape, config, device="cpu")
+    a, b = make_inputs(shape, "cpu", seed=0)
+    gemm_module._launch_fn(config, layout, *mnk)(a, b, torch.empty(mnk[0], mnk[1], dtype=torch.float16),
+                                                  gemm_module._workspace(config, mnk[0], mnk[1], "cpu"))
+    for rec, unspecialized in ((gemm_rec, {4, 13, 14}), (reduce_rec, {2, 6})):  # M, GROUP_M, SPLIT_K
+        (kind_w, args_w, kw_w), (kind_l, args_l, kw_l) = rec.calls
+        assert (kind_w, kind_l) == ("warmup", "launch")
+        assert _binary_selectors(args_w, kw_w, unspecialized) == _binary_selectors(args_l, kw_l, unspecialized)
+
+
+# --- compiled for sm_90 on the CPU (Triton's bundled ptxas; no GPU) ------------------------------
+
+SM90_SCRIPT = Path(__file__).with_name("sm90_compile.py")
+SMALL = "BLOCK_M=64,BLOCK_N=64,BLOCK_K=64,GROUP_M=1,SPLIT_K=1,num_warps=4,num_stages=3"
+TILE_BYTES = 64 * 64 * 2  # one 64x64 bf16 operand tile
+
+
+def compile_sm90(jobs: list[dict], cache: Path) -> list[dict]:
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
+        pytest.skip("this triton has no bundled ptxas")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(cache)
+    done = subprocess.run([sys.executable, str(SM90_SCRIPT), json.dumps(jobs)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_sm90_code_for_aligned_shapes_is_unchanged_and_unaligned_rows_vectorize(tmp_path):
+    aligned = [{"shape": [300, 1024, 1024, layout, "bf16"], "config": SMALL, "no_align": no_align}
+               for layout in ("nk", "kn") for no_align in (False, True)]
+    by_k = {4100: 8, 4098: 4, 4104: 16}  # K -> bytes per cp.async of the rows along K
+    unaligned = [{"shape": [300, 1024, k, "nk", "bf16"], "config": SMALL} for k in by_k]
+    odd = [{"shape": [300, 1024, 4097, layout, "bf16"], "config": SMALL} for layout in ("nk", "kn")]
+    results = compile_sm90(aligned + unaligned + odd, tmp_path)
+    # N, K multiples of 16: ALIGN = 16 compiles to the same PTX as no hints at all (the kernel before them).
+    assert results[0]["ptx"] == results[1]["ptx"] and results[2]["ptx"] == results[3]["ptx"]
+    assert results[0]["cp_async_bytes"] == [16] and results[0]["shared"] == 3 * 2 * TILE_BYTES
+    for (k, nbytes), r in zip(by_k.items(), results[4:7]):
+        assert r["cp_async_bytes"] == [nbytes], (k, r["cp_async_bytes"])
+        assert r["shared"] == 3 * 2 * TILE_BYTES  # both operands pipelined: num_stages buffers each
+    # Odd K: 2-byte rows cannot be copied asynchronously (Triton's pipeliner needs >= 4 contiguous bytes);
+    # such an operand is loaded through registers into a single buffer instead of num_stages.
+    nk, kn = results[7:]
+    assert nk["cp_async_bytes"] == [] and "ld.global.b16" in nk["global_ld_st"]
+    assert nk["shared"] == 2 * TILE_BYTES
+    assert kn["cp_async_bytes"] == [16] and "ld.global.b16" in kn["global_ld_st"]  # B [K, N] rows along N
+    assert kn["shared"] == (3 + 1) * TILE_BYTES
