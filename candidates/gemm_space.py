@@ -22,8 +22,27 @@ def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int) -> np.ndarray:
     """Pipelined operand buffers: num_stages × (BLOCK_M + BLOCK_N) × BLOCK_K × bytes per element.
 
     Checked against the H200 probe: every config above the 232,448-byte per-block limit failed
-    with OutOfResources and every one below compiled (see tests/candidates)."""
+    with OutOfResources and every one below compiled (see tests/candidates).
+
+    What Triton 3.6 allocates is max(operand buffers, the epilogue's layout conversion), the two
+    never live at once (compiled for sm_90 on the CPU, tests/kernels/test_alignment.py):
+    - an operand is multi-buffered (num_stages copies) only when its rows give cp.async >= 4
+      contiguous bytes (Triton's pipeliner, AssignLatencies.cpp: cp.async copies 4, 8 or 16 bytes);
+      rows of 2 bytes (bf16 with an odd K, or an odd N for B [K, N]) are loaded through registers into
+      one buffer. So this formula is an upper bound for the operand buffers in every alignment class.
+    - the epilogue converts the fp32 accumulator to the store's layout through shared memory; its
+      size comes from Triton's swizzle search (up to the whole BLOCK_M·BLOCK_N·4-byte tile: 262,144 B
+      for 256x256 with an odd N, the OutOfResources seen on the H200). It can exceed this estimate
+      but not the per-block limit for any config the register rule leaves legal (BLOCK_M·BLOCK_N
+      <= 128·256, so at most 131,072 B; tests/candidates checks it). The estimate still
+      undercounts those configs' real footprint, which matters for occupancy, not legality."""
     return c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * elem_bytes
+
+
+def gemm_group_m_idle(shape: GemmShape, bm, bn):
+    """True where GROUP_M cannot change anything: the grid has one tile row or one tile column, so the
+    grouped order visits the tiles in the plain order (kernels/gemm.py) for every GROUP_M."""
+    return (cdiv(shape.m, bm) == 1) | (cdiv(shape.n, bn) == 1)
 
 
 def gemm_regs_per_thread(c: dict[str, np.ndarray]) -> np.ndarray:
@@ -46,8 +65,7 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         "BLOCK_M larger than M needs": (bm > 16) & (bm > next_pow2(shape.m)),
         "BLOCK_N larger than N needs": (bn > 16) & (bn > next_pow2(shape.n)),
         "BLOCK_K larger than a K split needs": (bk > 32) & (bk > next_pow2(cdiv(shape.k, split))),
-        "GROUP_M without effect (one tile row or column)": (c["GROUP_M"] > 1)
-        & ((cdiv(shape.m, bm) == 1) | (cdiv(shape.n, bn) == 1)),
+        "GROUP_M without effect (one tile row or column)": (c["GROUP_M"] > 1) & gemm_group_m_idle(shape, bm, bn),
         "SPLIT_K with too few K blocks per split": (split > 1) & (k_blocks < MIN_K_BLOCKS_PER_SPLIT * split),
         "SPLIT_K while output tiles already fill the GPU": (split > 1) & (tiles_mn >= profile.sm_count),
     }

@@ -7,8 +7,11 @@
 A shape file starts with one comment line `# rooftune-shape {json}` (the shape, its baselines in µs
 and per-shape facts such as repeatability), then a CSV header and one row per legal config: the
 config's parameters, `time_us` (the dataset's time, below) or `error`, `compile_s`, `rounds` and
-`spread` of the screening pass, `screen_us` (the screening pass's raw median), and for the fastest
-configs `retime_us` / `retime2_us` / `retime_rounds`: two independent final passes.
+`spread` of the screening pass, `screen_us` (the screening pass's raw median), for the fastest
+configs `retime_us` / `retime2_us` / `retime_rounds`: two independent final passes, and `in_space`:
+1 for a config of the published space, 0 for a baseline's config timed beside it (the Triton
+tutorial's configs outside the space; candidates/baselines.py). Files written before that column
+existed read as all in the space. Columns are read by name.
 
 `time_us` of a config in the final passes is the median over both passes' rounds; every other
 config's `time_us` is its screening median times the shape's `screen_scale` (meta), the median
@@ -28,13 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape, Trial
+from rooftune.candidates.baselines import gemm_baseline_aliases
 from rooftune.eval.records import ShapeRecords
 
 FORMAT = "rooftune-dataset-1"
 MANIFEST = "manifest.json"
 SHAPES_DIR = "shapes"
 STAT_COLUMNS = ("time_us", "error", "compile_s", "rounds", "spread", "screen_us", "retime_us", "retime2_us",
-                "retime_rounds")
+                "retime_rounds", "in_space")
 _PREFIX = "# rooftune-shape "
 
 
@@ -56,6 +60,7 @@ class ConfigResult:
     retime_us: float | None = None
     retime2_us: float | None = None
     retime_rounds: int | None = None
+    in_space: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def encode_shape(result: ShapeResult) -> bytes:
     for r in result.rows:
         writer.writerow([*(r.config[n] for n in names), _num(r.time_us), r.error or "",
                          _num(r.compile_s), r.rounds, _num(r.spread), _num(r.screen_us),
-                         _num(r.retime_us), _num(r.retime2_us), _num(r.retime_rounds)])
+                         _num(r.retime_us), _num(r.retime2_us), _num(r.retime_rounds), int(r.in_space)])
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as gz:
         gz.write(text.getvalue().encode())
@@ -136,10 +141,12 @@ def read_shape(path: str | os.PathLike) -> ShapeResult:
     header = json.loads(lines[0][len(_PREFIX):])
     rows = list(csv.reader(lines[1:]))
     columns = rows[0]
-    names = columns[: len(columns) - len(STAT_COLUMNS)]
+    if "time_us" not in columns:
+        raise DatasetError(f"{path}: no time_us column")
+    names = columns[: columns.index("time_us")]
     results = []
     for row in rows[1:]:
-        params, stats = row[: len(names)], dict(zip(STAT_COLUMNS, row[len(names):]))
+        params, stats = row[: len(names)], dict(zip(columns[len(names):], row[len(names):]))
         values = dict(zip(names, map(int, params)))
         config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
                         values["num_warps"], values["num_stages"])
@@ -148,7 +155,8 @@ def read_shape(path: str | os.PathLike) -> ShapeResult:
             compile_s=_opt_float(stats["compile_s"]), rounds=int(stats["rounds"] or 0),
             spread=_opt_float(stats["spread"]), screen_us=_opt_float(stats["screen_us"]),
             retime_us=_opt_float(stats["retime_us"]), retime2_us=_opt_float(stats["retime2_us"]),
-            retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None))
+            retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None,
+            in_space=stats.get("in_space", "1") != "0"))
     return ShapeResult(shape=GemmShape(**header["shape"]), rows=tuple(results),
                        baselines_us=header["baselines_us"], meta=header["meta"])
 
@@ -165,11 +173,16 @@ def finished_ids(root: str | os.PathLike) -> set[str]:
 
 
 def to_records(result: ShapeResult) -> ShapeRecords:
-    """A ShapeRecords for replay: the dataset times as trials; first final-pass times in meta["retime_us"]."""
+    """A ShapeRecords for replay: the dataset times as trials; first final-pass times in meta["retime_us"].
+    Candidates are the in-space rows (None when all are); tutorial configs that are the same kernel as
+    a recorded config (GROUP_M without effect) become aliases of it."""
     trials = tuple(Trial(r.config, r.time_us, r.error, r.compile_s) for r in result.rows)
     retime = {r.config: r.retime_us for r in result.rows if r.retime_us is not None}
+    in_space = tuple(r.config for r in result.rows if r.in_space)
+    candidates = None if len(in_space) == len(result.rows) else in_space
     return ShapeRecords(shape=result.shape, trials=trials, baselines_us=dict(result.baselines_us),
-                        meta={**result.meta, "retime_us": retime})
+                        meta={**result.meta, "retime_us": retime}, candidates=candidates,
+                        aliases=gemm_baseline_aliases(result.shape, (t.config for t in trials)))
 
 
 def read_manifest(root: str | os.PathLike) -> dict:

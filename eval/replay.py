@@ -35,8 +35,9 @@ class ShapeScore:
 
 
 def replay_shape(records: ShapeRecords, strategy, budget: int, profile: HardwareProfile) -> ShapeScore:
-    """Score = best recorded time / recorded time of the strategy's fastest successful trial (0 if none)."""
-    candidates = [t.config for t in records.trials]
+    """Score = best recorded time / recorded time of the strategy's fastest successful trial (0 if none).
+    The strategy chooses from the records' candidates (the space); `measure` finds any recorded config."""
+    candidates = records.candidate_configs()
     trials = tuple(strategy(records.shape, candidates, recorded_measure(records), budget, profile))
     if len(trials) > budget:
         raise ValueError(f"strategy made {len(trials)} trials with a budget of {budget}")

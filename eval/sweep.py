@@ -4,6 +4,11 @@ The orchestration (`run_sweep`: resume, grouping by compile specialization, the 
 manifest) is GPU-free and takes a `Measurer` as an argument; `GemmMeasurer` is the GPU one (torch
 and the kernel are imported inside it), tests pass a fake.
 
+Beside the space, each shape also times the Triton tutorial's configs that are not (as the same
+kernel) in its legal set (candidates/baselines.py): compiled, checked and timed like every config,
+in the same interleaved passes, and written as rows with `in_space` = 0, so that the tutorial
+baseline is measured exactly as the strategies' candidates are.
+
 Per shape, the GPU measurer: takes the compile results of the shape's specialization group (compiled
 once per config per group, in parallel, only for the shapes about to run); checks every compiled
 config against the fp32 reference on fresh random inputs (a failure is a recorded error); times all
@@ -20,11 +25,12 @@ import statistics
 import time
 import zlib
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape, ShapeError, legal_configs
+from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.eval.dataset import (
     ConfigResult,
     ShapeResult,
@@ -181,7 +187,9 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
     unique = list({shape_id(s): s for s in shapes}.values())
     todo = _order_by_group([s for s in unique if shape_id(s) not in done_ids], measurer.group_key)
     reporter.start(len(unique), len(unique) - len(todo))
-    legal = {shape_id(s): legal_configs(GEMM_SPACE, s, profile).configs for s in todo}
+    space = {shape_id(s): legal_configs(GEMM_SPACE, s, profile).configs for s in todo}
+    # Each shape measures the legal configs of the space, then the baseline configs outside it.
+    measured = {shape_id(s): space[shape_id(s)] + gemm_baseline_extras(s, space[shape_id(s)]) for s in todo}
     compiled: dict[Hashable, dict[Config, float | str]] = {}
     durations: list[float] = []
     compile_rate = compile_s_per_config
@@ -193,10 +201,10 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
         window = [s for s in todo[index: index + 1 + lookahead] if measurer.group_key(s) == group]
         jobs: dict[Config, GemmShape] = {}
         for s in window:
-            for c in legal[shape_id(s)]:
+            for c in measured[shape_id(s)]:
                 if c not in have and c not in jobs:
                     jobs[c] = s
-        need_now = sum(c not in have for c in legal[shape_id(shape)])
+        need_now = sum(c not in have for c in measured[shape_id(shape)])
         estimate = (1.25 * statistics.mean(durations) if durations else first_shape_s) + need_now * compile_rate
         if max_minutes is not None and now() - started + estimate > 60 * max_minutes:
             stopped = True
@@ -207,8 +215,8 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
             have.update(measurer.compile([(s, c) for c, s in jobs.items()]))
             compile_rate = max((now() - t0) / len(jobs), 1e-3)
         t1 = now()
-        reporter.phase(shape, f"measuring {len(legal[shape_id(shape)])} configs")
-        result = measurer.measure(shape, legal[shape_id(shape)], have)
+        reporter.phase(shape, f"measuring {len(measured[shape_id(shape)])} configs")
+        result = _flag_space(measurer.measure(shape, measured[shape_id(shape)], have), space[shape_id(shape)])
         write_shape(out, result)
         durations.append(now() - t1)
         finished += 1
@@ -220,6 +228,15 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
     write_manifest(out, manifest_now)
     return SweepSummary(done=finished, skipped=len(unique) - len(todo),
                         remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
+
+
+def _flag_space(result: ShapeResult, space_configs: list[Config]) -> ShapeResult:
+    """Rows of configs outside `space_configs` marked `in_space=False`; counts in the meta."""
+    inside = set(space_configs)
+    rows = tuple(replace(r, in_space=r.config in inside) for r in result.rows)
+    meta = {**result.meta, "legal_configs": sum(r.in_space for r in rows),
+            "baseline_configs": sum(not r.in_space for r in rows)}
+    return replace(result, rows=rows, meta=meta)
 
 
 def file_digest(path: str | Path) -> str:
@@ -319,7 +336,7 @@ class GemmMeasurer:
         mhz = [v for t in [*first.values(), *pass_a.values(), *pass_b.values()]
                for v in (t.clock_mhz_min, t.clock_mhz_max) if v]
         meta = {
-            "space_version": GEMM_SPACE.version, "legal_configs": len(configs), "errors": len(errors),
+            "space_version": GEMM_SPACE.version, "errors": len(errors),
             "input_sets": sets, "check_s": round(t_check, 2), "time_s": round(t_first, 2),
             "retime_s": round(time.perf_counter() - t0 - t_check - t_first, 2),
             "clock_mhz_min": min(mhz) if mhz else None, "clock_mhz_max": max(mhz) if mhz else None,

@@ -7,19 +7,13 @@ from collections.abc import Callable
 import numpy as np
 
 from rooftune.candidates import Config, GemmShape, Trial, configs_to_columns
+from rooftune.candidates.baselines import TUTORIAL_GEMM, TUTORIAL_GROUP_M, tutorial_configs  # noqa: F401
 from rooftune.hwprofiles import HardwareProfile
 
 Measure = Callable[[Config], Trial]
 # strategy(shape, candidates, measure, budget, profile) -> the trials it made, in order
 Strategy = Callable[[object, list[Config], Measure, int, HardwareProfile], list[Trial]]
 
-# The Triton matmul tutorial's autotune list (03-matrix-multiplication.py, CUDA):
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps), all with GROUP_M=8.
-TUTORIAL_GEMM = (
-    (128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4),
-    (64, 128, 32, 4, 4), (128, 32, 32, 4, 4), (64, 32, 32, 5, 2), (32, 64, 32, 5, 2),
-)
-TUTORIAL_GROUP_M = 8
 RANDOM_SEEDS = tuple(range(10))
 # Share of (shape, tutorial config) pairs a dataset must have recorded for the tutorial method.
 TUTORIAL_MIN_RECORDED = 0.5
@@ -59,11 +53,6 @@ def random_order(seed: int) -> Strategy:
 
     strategy.__name__ = f"random_order({seed})"
     return strategy
-
-
-def tutorial_configs() -> list[Config]:
-    return [Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=TUTORIAL_GROUP_M, SPLIT_K=1)
-            for bm, bn, bk, s, w in TUTORIAL_GEMM]
 
 
 def tutorial(shape, candidates: list[Config], measure: Measure, budget: int, profile: HardwareProfile) -> list[Trial]:

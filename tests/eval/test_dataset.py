@@ -1,5 +1,6 @@
 """The dataset format: round trip, atomic writes, deterministic bytes, resume compatibility."""
 
+import gzip
 import os
 
 import pytest
@@ -16,6 +17,7 @@ from rooftune.eval.dataset import (
     read_dataset,
     read_shape,
     shape_id,
+    to_records,
     write_shape,
 )
 
@@ -31,6 +33,8 @@ def sample_result(shape=GemmShape(77, 4096, 4096, layout="nk")) -> ShapeResult:
         ConfigResult(_config(128), 20.5, None, 1.5, 3, 0.03),
         ConfigResult(_config(256, 8), None, "compile: OutOfResources: shared memory, 300000 > 232448"),
         ConfigResult(_config(16), None, "check: relative error 0.5 > 0.01", 0.9, 0),
+        ConfigResult(Config.make(2, 5, BLOCK_M=64, BLOCK_N=32, BLOCK_K=32, GROUP_M=8, SPLIT_K=1), 30.25, None,
+                     0.8, 7, 0.01, screen_us=30.0, in_space=False),  # a tutorial config outside the space
     )
     return ShapeResult(shape, rows, {"cublas": 11.9}, {"repeatability": {"abs_median": 0.004}, "errors": 2})
 
@@ -53,10 +57,26 @@ def test_read_dataset_gives_shape_records(tmp_path):
     assert [str(r.shape) for r in records] == ["1x64x64", "77x4096x4096 (nk, bf16)"]
     rec = records[1]
     assert rec.best_us == 12.3456 and rec.baselines_us == {"cublas": 11.9}
-    assert [t.ok for t in rec.trials] == [True, True, False, False]
+    assert [t.ok for t in rec.trials] == [True, True, False, False, True]
+    assert rec.candidate_configs() == [r.config for r in sample_result().rows[:4]]
     assert rec.trials[2].error.startswith("compile:") and rec.trials[3].compile_s == 0.9
     assert rec.meta["retime_us"] == {_config(64): 12.4}
     assert rec.lookup()[_config(128)].time_us == 20.5
+
+
+def test_files_without_the_in_space_column_read_as_all_in_space(tmp_path):
+    # A file of the format before `in_space` existed: the same text less that column.
+    path = write_shape(tmp_path, sample_result())
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    old = [lines[0]] + [line.rsplit(",", 1)[0] for line in lines[1:]]
+    assert old[1].endswith("retime_rounds")
+    path.write_bytes(gzip.compress(("\n".join(old) + "\n").encode()))
+    back = read_shape(path)
+    assert all(r.in_space for r in back.rows)
+    assert [r.config for r in back.rows] == [r.config for r in sample_result().rows]
+    assert back.rows[0] == sample_result().rows[0]
+    rec = to_records(back)
+    assert rec.candidates is None and len(rec.candidate_configs()) == 5
 
 
 def test_bytes_are_deterministic():

@@ -95,3 +95,28 @@ def test_tutorial_method_when_its_configs_were_recorded():
     records = [ShapeRecords(shape, trials)]
     summary = evaluate(records, 8, H200, gemm_eval_methods(records, seeds=range(2)))
     assert summary["methods"]["tutorial"]["mean"] == pytest.approx(150.0 / 300.0)
+
+
+def test_strategies_choose_from_candidates_while_measure_finds_every_recorded_config():
+    # One tile row (M = 100 < BLOCK_M = 128): the tutorial's GROUP_M=8 config is its GROUP_M=1 twin.
+    shape = GemmShape(100, 4096, 4096)
+    twin = c(128, 256, 64, w=8, gm=1)
+    outside = c(64, 32, 32, w=2, s=5)  # num_warps=2: a tutorial config outside the space
+    trials = (Trial(twin, 200.0), Trial(c(128, 128, 64, gm=1), 250.0), Trial(outside, 180.0))
+    r = ShapeRecords(shape, trials, candidates=(twin, c(128, 128, 64, gm=1)),
+                     aliases={c(128, 256, 64, w=8): twin})
+    offered = []
+
+    def first_two(shape, candidates, measure, budget, profile):
+        offered.extend(candidates)
+        return [measure(x) for x in candidates[:budget]]
+
+    score = replay_shape(r, first_two, 2, H200)
+    assert offered == [twin, c(128, 128, 64, gm=1)]
+    assert score.score == pytest.approx(180.0 / 200.0)  # best recorded includes the tutorial's config
+    assert r.best_candidate_us == 200.0 and r.best_us == 180.0
+    measure = recorded_measure(r)
+    assert measure(outside).time_us == 180.0
+    aliased = measure(c(128, 256, 64, w=8))
+    assert aliased.time_us == 200.0 and aliased.config == c(128, 256, 64, w=8)
+    assert best_trial(tutorial(shape, [], measure, 8, H200)).time_us == 180.0

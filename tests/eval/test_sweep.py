@@ -6,7 +6,17 @@ import json
 import pytest
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
-from rooftune.eval.dataset import ConfigResult, ShapeResult, finished_ids, read_dataset, read_manifest
+from rooftune.candidates.baselines import gemm_baseline_extras, same_gemm_kernel, tutorial_configs
+from rooftune.eval.dataset import (
+    ConfigResult,
+    ShapeResult,
+    finished_ids,
+    read_dataset,
+    read_manifest,
+    read_shape,
+    shape_files,
+)
+from rooftune.eval.replay import recorded_measure, replay_shape
 from rooftune.eval.sweep import ShapeListError, load_shapes, repeatability, run_sweep
 from rooftune.hwprofiles import load_profile
 
@@ -65,8 +75,10 @@ def test_resume_after_a_kill_loses_only_the_shape_in_progress(tmp_path):
     records = read_dataset(tmp_path)
     assert sorted(str(r.shape) for r in records) == sorted(str(s) for s in SHAPES)
     for r in records:
-        assert len(r.trials) == len(legal_configs(GEMM_SPACE, r.shape, PROFILE))
-        assert len(r.lookup()) == len(r.trials)  # no duplicate configs
+        space = legal_configs(GEMM_SPACE, r.shape, PROFILE).configs
+        assert r.candidate_configs() == space
+        assert len(r.trials) == len(space) + len(gemm_baseline_extras(r.shape, space))
+        assert len({t.config for t in r.trials}) == len(r.trials)  # no duplicate configs
     third = FakeMeasurer()
     assert run_sweep(SHAPES, tmp_path, third, PROFILE).done == 0 and not third.measured
     manifest = read_manifest(tmp_path)
@@ -83,6 +95,46 @@ def test_shapes_run_grouped_and_each_config_compiles_once_per_group(tmp_path):
     assert len(fake.compiled) == len(set(fake.compiled))
     errors = [t for r in read_dataset(tmp_path) for t in r.trials if not t.ok]
     assert errors and all(t.error == "compile: OutOfResources" for t in errors)
+
+
+def test_tutorial_configs_are_timed_beside_the_space(tmp_path):
+    fake = FakeMeasurer()
+    run_sweep(SHAPES, tmp_path, fake, PROFILE)
+    compiled = {c for _, c in fake.compiled}
+    tutorial = tutorial_configs()
+    for path in shape_files(tmp_path):
+        result = read_shape(path)
+        space = legal_configs(GEMM_SPACE, result.shape, PROFILE).configs
+        extras = [r.config for r in result.rows if not r.in_space]
+        assert extras == gemm_baseline_extras(result.shape, space) and set(extras) <= compiled
+        assert [r.config for r in result.rows if r.in_space] == space
+        assert result.meta["legal_configs"] == len(space) and result.meta["baseline_configs"] == len(extras)
+    records = {str(r.shape): r for r in read_dataset(tmp_path)}
+    # M = 1: BLOCK_M 64 and 128 are outside the space (and so is num_warps=2): all 8 timed as extras.
+    decode = records[str(SHAPES[0])]
+    assert len(decode.trials) - len(decode.candidate_configs()) == 8
+    assert all(c not in decode.candidate_configs() for c in tutorial)
+    # 128x768x768: GROUP_M=8 with one tile row (BLOCK_M=128) is the same kernel as its GROUP_M=1 twin
+    # of the space: not timed twice; the lookup maps the tutorial config to the twin's time.
+    prefill = records[str(SHAPES[3])]
+    first = tutorial[0]  # 128x256x64, 8 warps, 3 stages
+    twin = same_gemm_kernel(prefill.shape, first)
+    assert twin != first and twin in prefill.candidate_configs() and prefill.aliases[first] == twin
+    table = prefill.lookup()
+    assert table[first].config == first and table[first].time_us == table[twin].time_us
+    for r in records.values():  # the tutorial finds all of its 8 configs, and they ran
+        trials = [recorded_measure(r)(c) for c in tutorial]
+        assert all(t.ok for t in trials), r.shape
+
+    def picks_all_it_is_offered(shape, candidates, measure, budget, profile):
+        assert set(candidates) == set(legal_configs(GEMM_SPACE, shape, profile).configs)
+        return [measure(c) for c in candidates[:budget]]
+
+    for r in records.values():
+        score = replay_shape(r, picks_all_it_is_offered, 5, PROFILE).score
+        # 16x8x4096 has no legal config in the space (a 16x16 tile is too small for 4 warps): only the
+        # tutorial's configs ran there, and a strategy over the space has nothing to pick.
+        assert score > 0 if r.candidate_configs() else str(r.shape) == str(SHAPES[1])
 
 
 class Clock:
