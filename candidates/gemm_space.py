@@ -61,7 +61,10 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         "shared memory over the per-block limit": gemm_smem_bytes(c, elem) > profile.smem_per_block_bytes,
         "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
         | (regs * 32 * warps > profile.regs_per_sm),
-        "too many warps for the tile": bm * bn < MIN_TILE_ELEMS_PER_THREAD * 32 * warps,
+        # ... unless the tile already spans the whole (power-of-two padded) output: no larger tile
+        # exists to give those warps work, and a 16x8 output would otherwise have no legal config.
+        "too many warps for the tile": (bm * bn < MIN_TILE_ELEMS_PER_THREAD * 32 * warps)
+        & ((bm < next_pow2(shape.m)) | (bn < next_pow2(shape.n))),
         "BLOCK_M larger than M needs": (bm > 16) & (bm > next_pow2(shape.m)),
         "BLOCK_N larger than N needs": (bn > 16) & (bn > next_pow2(shape.n)),
         "BLOCK_K larger than a K split needs": (bk > 32) & (bk > next_pow2(cdiv(shape.k, split))),
@@ -83,5 +86,5 @@ GEMM_SPACE = SearchSpace(
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-1",
+    rules_version="gemm-rules-2",
 )
