@@ -14,7 +14,8 @@ from rooftune.eval.readers import load_records
 
 @dataclass(frozen=True)
 class ShapeRow:
-    """One shape: `vs_cublas` = cuBLAS time / best config time (above 1: the space beats cuBLAS)."""
+    """One shape: `vs_cublas` = cuBLAS time / time of the space's best config (above 1: the space beats
+    cuBLAS); `legal` and `errors` count configs of the space only."""
 
     shape: str
     source: str
@@ -47,11 +48,12 @@ def shape_rows(dataset: str | Path) -> list[ShapeRow]:
     rows = []
     for rec in load_records(dataset):
         s = rec.shape
-        best, cublas = rec.best_us, rec.baselines_us.get("cublas")
+        best, cublas = rec.best_candidate_us, rec.baselines_us.get("cublas")
         rep = rec.meta.get("repeatability") or {}
+        space = set(rec.candidate_configs())
         rows.append(ShapeRow(
-            shape=str(s), source=sources.get((s.m, s.n, s.k, s.layout), ""), legal=len(rec.trials),
-            errors=sum(not t.ok for t in rec.trials), best_us=best, cublas_us=cublas,
+            shape=str(s), source=sources.get((s.m, s.n, s.k, s.layout), ""), legal=len(space),
+            errors=sum(not t.ok for t in rec.trials if t.config in space), best_us=best, cublas_us=cublas,
             vs_cublas=cublas / best if best and cublas else None,
             ratio_median=rep.get("ratio_median"), ratio_p90=rep.get("ratio_p90"),
             best_within_1pct=rep.get("best_within_1pct")))

@@ -113,7 +113,9 @@ def test_strategies_choose_from_candidates_while_measure_finds_every_recorded_co
 
     score = replay_shape(r, first_two, 2, H200)
     assert offered == [twin, c(128, 128, 64, gm=1)]
-    assert score.score == pytest.approx(180.0 / 200.0)  # best recorded includes the tutorial's config
+    assert score.score == pytest.approx(1.0)  # the reference is the best config of the space
+    tutorial_score = replay_shape(r, tutorial, 8, H200)
+    assert tutorial_score.score == pytest.approx(200.0 / 180.0)  # a config outside the space beat it
     assert r.best_candidate_us == 200.0 and r.best_us == 180.0
     measure = recorded_measure(r)
     assert measure(outside).time_us == 180.0
