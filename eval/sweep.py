@@ -358,8 +358,9 @@ def describe_device(settings: SweepSettings, sms: int | None) -> dict:
 
     return {"sms": sms, "device": software_versions(),
             "timing": {"method": "interleaved CUDA-graph replay, median over shuffled rounds, "
-                                 "progressive pruning (kernels/timing.py); second pass re-times the "
-                                 "fastest configs and cuBLAS with more rounds",
+                                 "progressive pruning (kernels/timing.py); two independent final passes "
+                                 "re-time the fastest configs and cuBLAS (2 ms bursts); other configs "
+                                 "scaled to the final passes (screen_scale)",
                        **asdict(settings)}}
 
 
