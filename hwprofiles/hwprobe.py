@@ -19,6 +19,11 @@ from rooftune.hwprofiles.profile import HardwareProfile
 MAX_CTAS_PER_SM = {(7, 0): 32, (7, 5): 16, (8, 0): 32, (8, 6): 16, (8, 7): 16, (8, 9): 24,
                    (9, 0): 32, (10, 0): 32, (12, 0): 32}
 REGS_PER_THREAD_MAX = 255  # CUDA limit for every compute capability since 3.5
+SMEM_BYTES_PER_CLOCK = 128  # 32 banks x 4 bytes per clock on every NVIDIA SM since Volta
+# Effective pipelined-load latencies (see HardwareProfile): not measured by this probe yet, so a
+# probed profile carries the same estimates as the shipped ones, marked as such in its sources.
+L2_LATENCY_NS_ESTIMATE = 500.0
+DRAM_LATENCY_NS_ESTIMATE = 900.0
 
 
 class NoGpuError(RuntimeError):
@@ -180,12 +185,10 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
     torch = require_cuda()
     torch.cuda.set_device(device)
     props = torch.cuda.get_device_properties(device)
-    cc = (props.major, props.minor)
     nvml = _nvml_facts(device)
     if "sm_clock_mhz" not in nvml:
         raise RuntimeError(f"cannot read clocks: {nvml.get('error', 'pynvml unavailable')}")
     date = _today()
-    read = f"probed {date}: torch.cuda.get_device_properties"
     with sm_partition(sms, device):
         measured = {}
         for key, fn in (("dram_bw_gbps", dram_bw_gbps),
@@ -197,6 +200,19 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
                         ("launch_overhead_us", launch_overhead_us)):
             measured[key] = fn()
             log(f"{key}: {measured[key]:.1f}")
+    values, sources = profile_fields(props, nvml, measured, name=name, sms=sms, date=date)
+    meta = {**software_versions(device), "kind": "probed"}
+    if sms:
+        meta["sm_partition"] = f"torch.cuda.green_contexts, {sms} of {props.multi_processor_count} SMs"
+    return HardwareProfile(**values, sources=sources, meta=meta)
+
+
+def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: int | None,
+                   date: str) -> tuple[dict, dict[str, str]]:
+    """The profile's values and their sources from device properties (torch's), pynvml facts and
+    the measured rates: everything `probe` writes except `meta`."""
+    cc = (props.major, props.minor)
+    read = f"probed {date}: torch.cuda.get_device_properties"
     values = dict(
         name=name or (props.name if sms is None else f"{props.name} ({sms} SMs)"),
         sm_count=sms or props.multi_processor_count,
@@ -206,12 +222,17 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
         regs_per_sm=props.regs_per_multiprocessor, regs_per_thread_max=REGS_PER_THREAD_MAX,
         max_threads_per_sm=props.max_threads_per_multi_processor,
         max_ctas_per_sm=MAX_CTAS_PER_SM.get(cc, 32), l2_bytes=props.L2_cache_size,
+        smem_bytes_per_clock=SMEM_BYTES_PER_CLOCK, l2_latency_ns=L2_LATENCY_NS_ESTIMATE,
+        dram_latency_ns=DRAM_LATENCY_NS_ESTIMATE,
         compute_capability=cc, **measured)
     how = {
         "sm_count": f"probed {date}: green context of {sms} SMs" if sms else read,
         "sm_clock_mhz": f"probed {date}: pynvml max SM clock (not locked)",
         "mem_clock_mhz": f"probed {date}: pynvml max memory clock",
         "regs_per_thread_max": "CUDA limit (compute capability >= 3.5)",
+        "smem_bytes_per_clock": "architecture: 32 banks x 4 bytes per clock (every SM since Volta)",
+        "l2_latency_ns": "estimate, not measured by hwprobe: effective pipelined L2 load latency",
+        "dram_latency_ns": "estimate, not measured by hwprobe: effective pipelined DRAM load latency",
         "max_ctas_per_sm": f"CUDA limit table for compute capability {cc[0]}.{cc[1]}",
         "dram_bw_gbps": f"probed {date}: 2 GiB device copy, bytes read + written",
         "l2_bw_gbps": f"probed {date}: one reduction re-reading an L2-resident buffer (L2/4), bytes read",
@@ -222,7 +243,4 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
         "launch_overhead_us": f"probed {date}: per kernel in a CUDA graph of 1000 tiny kernels",
     }
     sources = {key: how.get(key, read) for key in values if key != "name"}
-    meta = {**software_versions(device), "kind": "probed"}
-    if sms:
-        meta["sm_partition"] = f"torch.cuda.green_contexts, {sms} of {props.multi_processor_count} SMs"
-    return HardwareProfile(**values, sources=sources, meta=meta)
+    return values, sources

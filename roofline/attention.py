@@ -18,8 +18,6 @@ from rooftune.roofline.lowering import (
     WGMMA_ROWS,
 )
 from rooftune.roofline.occupancy import (
-    DRAM_LATENCY_NS,
-    L2_LATENCY_NS,
     clock_hz,
     ctas_per_sm,
     smem_bytes_per_sm_s,
@@ -121,7 +119,7 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     l2_bytes = key_blocks * kv_bytes + qo_bytes
     dram_bytes = np.where(kv_reuse, kv_once, key_blocks * kv_bytes) + qo_bytes
     miss = np.clip(dram_bytes / l2_bytes, 0, 1)
-    latency_s = (L2_LATENCY_NS + miss * (DRAM_LATENCY_NS - L2_LATENCY_NS)) * 1e-9
+    latency_s = (profile.l2_latency_ns + miss * (profile.dram_latency_ns - profile.l2_latency_ns)) * 1e-9
 
     active = np.minimum(programs, profile.sm_count)
     per_sm = np.minimum(resident, cdiv(programs, profile.sm_count))

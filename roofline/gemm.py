@@ -11,8 +11,6 @@ from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.occupancy import (
-    DRAM_LATENCY_NS,
-    L2_LATENCY_NS,
     ctas_per_sm,
     smem_bytes_per_sm_s,
     tensor_flops_per_sm_s,
@@ -223,7 +221,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
 
     # A load's latency: an L2 hit, or a DRAM access for the fraction of bytes L2 cannot reuse.
     miss = np.clip(dram_operands / l2_total, 0.0, 1.0)
-    latency_s = (L2_LATENCY_NS + miss * (DRAM_LATENCY_NS - L2_LATENCY_NS)) * 1e-9
+    latency_s = (profile.l2_latency_ns + miss * (profile.dram_latency_ns - profile.l2_latency_ns)) * 1e-9
     smem_bw = smem_bytes_per_sm_s(profile)
     l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
 

@@ -6,16 +6,6 @@ import numpy as np
 
 from rooftune.hwprofiles import HardwareProfile
 
-# Shared memory delivers 32 banks × 4 bytes per clock on every NVIDIA SM since Volta; the tensor
-# cores read their operands (wgmma) or fragments (ldmatrix for mma.sync) through it.
-SMEM_BYTES_PER_CLOCK = 128
-# Round trip of one pipeline stage's asynchronous copy (issue, L2 or DRAM access, shared-memory
-# write, barrier) on a loaded GPU. Pointer-chase microbenchmarks of A100/H100 put an idle L2 hit at
-# about 250-450 ns (near / far partition) and an idle DRAM access at about 500-650 ns; queueing
-# under full load adds roughly half again. A pipelined loop must keep latency × bandwidth bytes in
-# flight (Little's law) to reach the bandwidth.
-L2_LATENCY_NS = 500.0
-DRAM_LATENCY_NS = 900.0
 # Registers are allocated per warp in units of 256 (8 per thread).
 REG_ALLOC_UNIT_PER_THREAD = 8
 THREADS_PER_WARP = 32
@@ -31,8 +21,8 @@ def tensor_flops_per_sm_s(profile: HardwareProfile, dtype: str) -> float:
 
 
 def smem_bytes_per_sm_s(profile: HardwareProfile) -> float:
-    """Shared-memory bandwidth of one SM, bytes/s: SMEM_BYTES_PER_CLOCK · SM clock."""
-    return SMEM_BYTES_PER_CLOCK * clock_hz(profile)
+    """Shared-memory bandwidth of one SM, bytes/s: profile.smem_bytes_per_clock · SM clock."""
+    return profile.smem_bytes_per_clock * clock_hz(profile)
 
 
 def ctas_per_sm(smem_bytes: np.ndarray, regs_per_thread: np.ndarray, num_warps: np.ndarray,

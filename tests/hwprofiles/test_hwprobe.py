@@ -50,3 +50,24 @@ def test_partition_runs_work_on_fewer_sms():
     with sm_partition(half):
         part = matmul_tflops("bf16", size=4096, reps=5)
     assert part < 0.8 * full
+
+
+def test_probe_fills_every_profile_field_on_the_cpu():
+    """What `probe` writes, from fake device properties: every field present, valid, with a source."""
+    from types import SimpleNamespace
+
+    from rooftune.hwprofiles import HardwareProfile
+    from rooftune.hwprofiles.hwprobe import profile_fields
+
+    props = SimpleNamespace(name="Fake GPU", major=9, minor=0, multi_processor_count=132,
+                            shared_memory_per_multiprocessor=233472, shared_memory_per_block_optin=232448,
+                            regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
+                            L2_cache_size=62914560)
+    measured = dict(dram_bw_gbps=4000.0, l2_bw_gbps=9000.0, bf16_tflops=750.0, fp16_tflops=740.0,
+                    tf32_tflops=390.0, fp32_tflops=50.0, launch_overhead_us=2.0)
+    values, sources = profile_fields(props, {"sm_clock_mhz": 1980.0, "mem_clock_mhz": 3201.0}, measured,
+                                     name=None, sms=66, date="2026-11-29")
+    profile = HardwareProfile(**values, sources=sources)
+    assert profile.sm_count == 66 and profile.name == "Fake GPU (66 SMs)"
+    assert set(sources) == set(values) - {"name"}
+    assert "green context of 66 SMs" in sources["sm_count"] and "estimate" in sources["l2_latency_ns"]
