@@ -113,3 +113,21 @@ def pooled_repeatability(dataset: str | Path) -> dict[str, float | int]:
             "ratio_median": pct(d_ratio, 0.5), "ratio_p90": pct(d_ratio, 0.9),
             "abs_median": pct(d_abs, 0.5), "abs_p90": pct(d_abs, 0.9),
             "fastest_within_1pct_both": agree / shapes}
+
+
+def markdown_table(rows: list[ShapeRow], totals: dict, title: str) -> str:
+    """The per-shape table and the summary line as Markdown (for dataset cards and the README)."""
+    def f(value, spec):
+        return "-" if value is None else format(value, spec)
+
+    lines = [f"# Best config of the space vs cuBLAS, per shape ({title})", "",
+             f"Geometric mean of cuBLAS time / best time: all {totals['vs_cublas_geomean']:.3f}, "
+             f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']} shapes), "
+             f"random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']} shapes).", "",
+             "| shape | source | legal configs | errors | best µs | cuBLAS µs | cuBLAS / best | Δratio median | Δratio p90 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r.vs_cublas is None, r.vs_cublas or 0)):
+        lines.append(f"| {r.shape} | {r.source} | {r.legal} | {r.errors} | {f(r.best_us, '.2f')} | "
+                     f"{f(r.cublas_us, '.2f')} | {f(r.vs_cublas, '.3f')} | {f(r.ratio_median, '.2%')} | "
+                     f"{f(r.ratio_p90, '.2%')} |")
+    return "\n".join(lines) + "\n"

@@ -79,6 +79,7 @@ def report_cmd(
     kernel: str = typer.Argument(..., help="gemm"),
     data: str = typer.Option(..., "--data", help="a dataset folder written by `rooftune sweep`"),
     json_out: str = typer.Option(None, "--json", help="also write the summary and rows as JSON"),
+    markdown: str = typer.Option(None, "--markdown", help="also write the per-shape table as Markdown"),
     rows: bool = typer.Option(True, "--rows/--no-rows", help="print one row per shape"),
 ) -> None:
     """Report a swept dataset: best config vs cuBLAS per shape, repeatability of the final passes."""
@@ -114,6 +115,10 @@ def report_cmd(
             f"repeatability of the two final passes over {rep['configs']} configs: |Δ ratio to fastest| median "
             f"{rep['ratio_median']:.2%}, p90 {rep['ratio_p90']:.2%}; |Δ time| median {rep['abs_median']:.2%}, "
             f"p90 {rep['abs_p90']:.2%}; fastest within 1% in both passes: {rep['fastest_within_1pct_both']:.0%} of shapes")
+    if markdown:
+        from rooftune.eval.reports import markdown_table
+
+        Path(markdown).write_text(markdown_table(per_shape, totals, title=f"`rooftune report gemm --data {data}`"))
     if json_out:
         Path(json_out).write_text(json.dumps(
             {"summary": totals, "rows": [dataclasses.asdict(r) for r in per_shape]}, indent=2) + "\n")

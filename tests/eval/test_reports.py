@@ -54,8 +54,13 @@ def test_pooled_repeatability(dataset):
 
 def test_report_command(dataset, tmp_path):
     out = tmp_path / "r.json"
-    result = CliRunner().invoke(app, ["report", "gemm", "--data", str(dataset), "--json", str(out), "--no-rows"])
+    md = tmp_path / "r.md"
+    result = CliRunner().invoke(app, ["report", "gemm", "--data", str(dataset), "--json", str(out), "--no-rows",
+                                      "--markdown", str(md)])
     assert result.exit_code == 0, result.output
     assert "2 shapes" in result.output and json.loads(out.read_text())["summary"]["errors"] == 1
+    table = md.read_text().splitlines()
+    assert table[-2].startswith("| 64x4096x4096") and "0.900" in table[-2]  # slowest vs cuBLAS first
+    assert table[-1].startswith("| 33x160x48") and "2.000" in table[-1]
     bad = CliRunner().invoke(app, ["report", "gemm", "--data", str(tmp_path / "nothing")])
     assert bad.exit_code == 2 and "no manifest.json" in bad.output
