@@ -9,6 +9,10 @@ kernel) in its legal set (candidates/baselines.py): compiled, checked and timed 
 in the same interleaved passes, and written as rows with `in_space` = 0, so that the tutorial
 baseline is measured exactly as the strategies' candidates are.
 
+Datasets swept before that lack those rows; `backfill_extras` adds them to finished shapes: the
+extras timed interleaved with the shape's recorded final configs in two final passes, and put on the
+dataset's scale by the median ratio recorded / new time over those finals.
+
 Per shape, the GPU measurer: takes the compile results of the shape's specialization group (compiled
 once per config per group, in parallel, only for the shapes about to run); checks every compiled
 config against the fp32 reference on fresh random inputs (a failure is a recorded error); times all
@@ -19,13 +23,14 @@ more rounds and no pruning, and stores the agreement of the two passes (`repeata
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import statistics
 import time
 import zlib
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -33,7 +38,9 @@ from rooftune.candidates import GEMM_SPACE, Config, GemmShape, ShapeError, legal
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.eval.dataset import (
     ConfigResult,
+    DatasetError,
     ShapeResult,
+    encode_shape,
     finished_ids,
     open_dataset,
     read_manifest,
@@ -88,12 +95,17 @@ class SweepSettings:
     seed: int = 0
 
 
-class Measurer(Protocol):
-    """What the sweep needs from a device: a compile grouping, parallel compiles, and one shape."""
+class Compiler(Protocol):
+    """A device's compile grouping (shapes that share binaries) and parallel compiles: config -> compile
+    seconds, or the error text of a config that did not compile."""
 
     def group_key(self, shape: GemmShape) -> Hashable: ...
 
     def compile(self, jobs: list[tuple[GemmShape, Config]]) -> dict[Config, float | str]: ...
+
+
+class Measurer(Compiler, Protocol):
+    """What the sweep needs from a device: compiles, and one shape measured."""
 
     def measure(self, shape: GemmShape, configs: list[Config],
                 compiled: dict[Config, float | str]) -> ShapeResult: ...
@@ -175,9 +187,7 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
     """Measure every shape of `shapes` not yet in the dataset at `out` and write each when done.
 
     Resumable: finished shapes are skipped, each is written atomically, so a killed run loses at
-    most the shape in progress. With `max_minutes`, a shape is not started when the time used plus
-    its estimate (1.25 × the mean shape time so far, `first_shape_s` before any, plus the compiles
-    it still needs at the mean compile time per config) would pass the budget.
+    most the shape in progress. `max_minutes`: see `_run_shapes`.
     """
     started = now()
     reporter = reporter or _Silent()
@@ -190,37 +200,15 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
     space = {shape_id(s): legal_configs(GEMM_SPACE, s, profile).configs for s in todo}
     # Each shape measures the legal configs of the space, then the baseline configs outside it.
     measured = {shape_id(s): space[shape_id(s)] + gemm_baseline_extras(s, space[shape_id(s)]) for s in todo}
-    compiled: dict[Hashable, dict[Config, float | str]] = {}
-    durations: list[float] = []
-    compile_rate = compile_s_per_config
-    finished = 0
-    stopped = False
-    for index, shape in enumerate(todo):
-        group = measurer.group_key(shape)
-        have = compiled.setdefault(group, {})
-        window = [s for s in todo[index: index + 1 + lookahead] if measurer.group_key(s) == group]
-        jobs: dict[Config, GemmShape] = {}
-        for s in window:
-            for c in measured[shape_id(s)]:
-                if c not in have and c not in jobs:
-                    jobs[c] = s
-        need_now = sum(c not in have for c in measured[shape_id(shape)])
-        estimate = (1.25 * statistics.mean(durations) if durations else first_shape_s) + need_now * compile_rate
-        if max_minutes is not None and now() - started + estimate > 60 * max_minutes:
-            stopped = True
-            break
-        t0 = now()
-        if jobs:
-            reporter.phase(shape, f"compiling {len(jobs)} configs")
-            have.update(measurer.compile([(s, c) for c, s in jobs.items()]))
-            compile_rate = max((now() - t0) / len(jobs), 1e-3)
-        t1 = now()
+
+    def work(shape, compiled):
         reporter.phase(shape, f"measuring {len(measured[shape_id(shape)])} configs")
-        result = _flag_space(measurer.measure(shape, measured[shape_id(shape)], have), space[shape_id(shape)])
-        write_shape(out, result)
-        durations.append(now() - t1)
-        finished += 1
-        reporter.finished(shape, now() - t0)
+        result = measurer.measure(shape, measured[shape_id(shape)], compiled)
+        write_shape(out, _flag_space(result, space[shape_id(shape)]))
+
+    finished, stopped = _run_shapes(todo, lambda s: measured[shape_id(s)], measurer, work, started=started,
+                                    max_minutes=max_minutes, lookahead=lookahead, reporter=reporter, now=now,
+                                    first_shape_s=first_shape_s, compile_s_per_config=compile_s_per_config)
     manifest_now = read_manifest(out)
     manifest_now.pop("format", None)
     manifest_now["shapes_done"] = len(finished_ids(out))
@@ -230,6 +218,42 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
                         remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
 
 
+def _run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], list[Config]], measurer: Compiler,
+                work: Callable[[GemmShape, dict[Config, float | str]], None], *, started: float,
+                max_minutes: float | None, lookahead: int, reporter: Reporter, now: Callable[[], float],
+                first_shape_s: float, compile_s_per_config: float) -> tuple[int, bool]:
+    """The loop of the sweep and of the backfill over `todo` (ordered by compile group): before each
+    shape, compile in one parallel batch what it and the next `lookahead` shapes of its group still
+    need (`configs_of`), then `work(shape, compiled)`. With `max_minutes`, a shape is not started when
+    the time used plus its estimate (1.25 × the mean shape time so far, `first_shape_s` before any,
+    plus the compiles it still needs at the mean compile time per config) would pass the budget.
+    Returns (shapes finished, whether the budget stopped the loop)."""
+    compiled: dict[Hashable, dict[Config, float | str]] = {}
+    durations: list[float] = []
+    compile_rate = compile_s_per_config
+    for index, shape in enumerate(todo):
+        group = measurer.group_key(shape)
+        have = compiled.setdefault(group, {})
+        jobs: dict[Config, GemmShape] = {}
+        for s in todo[index: index + 1 + lookahead]:
+            if measurer.group_key(s) == group:
+                jobs.update((c, s) for c in configs_of(s) if c not in have and c not in jobs)
+        need_now = sum(c not in have for c in configs_of(shape))
+        estimate = (1.25 * statistics.mean(durations) if durations else first_shape_s) + need_now * compile_rate
+        if max_minutes is not None and now() - started + estimate > 60 * max_minutes:
+            return index, True
+        t0 = now()
+        if jobs:
+            reporter.phase(shape, f"compiling {len(jobs)} configs")
+            have.update(measurer.compile([(s, c) for c, s in jobs.items()]))
+            compile_rate = max((now() - t0) / len(jobs), 1e-3)
+        t1 = now()
+        work(shape, have)
+        durations.append(now() - t1)
+        reporter.finished(shape, now() - t0)
+    return len(todo), False
+
+
 def _flag_space(result: ShapeResult, space_configs: list[Config]) -> ShapeResult:
     """Rows of configs outside `space_configs` marked `in_space=False`; counts in the meta."""
     inside = set(space_configs)
@@ -237,6 +261,150 @@ def _flag_space(result: ShapeResult, space_configs: list[Config]) -> ShapeResult
     meta = {**result.meta, "legal_configs": sum(r.in_space for r in rows),
             "baseline_configs": sum(not r.in_space for r in rows)}
     return replace(result, rows=rows, meta=meta)
+
+
+@dataclass(frozen=True)
+class RetimePasses:
+    """Two independent interleaved passes over the same candidates (configs and 'cublas'): each
+    candidate's per-round times in µs per launch; `errors` for configs that failed to compile, the
+    reference check or to run (no times); `meta`: facts of the measurement (clock range, seconds)."""
+
+    first_us: dict[Hashable, tuple[float, ...]]
+    second_us: dict[Hashable, tuple[float, ...]]
+    errors: dict[Config, str] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
+
+
+class ExtrasMeasurer(Compiler, Protocol):
+    """What the backfill needs from a device: compiles, and two final passes timing a shape's extras
+    interleaved with its recorded final configs."""
+
+    def measure_extras(self, shape: GemmShape, extras: list[Config], finals: list[Config],
+                       compiled: dict[Config, float | str]) -> RetimePasses: ...
+
+
+@dataclass(frozen=True)
+class BackfillSummary:
+    done: int            # shapes given their extras in this run
+    already: int         # shapes that carry them (swept with them, or backfilled before)
+    not_needed: int      # shapes whose space holds every tutorial config as the same kernel
+    failed: int          # shapes left unchanged: none of their final configs could be re-timed
+    remaining: int       # shapes left for a later run
+    stopped_early: bool  # the time budget ended the run
+    seconds: float
+
+
+def backfilled_shape(result: ShapeResult, extras: list[Config], passes: RetimePasses,
+                     compiled: dict[Config, float | str], date: str) -> ShapeResult | None:
+    """`result` with `extras` appended as in_space=0 rows, on the dataset's scale; None when none of
+    its final configs (rows with `retime_us`) has times in both passes.
+
+    Each candidate's new time is the median over both passes' rounds (as a sweep's final config).
+    scale = median over the re-timed final configs of recorded `time_us` / new time; an extra's
+    `time_us` = its new time × scale, `screen_us` its new time unscaled, `rounds` and `spread` over
+    both passes. The meta's `extras_backfilled` records the date, the scale, how well that one scale
+    maps the finals' new times onto their recorded ones (`vs_recorded`: `repeatability` of recorded
+    vs scaled new times) and the two new passes' agreement with each other (`passes`)."""
+    new_us = {k: statistics.median([*passes.first_us[k], *passes.second_us[k]]) for k in passes.first_us
+              if passes.first_us[k] and passes.second_us.get(k) and k not in passes.errors}
+    recorded = {r.config: r.time_us for r in result.rows if r.retime_us is not None and r.time_us}
+    finals = [c for c in recorded if c in new_us]
+    if not finals:
+        return None
+    scale = statistics.median(recorded[c] / new_us[c] for c in finals)
+    rows = []
+    for c in extras:
+        times = (*passes.first_us.get(c, ()), *passes.second_us.get(c, ()))
+        error = passes.errors.get(c) or (None if c in new_us else "backfill: no time in both passes")
+        ok = error is None
+        rows.append(ConfigResult(
+            config=c, time_us=new_us[c] * scale if ok else None, error=error,
+            compile_s=compiled[c] if isinstance(compiled.get(c), float) else None,
+            rounds=len(times) if ok else 0, spread=(max(times) - min(times)) / new_us[c] if ok else None,
+            screen_us=new_us[c] if ok else None, in_space=False))
+    timed = [k for k in new_us if k != "cublas"]
+    record = {
+        "date": date, "scale": scale, "finals": len(finals), "extras": len(extras),
+        "vs_recorded": repeatability({c: recorded[c] for c in finals}, {c: new_us[c] * scale for c in finals}),
+        "passes": repeatability({k: statistics.median(passes.first_us[k]) for k in timed},
+                                {k: statistics.median(passes.second_us[k]) for k in timed}),
+        **passes.meta,
+    }
+    if "cublas" in new_us and result.baselines_us.get("cublas"):
+        record["cublas_scale"] = result.baselines_us["cublas"] / new_us["cublas"]
+    meta = {**result.meta, "baseline_configs": len(extras), "extras_backfilled": record}
+    return replace(result, rows=result.rows + tuple(rows), meta=meta)
+
+
+def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: ExtrasMeasurer, *,
+                    shapes: Sequence[GemmShape] | None = None, sms: int | None = None,
+                    manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
+                    reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
+                    date: str | None = None, first_shape_s: float = 15.0,
+                    compile_s_per_config: float = 0.05) -> BackfillSummary:
+    """Give the finished shapes of the dataset at `root` (those in `shapes`, or all) that were swept
+    before the sweep timed the tutorial's configs outside the space their `gemm_baseline_extras`.
+
+    Per shape: the extras and its recorded final configs are compiled (in parallel, grouped as the
+    sweep does), checked, and timed interleaved in two independent final passes
+    (`ExtrasMeasurer.measure_extras`); the extras are appended as in_space=0 rows on the dataset's
+    scale (`backfilled_shape`) and the file is rewritten atomically, its existing rows unchanged.
+    Resumable: a shape with in_space=0 rows is skipped. `max_minutes`: see `_run_shapes`. Each run
+    that backfilled a shape appends to the manifest's `extras_backfill` list `manifest` (e.g. the
+    device's versions) and its shape count.
+    Raises DatasetError for a folder that is not a dataset of this space, profile and partition."""
+    started = now()
+    reporter = reporter or _Silent()
+    date = date or datetime.date.today().isoformat()
+    read_manifest(root)  # a dataset must exist; open_dataset then only checks it
+    open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": profile.name,
+                        "sms": sms})
+    wanted = None if shapes is None else {shape_id(s) for s in shapes}
+    todo: dict[str, tuple[Path, ShapeResult, list[Config], list[Config]]] = {}
+    already = not_needed = 0
+    for path in shape_files(root):
+        result = read_shape(path)
+        if wanted is not None and shape_id(result.shape) not in wanted:
+            continue
+        if any(not r.in_space for r in result.rows) or "extras_backfilled" in result.meta:
+            already += 1
+            continue
+        extras = gemm_baseline_extras(result.shape, [r.config for r in result.rows if r.in_space])
+        if not extras:
+            not_needed += 1
+            continue
+        finals = [r.config for r in result.rows if r.retime_us is not None]
+        todo[shape_id(result.shape)] = (path, result, extras, finals)
+    order = _order_by_group([result.shape for _, result, _, _ in todo.values()], measurer.group_key)
+    reporter.start(len(todo) + already + not_needed, already + not_needed)
+    failed = 0
+
+    def work(shape, compiled):
+        nonlocal failed
+        path, result, extras, finals = todo[shape_id(shape)]
+        reporter.phase(shape, f"timing {len(extras)} extras beside {len(finals)} final configs")
+        original = path.read_bytes()
+        if encode_shape(result) != original:  # the rewrite must leave every recorded byte as it is
+            raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
+        new = backfilled_shape(result, extras, measurer.measure_extras(shape, extras, finals, compiled),
+                               compiled, date)
+        if new is None:
+            failed += 1
+        else:
+            write_shape(root, new)
+
+    configs_of = {shape_id(result.shape): extras + finals for _, result, extras, finals in todo.values()}
+    finished, stopped = _run_shapes(order, lambda s: configs_of[shape_id(s)], measurer, work, started=started,
+                                    max_minutes=max_minutes, lookahead=lookahead, reporter=reporter, now=now,
+                                    first_shape_s=first_shape_s, compile_s_per_config=compile_s_per_config)
+    if finished > failed:
+        manifest_now = read_manifest(root)
+        manifest_now.pop("format", None)
+        runs = manifest_now.get("extras_backfill", [])
+        manifest_now["extras_backfill"] = [*runs, {**(manifest or {}), "shapes": finished - failed}]
+        write_manifest(root, manifest_now)
+    return BackfillSummary(done=finished - failed, already=already, not_needed=not_needed, failed=failed,
+                           remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started)
 
 
 def file_digest(path: str | Path) -> str:
@@ -283,15 +451,13 @@ class GemmMeasurer:
                 errors[c] = f"check: {problem}"[:300]
         return errors
 
-    def measure(self, shape, configs, compiled):
+    def _launchers(self, shape, configs, errors) -> tuple[dict, int]:
+        """A launcher per config without an error (one that cannot be built gains one) and cuBLAS,
+        over input sets rotated to touch > 3x L2 between reuses; and how many sets."""
         import torch
 
-        from rooftune.kernels.timing import input_sets_needed, time_candidates
+        from rooftune.kernels.timing import input_sets_needed
 
-        s = self.settings
-        t0 = time.perf_counter()
-        errors = self._check(shape, configs, compiled)
-        t_check = time.perf_counter() - t0
         bytes_per_set = 2 * (shape.m * shape.k + shape.k * shape.n)
         sets = input_sets_needed(bytes_per_set, self.profile.l2_bytes)
         inputs = [self.gemm.make_inputs(shape, self.device, self._seed(shape, 100 + i)) for i in range(sets)]
@@ -306,18 +472,41 @@ class GemmMeasurer:
                 errors[c] = f"launcher: {type(exc).__name__}: {exc}"[:300]
         operands = [(a, b.t() if shape.layout == "nk" else b) for a, b in inputs]
         launchers["cublas"] = lambda i: torch.mm(*operands[i % len(operands)], out=out)
-        common = dict(target_ms=s.target_ms, seed=self._seed(shape, 2))
-        first = time_candidates(launchers, rounds=s.rounds, prune_ratio=s.prune_ratio,
-                                mid_ratio=s.mid_ratio, mid_rounds=s.mid_rounds, **common)
+        return launchers, sets
+
+    def _final_passes(self, shape, launchers, keys, salts) -> list[dict]:
+        """Independent interleaved passes over `keys`, one per seed salt: no pruning, longer bursts."""
+        from rooftune.kernels.timing import time_candidates
+
+        s = self.settings
+        final = dict(rounds=s.retime_rounds, prune_ratio=float("inf"), mid_ratio=None, target_ms=s.retime_target_ms)
+        return [time_candidates({k: launchers[k] for k in keys}, seed=self._seed(shape, salt), **final)
+                for salt in salts]
+
+    @staticmethod
+    def _clock_range(*passes) -> dict:
+        mhz = [v for timings in passes for t in timings.values() for v in (t.clock_mhz_min, t.clock_mhz_max) if v]
+        return {"clock_mhz_min": min(mhz) if mhz else None, "clock_mhz_max": max(mhz) if mhz else None}
+
+    def measure(self, shape, configs, compiled):
+        import torch
+
+        from rooftune.kernels.timing import time_candidates
+
+        s = self.settings
+        t0 = time.perf_counter()
+        errors = self._check(shape, configs, compiled)
+        t_check = time.perf_counter() - t0
+        launchers, sets = self._launchers(shape, configs, errors)
+        first = time_candidates(launchers, rounds=s.rounds, prune_ratio=s.prune_ratio, mid_ratio=s.mid_ratio,
+                                mid_rounds=s.mid_rounds, target_ms=s.target_ms, seed=self._seed(shape, 2))
         t_first = time.perf_counter() - t0 - t_check
         ok = sorted((k for k, t in first.items() if k != "cublas" and t.median_us is not None),
                     key=lambda k: first[k].median_us)
         top = ok[: s.retime_top] + ["cublas"]
         # Two independent final passes over the fastest configs and cuBLAS: longer bursts, fresh
         # orders. Their agreement is the shape's measured repeatability.
-        final = dict(rounds=s.retime_rounds, prune_ratio=float("inf"), mid_ratio=None, target_ms=s.retime_target_ms)
-        pass_a = time_candidates({k: launchers[k] for k in top}, seed=self._seed(shape, 3), **final)
-        pass_b = time_candidates({k: launchers[k] for k in top}, seed=self._seed(shape, 4), **final)
+        pass_a, pass_b = self._final_passes(shape, launchers, top, (3, 4))
         pooled = {k: statistics.median([*pass_a[k].times_us, *pass_b[k].times_us]) for k in top
                   if pass_a[k].median_us is not None and pass_b[k].median_us is not None}
         scale = statistics.median([pooled[k] / first[k].median_us for k in pooled if k != "cublas"] or [1.0])
@@ -333,13 +522,11 @@ class GemmMeasurer:
                 screen_us=None if err else t.median_us,
                 retime_us=a.median_us if a else None, retime2_us=b.median_us if b else None,
                 retime_rounds=a.rounds if a else None))
-        mhz = [v for t in [*first.values(), *pass_a.values(), *pass_b.values()]
-               for v in (t.clock_mhz_min, t.clock_mhz_max) if v]
         meta = {
             "space_version": GEMM_SPACE.version, "errors": len(errors),
             "input_sets": sets, "check_s": round(t_check, 2), "time_s": round(t_first, 2),
             "retime_s": round(time.perf_counter() - t0 - t_check - t_first, 2),
-            "clock_mhz_min": min(mhz) if mhz else None, "clock_mhz_max": max(mhz) if mhz else None,
+            **self._clock_range(first, pass_a, pass_b),
             "clock_repeats": max((t.repeats for t in first.values()), default=0),
             "cublas_first_us": first["cublas"].median_us,
             "screen_scale": scale, "kernel_sha": self.kernel_sha,
@@ -347,9 +534,31 @@ class GemmMeasurer:
                                            {k: pass_b[k].median_us for k in top if k != "cublas"}),
         }
         baselines = {"cublas": pooled["cublas"]} if "cublas" in pooled else {}
-        del inputs, operands, out, launchers
+        del launchers
         torch.cuda.empty_cache()
         return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)
+
+    def measure_extras(self, shape, extras, finals, compiled):
+        """The backfill's measurement: every config checked as in `measure` (the finals again too),
+        then the extras, the finals and cuBLAS in two independent final passes (fresh seeds)."""
+        import torch
+
+        t0 = time.perf_counter()
+        configs = [*extras, *finals]
+        errors = self._check(shape, configs, compiled)
+        t_check = time.perf_counter() - t0
+        launchers, sets = self._launchers(shape, configs, errors)
+        pass_a, pass_b = self._final_passes(shape, launchers, list(launchers), (5, 6))
+        for timings in (pass_a, pass_b):
+            errors.update((k, f"time: {t.error}") for k, t in timings.items() if t.error and k not in errors)
+        first = {k: t.times_us for k, t in pass_a.items() if k not in errors and not t.error}
+        second = {k: t.times_us for k, t in pass_b.items() if k not in errors and not t.error}
+        meta = {"input_sets": sets, "check_s": round(t_check, 2),
+                "retime_s": round(time.perf_counter() - t0 - t_check, 2), **self._clock_range(pass_a, pass_b),
+                "kernel_sha": self.kernel_sha}
+        del launchers
+        torch.cuda.empty_cache()
+        return RetimePasses(first, second, {k: v for k, v in errors.items() if k != "cublas"}, meta)
 
 
 def describe_device(settings: SweepSettings, sms: int | None) -> dict:
@@ -379,3 +588,22 @@ def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfil
         measurer = GemmMeasurer(profile, settings, workers=workers)
         return run_sweep(shapes, out, measurer, profile, manifest=manifest, max_minutes=max_minutes,
                          reporter=reporter)
+
+
+def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
+                  max_minutes: float | None = None, workers: int | None = None,
+                  settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> BackfillSummary:
+    """`rooftune sweep gemm --backfill-extras`: time the missing tutorial configs of the shapes of the
+    list already finished in the dataset at `out`, on this GPU (`backfill_extras`)."""
+    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+
+    shapes = load_shapes(shapes_path)
+    require_cuda()
+    run = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
+           "method": "each shape's extras timed interleaved with its recorded final configs and cuBLAS in two "
+                     "independent final passes; time = median over both passes x scale, scale = median "
+                     "recorded / new time over the final configs (shape meta: extras_backfilled)"}
+    with sm_partition(sms):
+        measurer = GemmMeasurer(profile, settings, workers=workers)
+        return backfill_extras(out, profile, measurer, shapes=shapes, sms=sms, manifest=run,
+                               max_minutes=max_minutes, reporter=reporter)

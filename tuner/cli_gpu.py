@@ -61,10 +61,15 @@ def sweep_cmd(
     sms: int = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs"),
     max_minutes: float = typer.Option(None, "--max-minutes", help="start no shape that would end later"),
     workers: int = typer.Option(None, "--workers", help="compile processes (default: all CPU cores)"),
+    backfill_extras: bool = typer.Option(
+        False, "--backfill-extras",
+        help="instead of sweeping: time the tutorial configs outside the space that finished shapes lack"),
 ) -> None:
-    """Time every legal config of the published space for each shape; resumable."""
+    """Time every legal config of the published space for each shape; resumable. With
+    --backfill-extras, add the Triton tutorial's configs outside the space to finished shapes swept
+    without them (timed beside their final configs, on the dataset's scale); resumable too."""
     from rooftune.eval.dataset import DatasetError
-    from rooftune.eval.sweep import ShapeListError, load_shapes, sweep_gemm
+    from rooftune.eval.sweep import ShapeListError, backfill_gemm, load_shapes, sweep_gemm
     from rooftune.hwprofiles.hwprobe import NoGpuError
     from rooftune.tuner.args import load_gpu
 
@@ -76,14 +81,21 @@ def sweep_cmd(
         _fail(str(exc))
     profile = load_gpu(gpu)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    run = backfill_gemm if backfill_extras else sweep_gemm
     try:
         with Progress(*columns, console=console) as progress:
-            summary = sweep_gemm(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
-                                 reporter=RichReporter(progress))
+            summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
+                          reporter=RichReporter(progress))
     except (NoGpuError, DatasetError, ValueError) as exc:
         _fail(str(exc))
-    console.print(f"done {summary.done}, already there {summary.skipped}, left {summary.remaining}"
-                  f"{' (time budget reached)' if summary.stopped_early else ''}; {summary.seconds:.0f} s")
+    budget = " (time budget reached)" if summary.stopped_early else ""
+    if backfill_extras:
+        console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "
+                      f"{summary.not_needed}, failed (no final config re-timed) {summary.failed}, "
+                      f"left {summary.remaining}{budget}; {summary.seconds:.0f} s")
+    else:
+        console.print(f"done {summary.done}, already there {summary.skipped}, left {summary.remaining}{budget}; "
+                      f"{summary.seconds:.0f} s")
 
 
 def register(app) -> None:

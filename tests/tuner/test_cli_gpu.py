@@ -24,7 +24,7 @@ no_gpu_only = pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU error")
 def test_help_lists_gpu_commands_without_importing_torch():
     code = ("import sys\nfrom typer.testing import CliRunner\nfrom rooftune.tuner.cli import app\n"
             "out = ''.join(CliRunner().invoke(app, [c, '--help']).output for c in ('hwprobe', 'sweep'))\n"
-            "assert '--sms' in out and '--max-minutes' in out, out\n"
+            "assert '--sms' in out and '--max-minutes' in out and '--backfill-extras' in out, out\n"
             "print('torch' in sys.modules, 'triton' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False False"
@@ -71,3 +71,38 @@ def test_sweep_calls_the_library_and_reports(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "done 3" in result.output and "time budget reached" in result.output
     assert seen["sms"] == 66 and seen["max_minutes"] == 8.0 and seen["profile"] == "NVIDIA H200"
+
+
+@no_gpu_only
+def test_backfill_without_gpu_fails_clearly(tmp_path):
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d"),
+                                 "--backfill-extras"])
+    assert result.exit_code == 2 and "no CUDA GPU" in result.output
+    assert not (tmp_path / "d").exists()
+
+
+def test_backfill_flag_calls_the_backfill_and_reports(tmp_path, monkeypatch):
+    from rooftune.eval import sweep
+
+    seen = {}
+
+    def fake_backfill_gemm(shapes, out, profile, **kwargs):
+        seen.update(shapes=shapes, out=out, profile=profile.name, **kwargs)
+        return sweep.BackfillSummary(done=5, already=2, not_needed=0, failed=1, remaining=3, stopped_early=True,
+                                     seconds=40.0)
+
+    def no_sweep(*args, **kwargs):
+        raise AssertionError("--backfill-extras must not sweep")
+
+    monkeypatch.setattr(sweep, "backfill_gemm", fake_backfill_gemm)
+    monkeypatch.setattr(sweep, "sweep_gemm", no_sweep)
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", "d", "--backfill-extras",
+                                 "--max-minutes", "8.5"])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "backfilled 5" in out and "re-timed) 1, left 3" in out and "time budget reached" in out
+    assert seen["out"] == "d" and seen["max_minutes"] == 8.5 and seen["profile"] == "NVIDIA H200"

@@ -1,0 +1,270 @@
+"""The extras backfill with a fake measurer: the tutorial's configs outside the space added to shapes
+swept without them, on the dataset's scale; existing rows unchanged; resume; failures as data; the
+`tutorial` method of `rooftune eval` once every shape carries them."""
+
+import gzip
+import statistics
+
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
+from rooftune.candidates.baselines import gemm_baseline_extras, tutorial_configs
+from rooftune.eval import sweep
+from rooftune.eval.dataset import (
+    ConfigResult,
+    DatasetError,
+    ShapeResult,
+    open_dataset,
+    read_dataset,
+    read_manifest,
+    read_shape,
+    shape_id,
+    write_shape,
+)
+from rooftune.eval.replay import evaluate, recorded_measure
+from rooftune.eval.sweep import RetimePasses, backfill_extras, backfilled_shape
+from rooftune.hwprofiles import load_profile
+from rooftune.tuner.cli import app
+from rooftune.tuner.strategies import gemm_eval_methods
+
+PROFILE = load_profile("h200")
+# 8, 2 and 6 extras: M = 1 has no tile of the tutorial's; one tile row makes GROUP_M idle (aliases).
+SHAPES = [GemmShape(1, 4096, 4096, "nk"), GemmShape(128, 768, 768, "kn"), GemmShape(64, 512, 512, "nk")]
+DRIFT = 1.08  # the backfill's GPU runs this much faster than during the sweep
+OUT_OF_RESOURCES = tutorial_configs()[0]  # 128x256x64, 3 stages: fails to compile in the fake
+FAILS_CHECK = tutorial_configs()[6]  # 64x32x32, 2 warps: fails the reference check in the fake
+
+
+class Killed(Exception):
+    """Stands in for the process being killed mid-shape."""
+
+
+def true_us(config) -> float:
+    """The fake GPU's time of a config on the dataset's scale (deterministic, distinct per config)."""
+    return (config["BLOCK_M"] * 3 + config["BLOCK_N"] * 2 + config["BLOCK_K"] + config["GROUP_M"]
+            + 5 * config["num_warps"] + config["num_stages"] + 7 * config["SPLIT_K"]) / 10
+
+
+def old_sweep(root, shapes=SHAPES) -> dict[str, bytes]:
+    """A dataset as the sweep wrote it before it timed the tutorial's extras: in-space rows only, the
+    10 fastest with their two final passes. Returns the shape files' bytes."""
+    open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": PROFILE.name,
+                        "sms": None})
+    for shape in shapes:
+        space = legal_configs(GEMM_SPACE, shape, PROFILE).configs
+        finals = set(sorted(space, key=true_us)[:10])
+        rows = tuple(ConfigResult(c, true_us(c), None, 0.3, 7, 0.01, true_us(c) / 1.05,
+                                  *((true_us(c) * 0.999, true_us(c) * 1.001, 15) if c in finals else ()))
+                     for c in space)
+        write_shape(root, ShapeResult(shape, rows, {"cublas": 100.0}, {
+            "legal_configs": len(space), "screen_scale": 1.05, "repeatability": {"abs_median": 0.001}}))
+    return {p.name: p.read_bytes() for p in (root / "shapes").iterdir()}
+
+
+class FakeExtrasMeasurer:
+    """Times every candidate at true_us / DRIFT (± 0.2% alternating for the finals); can die on the
+    n-th shape and fail every final config; each shape takes `shape_s` of its clock `now`."""
+
+    def __init__(self, die_at=None, finals_fail=False, shape_s=0.0):
+        self.die_at, self.finals_fail, self.shape_s = die_at, finals_fail, shape_s
+        self.measured, self.compiled, self.t = [], [], 0.0
+
+    def now(self):
+        return self.t
+
+    def group_key(self, shape):
+        return (shape.layout, shape.n % 16 == 0, shape.k % 16 == 0)
+
+    def compile(self, jobs):
+        self.compiled.extend((self.group_key(s), c) for s, c in jobs)
+        return {c: "OutOfResources" if c == OUT_OF_RESOURCES else 0.2 for _, c in jobs}
+
+    def measure_extras(self, shape, extras, finals, compiled):
+        if self.die_at is not None and len(self.measured) == self.die_at:
+            raise Killed
+        self.measured.append((shape, list(extras), list(finals)))
+        self.t += self.shape_s
+        errors = {c: f"compile: {compiled[c]}" for c in [*extras, *finals] if isinstance(compiled[c], str)}
+        errors.update({FAILS_CHECK: "check: max error 3.2 vs 0.05"} if FAILS_CHECK in extras else {})
+        if self.finals_fail:
+            errors.update({c: "check: wrong" for c in finals})
+        wobble = {c: 1 + 0.002 * (-1) ** i for i, c in enumerate(finals)}
+        first, second = {}, {}
+        for c in [*extras, *finals]:
+            if c not in errors:
+                t = true_us(c) * wobble.get(c, 1.0) / DRIFT
+                first[c], second[c] = (t * 0.99, t, t * 1.01), (t * 0.995, t, t * 1.005)
+        first["cublas"] = second["cublas"] = (100.0 / DRIFT,)
+        return RetimePasses(first, second, errors, {"clock_mhz_min": 1500.0, "kernel_sha": "fake"})
+
+
+def _csv_lines(data: bytes) -> list[str]:
+    return gzip.decompress(data).decode().splitlines()
+
+
+def test_backfill_appends_the_extras_on_the_dataset_scale(tmp_path):
+    before = old_sweep(tmp_path)
+    fake = FakeExtrasMeasurer()
+    summary = backfill_extras(tmp_path, PROFILE, fake, date="2026-12-01")
+    assert (summary.done, summary.already, summary.failed, summary.remaining) == (3, 0, 0, 0)
+    compiled = [c for _, c in fake.compiled]
+    for shape in SHAPES:
+        path = tmp_path / "shapes" / f"{shape_id(shape)}.csv.gz"
+        old_lines, new_lines = _csv_lines(before[path.name]), _csv_lines(path.read_bytes())
+        assert new_lines[1: len(old_lines)] == old_lines[1:]  # every recorded row byte for byte
+        result = read_shape(path)
+        space = legal_configs(GEMM_SPACE, shape, PROFILE).configs
+        extras = gemm_baseline_extras(shape, space)
+        assert [r.config for r in result.rows] == space + extras  # appended once, in the tutorial's order
+        assert all(r.in_space for r in result.rows[: len(space)])
+        added = {r.config: r for r in result.rows[len(space):]}
+        assert all(not r.in_space and r.retime_us is None for r in added.values())
+        finals = [r.config for r in result.rows if r.retime_us is not None]
+        assert len(finals) == 10 and set(extras + finals) <= set(compiled)
+        backfill = result.meta["extras_backfilled"]
+        assert backfill["date"] == "2026-12-01" and backfill["finals"] == 10 and backfill["kernel_sha"] == "fake"
+        assert backfill["scale"] == pytest.approx(DRIFT, rel=1e-3) and backfill["cublas_scale"] == pytest.approx(DRIFT)
+        assert backfill["vs_recorded"]["abs_median"] == pytest.approx(0.002, abs=1e-3)
+        assert result.meta["baseline_configs"] == len(extras) and result.meta["legal_configs"] == len(space)
+        for c, row in added.items():
+            if c == OUT_OF_RESOURCES:
+                assert row.error == "compile: OutOfResources" and row.time_us is None
+            elif c == FAILS_CHECK:
+                assert row.error.startswith("check:") and row.time_us is None and row.compile_s == 0.2
+            else:  # new time × scale: back on the dataset's scale
+                assert row.error is None and row.rounds == 6 and row.compile_s == 0.2
+                assert row.screen_us == pytest.approx(true_us(c) / DRIFT, rel=1e-5)
+                assert row.time_us == pytest.approx(row.screen_us * backfill["scale"], rel=1e-5)
+                assert row.time_us == pytest.approx(true_us(c), rel=1e-3)
+    runs = read_manifest(tmp_path)["extras_backfill"]
+    assert [r["shapes"] for r in runs] == [3]
+
+
+def test_backfill_resumes_after_a_kill_without_duplicates(tmp_path):
+    before = old_sweep(tmp_path)
+    with pytest.raises(Killed):
+        backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer(die_at=1))
+    changed = {p.name for p in (tmp_path / "shapes").iterdir() if p.read_bytes() != before[p.name]}
+    assert len(changed) == 1 and len(list((tmp_path / "shapes").iterdir())) == 3  # no temp files left
+    after_kill = {p.name: p.read_bytes() for p in (tmp_path / "shapes").iterdir()}
+    again = FakeExtrasMeasurer()
+    summary = backfill_extras(tmp_path, PROFILE, again)
+    assert (summary.done, summary.already, summary.remaining) == (2, 1, 0)
+    assert {f"{shape_id(s)}.csv.gz" for s, _, _ in again.measured}.isdisjoint(changed)
+    assert all((tmp_path / "shapes" / name).read_bytes() == after_kill[name] for name in changed)
+    for r in read_dataset(tmp_path):
+        assert len({t.config for t in r.trials}) == len(r.trials)
+    done = {p.name: p.read_bytes() for p in (tmp_path / "shapes").iterdir()}
+    manifest = (tmp_path / "manifest.json").read_bytes()
+    third = FakeExtrasMeasurer()
+    summary = backfill_extras(tmp_path, PROFILE, third)
+    assert summary.done == 0 and summary.already == 3 and not third.measured and not third.compiled
+    assert {p.name: p.read_bytes() for p in (tmp_path / "shapes").iterdir()} == done
+    assert (tmp_path / "manifest.json").read_bytes() == manifest
+
+
+def test_shapes_that_need_no_extras_or_are_not_listed_stay_untouched(tmp_path, monkeypatch):
+    before = old_sweep(tmp_path)
+    real = sweep.gemm_baseline_extras
+    monkeypatch.setattr(sweep, "gemm_baseline_extras",
+                        lambda shape, space: [] if shape == SHAPES[1] else real(shape, space))
+    fake = FakeExtrasMeasurer()
+    summary = backfill_extras(tmp_path, PROFILE, fake, shapes=SHAPES[:2])
+    assert (summary.done, summary.not_needed, summary.already) == (1, 1, 0)
+    assert [s for s, _, _ in fake.measured] == [SHAPES[0]]
+    for shape in SHAPES[1:]:
+        name = f"{shape_id(shape)}.csv.gz"
+        assert (tmp_path / "shapes" / name).read_bytes() == before[name]
+
+
+def test_a_shape_whose_finals_cannot_be_retimed_is_left_unchanged(tmp_path):
+    before = old_sweep(tmp_path, SHAPES[:1])
+    summary = backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer(finals_fail=True))
+    assert summary.failed == 1 and summary.done == 0
+    assert {p.name: p.read_bytes() for p in (tmp_path / "shapes").iterdir()} == before
+    assert "extras_backfill" not in read_manifest(tmp_path)
+
+
+def test_time_budget_stops_cleanly(tmp_path):
+    old_sweep(tmp_path)
+    fake = FakeExtrasMeasurer(shape_s=20.0)
+    summary = backfill_extras(tmp_path, PROFILE, fake, max_minutes=0.5, now=fake.now, first_shape_s=10.0,
+                              compile_s_per_config=0.0)
+    # 20 s per shape, then estimated at 25 s: the second shape would end at 45 s > 30 s
+    assert (summary.done, summary.remaining, summary.stopped_early) == (1, 2, True)
+    assert sum("extras_backfilled" in read_shape(p).meta for p in (tmp_path / "shapes").iterdir()) == 1
+
+
+def test_backfill_refuses_a_folder_that_is_not_such_a_dataset(tmp_path):
+    with pytest.raises(DatasetError, match="no manifest.json"):
+        backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer())
+    open_dataset(tmp_path, {"kernel": "gemm", "space_version": "gemm-other", "gpu_profile": PROFILE.name,
+                            "sms": None})
+    with pytest.raises(DatasetError, match="space_version"):
+        backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer())
+
+
+def test_backfilled_shape_scale_is_the_median_ratio_over_the_finals():
+    shape = SHAPES[0]
+    a, b, x = (tutorial_configs()[i] for i in (1, 2, 3))
+    recorded = ShapeResult(shape, (ConfigResult(a, 10.0, retime_us=10.0), ConfigResult(b, 20.0, retime_us=20.0),
+                                   ConfigResult(tutorial_configs()[4], 30.0)))
+    # new times: a at 1/2 (ratio 2.0), b at 1/1.5 (ratio 1.5): median 1.75; the third has no retime_us
+    passes = RetimePasses({a: (5.0,), b: (20 / 1.5,), x: (4.0, 6.0)}, {a: (5.0,), b: (20 / 1.5,), x: (5.0,)})
+    new = backfilled_shape(recorded, [x], passes, {x: 0.4}, "d")
+    assert new.meta["extras_backfilled"]["scale"] == pytest.approx(1.75)
+    row = new.rows[-1]
+    assert row.screen_us == 5.0 and row.time_us == pytest.approx(5.0 * 1.75) and row.rounds == 3
+    assert row.spread == pytest.approx(0.4) and row.compile_s == 0.4 and not row.in_space
+    assert new.rows[:3] == recorded.rows
+
+
+def test_eval_scores_the_tutorial_once_every_shape_carries_the_extras(tmp_path):
+    old_sweep(tmp_path)
+    assert "tutorial" not in gemm_eval_methods(read_dataset(tmp_path), seeds=range(2))
+    fake = FakeExtrasMeasurer(shape_s=20.0)
+    backfill_extras(tmp_path, PROFILE, fake, max_minutes=0.5, now=fake.now, first_shape_s=10.0)
+    partial = read_dataset(tmp_path)  # one shape backfilled: the others would score unrecorded configs
+    assert "tutorial" not in gemm_eval_methods(partial, seeds=range(2))
+    backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer())
+    records = read_dataset(tmp_path)
+    methods = gemm_eval_methods(records, seeds=range(2))
+    assert "tutorial" in methods
+    for r in records:  # every tutorial config found: an extra, an alias of a space config, or an error row
+        trials = [recorded_measure(r)(c) for c in tutorial_configs()]
+        assert {t.error for t in trials if not t.ok} <= {"compile: OutOfResources", "check: max error 3.2 vs 0.05"}
+    tutorial = evaluate(records, 8, PROFILE, methods)["methods"]["tutorial"]
+    assert tutorial["mean"] > 0
+    scores = [max(r.best_candidate_us / t.time_us for t in [recorded_measure(r)(c) for c in tutorial_configs()]
+                  if t.ok) for r in records]
+    assert tutorial["mean"] == pytest.approx(statistics.mean(scores))
+    result = CliRunner().invoke(app, ["eval", "gemm", "--data", str(tmp_path), "--budget", "8"])
+    assert result.exit_code == 0 and "tutorial" in result.output, result.output
+
+
+@pytest.mark.gpu
+def test_gpu_backfill_matches_the_sweeps_own_times_of_the_extras(tmp_path):
+    import json
+
+    from rooftune.eval.sweep import backfill_gemm, sweep_gemm
+
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"m": 16, "n": 256, "k": 256, "layout": "nk"}, {"m": 64, "n": 256, "k": 512}]))
+    sweep_gemm(shapes, tmp_path / "d", PROFILE, workers=8)
+    swept = {}
+    for path in sorted((tmp_path / "d" / "shapes").iterdir()):  # as the sweep wrote shapes before the extras
+        result = read_shape(path)
+        swept[str(result.shape)] = {r.config: r.time_us for r in result.rows if not r.in_space}
+        meta = {k: v for k, v in result.meta.items() if k != "baseline_configs"}
+        write_shape(tmp_path / "d", ShapeResult(result.shape, tuple(r for r in result.rows if r.in_space),
+                                                result.baselines_us, meta))
+    summary = backfill_gemm(shapes, tmp_path / "d", PROFILE, workers=8)
+    assert summary.done == 2 and summary.failed == 0
+    for path in sorted((tmp_path / "d" / "shapes").iterdir()):
+        result = read_shape(path)
+        added = {r.config: r.time_us for r in result.rows if not r.in_space}
+        assert set(added) == set(swept[str(result.shape)])
+        off = [abs(added[c] / swept[str(result.shape)][c] - 1) for c in added if added[c]]
+        assert off and statistics.median(off) < 0.1, (result.shape, off)
+        assert result.meta["extras_backfilled"]["vs_recorded"]["ratio_median"] < 0.02
