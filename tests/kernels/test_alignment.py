@@ -170,3 +170,46 @@ def test_sm90_code_for_aligned_shapes_is_unchanged_and_unaligned_rows_vectorize(
     assert nk["shared"] == 2 * TILE_BYTES
     assert kn["cp_async_bytes"] == [16] and "ld.global.b16" in kn["global_ld_st"]  # B [K, N] rows along N
     assert kn["shared"] == (3 + 1) * TILE_BYTES
+
+
+# --- Triton's own binder (the key that selects a compiled binary), built for sm_90 on the CPU ----------
+
+BINDER_SCRIPT = Path(__file__).with_name("binder_keys.py")
+LISTS = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "gemm"
+
+
+def binder_keys(jobs: list[dict]) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, str(BINDER_SCRIPT), json.dumps(jobs)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_triton_selects_one_binary_per_specialization_group_and_warmup_compiles_it():
+    """What the sweep relies on, asked of Triton itself rather than of a model of it: in every compile
+    group of the committed shape lists (M from 1 up, N = 8, unaligned N and K, 128256-wide rows), the
+    workers' `warmup` and the parent's launch on contiguous tensors make the same binder key, for the
+    GEMM and the split-K reduction alike, and every shape of a group makes the same key."""
+    from rooftune.eval.sweep import load_shapes
+
+    shapes = [s for name in ("shapes_train.json", "shapes_heldout.json") for s in load_shapes(LISTS / name)]
+    groups: dict = {}
+    for s in sorted(shapes, key=lambda s: (s.m, s.n, s.k)):
+        groups.setdefault(specialization_key(s), []).append(s)
+    picked = [s for members in groups.values() for s in {members[0], members[len(members) // 2], members[-1]}]
+    picked += [GemmShape(1, 128256, 4096, "nk"), GemmShape(16384, 8192, 1024, "kn")]
+    configs = {"split": "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=4,num_warps=8,num_stages=3",
+               # a tutorial config outside the space: 2 warps, BLOCK_M above a decode M
+               "tutorial": "BLOCK_M=64,BLOCK_N=32,BLOCK_K=32,GROUP_M=8,SPLIT_K=1,num_warps=2,num_stages=5"}
+    jobs = [{"shape": [s.m, s.n, s.k, s.layout, s.dtype], "config": c} for s in picked for c in configs.values()
+            if "SPLIT_K=1" in c or s.m * s.n <= 1 << 24]  # CPU stand-ins for the workspace stay small
+    results = binder_keys(jobs)
+    by_group: dict = {}
+    for job, r in zip(jobs, results):
+        assert len(r["warmup"]) == len(r["launch"]) == (2 if "SPLIT_K=4" in job["config"] else 1)
+        assert r["warmup"] == r["launch"], job
+        by_group.setdefault((r["group"], job["config"]), set()).add(tuple(r["warmup"]))
+    assert all(len(keys) == 1 for keys in by_group.values()), by_group
+    distinct = {keys.pop() for (_, config), keys in by_group.items() if config == configs["tutorial"]}
+    assert len(distinct) == len(groups)  # and the groups really are different binaries
