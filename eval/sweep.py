@@ -226,11 +226,14 @@ def _run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], lis
     shape, compile in one parallel batch what it and the next `lookahead` shapes of its group still
     need (`configs_of`), then `work(shape, compiled)`. With `max_minutes`, a shape is not started when
     the time used plus its estimate (1.25 × the mean shape time so far, `first_shape_s` before any,
-    plus the compiles it still needs at the mean compile time per config) would pass the budget.
+    plus the batch's compiles at the compile time per config so far) would pass the budget; when only
+    the lookahead's compiles are too many, the batch shrinks to the shape's own.
     Returns (shapes finished, whether the budget stopped the loop)."""
     compiled: dict[Hashable, dict[Config, float | str]] = {}
     durations: list[float] = []
-    compile_rate = compile_s_per_config
+    # Seconds per config over all batches: one small batch (its pool start-up spread over a few
+    # configs) must not set the rate for the next group's thousands.
+    compile_total_s, compile_total_n = 0.0, 0
     for index, shape in enumerate(todo):
         group = measurer.group_key(shape)
         have = compiled.setdefault(group, {})
@@ -238,15 +241,19 @@ def _run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], lis
         for s in todo[index: index + 1 + lookahead]:
             if measurer.group_key(s) == group:
                 jobs.update((c, s) for c in configs_of(s) if c not in have and c not in jobs)
-        need_now = sum(c not in have for c in configs_of(shape))
-        estimate = (1.25 * statistics.mean(durations) if durations else first_shape_s) + need_now * compile_rate
-        if max_minutes is not None and now() - started + estimate > 60 * max_minutes:
-            return index, True
+        if max_minutes is not None:
+            compile_rate = compile_total_s / compile_total_n if compile_total_n else compile_s_per_config
+            left = 60 * max_minutes - (now() - started) - (1.25 * statistics.mean(durations) if durations
+                                                          else first_shape_s)
+            if len(jobs) * compile_rate > left:  # the lookahead does not fit: this shape's configs only
+                jobs = {c: s for c, s in jobs.items() if s == shape}
+            if len(jobs) * compile_rate > left:
+                return index, True
         t0 = now()
         if jobs:
             reporter.phase(shape, f"compiling {len(jobs)} configs")
             have.update(measurer.compile([(s, c) for c, s in jobs.items()]))
-            compile_rate = max((now() - t0) / len(jobs), 1e-3)
+            compile_total_s, compile_total_n = compile_total_s + now() - t0, compile_total_n + len(jobs)
         t1 = now()
         work(shape, have)
         durations.append(now() - t1)

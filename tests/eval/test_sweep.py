@@ -156,6 +156,55 @@ def test_time_budget_stops_before_a_shape_that_would_not_finish(tmp_path):
     assert clock.t <= 300
 
 
+
+class BatchClock:
+    """Shapes named by (group, index); compiling a batch costs `start_s` plus `per_config_s` per config
+    of the fake clock (a pool starting up, then the compiles), measuring a shape `shape_s`."""
+
+    def __init__(self, clock, start_s, per_config_s, shape_s):
+        self.clock, self.start_s, self.per_config_s, self.shape_s = clock, start_s, per_config_s, shape_s
+        self.batches, self.measured = [], []
+
+    def group_key(self, shape):
+        return shape[0]
+
+    def compile(self, jobs):
+        self.batches.append(len(jobs))
+        self.clock.t += self.start_s + self.per_config_s * len(jobs)
+        return {c: 0.1 for _, c in jobs}
+
+    def work(self, shape, compiled):
+        self.measured.append(shape)
+        self.clock.t += self.shape_s
+
+
+def _run(configs: dict, fake, clock, max_minutes, **kw):
+    from rooftune.eval.sweep import _Silent, _run_shapes
+
+    return _run_shapes(list(configs), configs.__getitem__, fake, fake.work, started=clock.t,
+                       max_minutes=max_minutes, lookahead=kw.get("lookahead", 8), reporter=_Silent(), now=clock,
+                       first_shape_s=10.0, compile_s_per_config=kw.get("compile_s_per_config", 0.05))
+
+
+def test_time_budget_counts_the_lookahead_compiles_and_shrinks_the_batch_to_fit():
+    # A decode shape (100 configs) before a prefill shape of its group (2000 more): the first batch
+    # would compile all 2100 (105 s) though the shape itself needs 5 s of them.
+    clock = Clock()
+    fake = BatchClock(clock, start_s=0.0, per_config_s=0.05, shape_s=10.0)
+    configs = {("a", 0): list(range(100)), ("a", 1): list(range(2100))}
+    assert _run(configs, fake, clock, max_minutes=1.0) == (1, True)
+    assert fake.batches == [100] and clock.t == 15.0
+
+
+def test_time_budget_rate_is_not_set_by_one_small_batch():
+    # Group a compiles 1000 configs, then 4 more (5 s of pool start-up each batch); group b's 1000
+    # configs take 25 s, not 4 x 1.27 s per config.
+    clock = Clock()
+    fake = BatchClock(clock, start_s=5.0, per_config_s=0.02, shape_s=10.0)
+    configs = {("a", 0): list(range(1000)), ("a", 1): list(range(1004)), ("b", 0): list(range(1000))}
+    assert _run(configs, fake, clock, max_minutes=100 / 60, lookahead=0) == (3, False)
+    assert fake.batches == [1000, 4, 1000] and clock.t <= 100
+
 def test_load_shapes_reads_and_rejects(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps([{"m": 1, "n": 2, "k": 3}, {"m": 4, "n": 5, "k": 6, "layout": "nk", "why": "x"}]))
