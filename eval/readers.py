@@ -11,11 +11,14 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from rooftune.candidates import Config, GemmShape, Trial
+from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.eval.records import ShapeRecords
 
 PROBE_GEMM_FILE = "gemm_probe.csv.gz"
+PROBE_ATTENTION_FILE = "attention_probe.csv.gz"
 PROBE_BASELINE = "cublas"
+# Torch SDPA rows of the attention probe carry the backend in the BM column.
+PROBE_SDPA_PREFIX = "sdpa_"
 AH_BASELINE = "extern_mm"
 # Inductor's mm template visits tiles in groups of 8 tile rows (GROUP_M=8) for every config it logs.
 AH_GROUP_M = 8
@@ -33,6 +36,11 @@ def gemm_config(block_m: int, block_n: int, block_k: int, group_m: int, num_warp
     """A GEMM Config with the parameter order of the published GEMM space."""
     return Config.make(num_warps, num_stages, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
                        GROUP_M=group_m, SPLIT_K=split_k)
+
+
+def attention_config(block_m: int, block_n: int, order: int, num_warps: int, num_stages: int) -> Config:
+    """An attention Config with the parameter order of the published attention space."""
+    return Config.make(num_warps, num_stages, BLOCK_M=block_m, BLOCK_N=block_n, ORDER=order)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -61,6 +69,31 @@ def read_probe_gemm(path: str | Path) -> list[ShapeRecords]:
     return [ShapeRecords(GemmShape(m, n, k, layout="kn", dtype="bf16"), tuple(ts),
                          baselines_us=baselines.get((m, n, k), {}), meta={"source": str(path)})
             for (m, n, k), ts in trials.items()]
+
+
+def read_probe_attention(path: str | Path) -> list[ShapeRecords]:
+    """The H200 attention probe: columns B,H,S,D,BM,BN,stages,warps,rev,us,err (causal, bf16,
+    [B, H, S, D]). `rev` 1 visits query blocks heaviest first: ORDER 1, else ORDER 0 (both per head).
+    `sdpa_*` rows are torch SDPA backends, kept as baselines; every other row is a candidate."""
+    path = Path(path)
+    trials: dict[tuple[int, int, int, int], list[Trial]] = defaultdict(list)
+    baselines: dict[tuple[int, int, int, int], dict[str, float]] = defaultdict(dict)
+    with _open_text(path) as f:
+        for row in csv.DictReader(f):
+            key = (int(row["B"]), int(row["H"]), int(row["S"]), int(row["D"]))
+            if row["BM"].startswith(PROBE_SDPA_PREFIX):
+                if row["us"]:
+                    baselines[key][row["BM"]] = float(row["us"])
+                continue
+            config = attention_config(int(row["BM"]), int(row["BN"]), int(row["rev"]), int(row["warps"]),
+                                      int(row["stages"]))
+            if row.get("err"):
+                trials[key].append(Trial(config, None, error=row["err"]))
+            else:
+                trials[key].append(Trial(config, float(row["us"])))
+    return [ShapeRecords(AttentionShape(b, h, s, d, causal=True, dtype="bf16"), tuple(ts),
+                         baselines_us=baselines.get((b, h, s, d), {}), meta={"source": str(path)})
+            for (b, h, s, d), ts in trials.items()]
 
 
 def _ah_dtype(row: dict[str, str]) -> str:
@@ -130,14 +163,18 @@ def _sniff(path: Path) -> str:
         second = f.readline().strip()
     if first.startswith("M,N,K,BM,BN,BK"):
         return "probe"
+    if first.startswith("B,H,S,D,BM,BN"):
+        return "probe-attention"
     if first.startswith("{") and "choice" in second and "feedback" in second:
         return "autoheuristic-mm"
-    raise DatasetFormatError(f"{path}: not a recognised dataset (probe CSV or AutoHeuristic mm log)")
+    raise DatasetFormatError(f"{path}: not a recognised dataset (probe CSV, attention probe CSV or AutoHeuristic mm log)")
 
 
-def load_records(path: str | Path) -> list[ShapeRecords]:
+def load_records(path: str | Path, kernel: str = "gemm") -> list[ShapeRecords]:
     """Read any dataset rooftune recognises: a rooftune dataset folder (manifest.json), the H200
-    probe folder or its gemm CSV, or an AutoHeuristic mm log."""
+    probe folder (its CSV for `kernel`: 'gemm' or 'attention'), one probe CSV (GEMM or attention,
+    told apart by the header), or an AutoHeuristic mm log. `kernel` only picks the file inside a
+    probe folder; callers keep the shapes of the kernel they evaluate."""
     path = Path(path)
     if not path.exists():
         raise DatasetFormatError(f"{path}: no such file or folder")
@@ -146,8 +183,13 @@ def load_records(path: str | Path) -> list[ShapeRecords]:
             from rooftune.eval.dataset import read_dataset
 
             return read_dataset(path)
-        if (path / PROBE_GEMM_FILE).is_file():
-            return read_probe_gemm(path / PROBE_GEMM_FILE)
-        raise DatasetFormatError(f"{path}: folder holds neither manifest.json nor {PROBE_GEMM_FILE}")
-    kind = _sniff(path)
-    return read_probe_gemm(path) if kind == "probe" else read_autoheuristic_mm(path)
+        probe_file = _PROBE_FILES.get(kernel)
+        if probe_file is not None and (path / probe_file).is_file():
+            return _READERS[_sniff(path / probe_file)](path / probe_file)
+        raise DatasetFormatError(f"{path}: folder holds neither manifest.json nor {probe_file or 'a probe CSV'}")
+    return _READERS[_sniff(path)](path)
+
+
+_PROBE_FILES = {"gemm": PROBE_GEMM_FILE, "attention": PROBE_ATTENTION_FILE}
+_READERS = {"probe": read_probe_gemm, "probe-attention": read_probe_attention,
+            "autoheuristic-mm": read_autoheuristic_mm}

@@ -1,4 +1,4 @@
-"""Model commands of the CLI: `rooftune explain gemm|attention` and `rooftune eval gemm`."""
+"""Model commands of the CLI: `rooftune explain gemm|attention` and `rooftune eval gemm|attention`."""
 
 from __future__ import annotations
 
@@ -117,33 +117,28 @@ def explain_attention(
     _explain("attention", shape, gpu, top, config, "kn", dtype)
 
 
-@eval_app.command("gemm")
-def eval_gemm(
-    data: Path = typer.Option(..., "--data", help="dataset folder or file (probe, AutoHeuristic log, rooftune dataset)"),
-    budget: int = typer.Option(..., "--budget", min=1, help="configs each strategy may measure per shape"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile of the GPU the data was recorded on"),
-    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
-) -> None:
-    """Score strategies (model order, random, tutorial) against recorded timings."""
+def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None) -> None:
+    """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary."""
     from rich.console import Console
     from rich.table import Table
 
+    from rooftune.candidates import AttentionShape, GemmShape
     from rooftune.eval.readers import DatasetFormatError, load_records
     from rooftune.eval.replay import evaluate
-    from rooftune.tuner.strategies import gemm_eval_methods
     from rooftune.tuner.args import _fail, load_gpu
+    from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
 
+    shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
+                                "attention": (AttentionShape, attention_eval_methods)}[kernel]
     profile = load_gpu(gpu)
     try:
-        records = load_records(data)
+        records = load_records(data, kernel=kernel)
     except DatasetFormatError as exc:
         _fail(str(exc))
-    from rooftune.candidates import GemmShape
-
-    records = [r for r in records if isinstance(r.shape, GemmShape)]
+    records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
-        _fail(f"{data}: no GEMM shapes recorded")
-    summary = evaluate(records, budget, profile, gemm_eval_methods(records))
+        _fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
+    summary = evaluate(records, budget, profile, eval_methods(records))
     table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
                         f"(score = best recorded / pick)")
     for col in ("method", "mean", "p10", "worst-decile mean"):
@@ -155,6 +150,33 @@ def eval_gemm(
     console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {summary['spearman']:.3f}")
     if json_out is not None:
         json_out.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+_DATA_HELP = "dataset folder or file (probe, AutoHeuristic log, rooftune dataset)"
+_BUDGET_HELP = "configs each strategy may measure per shape"
+_GPU_HELP = "profile of the GPU the data was recorded on"
+
+
+@eval_app.command("gemm")
+def eval_gemm(
+    data: Path = typer.Option(..., "--data", help=_DATA_HELP),
+    budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
+    gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
+    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
+) -> None:
+    """Score strategies (model order, random, tutorial) against recorded timings."""
+    _eval("gemm", data, budget, gpu, json_out)
+
+
+@eval_app.command("attention")
+def eval_attention(
+    data: Path = typer.Option(..., "--data", help="attention probe folder or its CSV"),
+    budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
+    gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
+    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
+) -> None:
+    """Score strategies (model order, random, the static tutorial-style list) against recorded attention timings."""
+    _eval("attention", data, budget, gpu, json_out)
 
 
 def register(app) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rooftune.candidates import Config, GemmShape, Trial, configs_to_columns
+from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, configs_to_columns
 from rooftune.candidates.baselines import TUTORIAL_GEMM, TUTORIAL_GROUP_M, tutorial_configs  # noqa: F401
 from rooftune.hwprofiles import HardwareProfile
 
@@ -74,3 +74,28 @@ def gemm_eval_methods(records, seeds=RANDOM_SEEDS) -> dict:
     if records and fewest >= TUTORIAL_MIN_RECORDED * len(tutorial_set):
         methods["tutorial"] = tutorial
     return methods
+
+
+# The tutorial-style attention list of the H200 probe's README: BLOCK_M {64, 128} × BLOCK_N {32, 64}
+# × num_stages {2, 3, 4} × num_warps {4, 8}, query blocks first-to-last (ORDER 0), in that order.
+STATIC_ATTENTION = tuple((bm, bn, stages, warps) for bm in (64, 128) for bn in (32, 64)
+                         for stages in (2, 3, 4) for warps in (4, 8))
+
+
+def static_attention_configs() -> list[Config]:
+    """The 24 static attention configs with the attention space's parameter names (ORDER 0)."""
+    return [Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, ORDER=0) for bm, bn, s, w in STATIC_ATTENTION]
+
+
+def static_attention(shape, candidates: list[Config], measure: Measure, budget: int,
+                     profile: HardwareProfile) -> list[Trial]:
+    """The static attention list in its order (candidates are ignored)."""
+    if not isinstance(shape, AttentionShape):
+        raise TypeError("the static attention strategy only knows attention configs")
+    return _measure_in_order(static_attention_configs(), measure, budget)
+
+
+def attention_eval_methods(records, seeds=RANDOM_SEEDS) -> dict:
+    """The methods `rooftune eval attention` compares: `model`, `random` (averaged over seeds) and
+    `static`, the tutorial-style list, as a baseline."""
+    return {"model": model_order, "random": [random_order(seed) for seed in seeds], "static": static_attention}

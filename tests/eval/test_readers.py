@@ -5,8 +5,14 @@ import json
 
 import pytest
 
-from rooftune.candidates import Config, GemmShape
-from rooftune.eval.readers import DatasetFormatError, load_records, read_autoheuristic_mm, read_probe_gemm
+from rooftune.candidates import AttentionShape, Config, GemmShape
+from rooftune.eval.readers import (
+    DatasetFormatError,
+    load_records,
+    read_autoheuristic_mm,
+    read_probe_attention,
+    read_probe_gemm,
+)
 
 PROBE = """M,N,K,BM,BN,BK,stages,warps,GM,us,err
 128,4096,4096,cublas,,,,,,18.392,
@@ -133,3 +139,44 @@ def test_real_probe_if_present(shared_dir):
     assert len(records) == 27
     assert all("cublas" in r.baselines_us for r in records)
     assert sum(not t.ok for r in records for t in r.trials) == 459
+
+
+ATTENTION_PROBE = """B,H,S,D,BM,BN,stages,warps,rev,us,err
+2,4,1024,64,sdpa_flash,,,,,30.5,
+2,4,1024,64,sdpa_cudnn,,,,,20.25,
+2,4,1024,64,64,64,3,4,0,40.0,
+2,4,1024,64,64,64,3,4,1,38.0,
+2,4,1024,64,256,128,5,8,1,,OutOfResources
+1,8,512,128,128,64,2,8,0,12.0,
+"""
+
+
+def write_attention_probe(folder):
+    path = folder / "attention_probe.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(ATTENTION_PROBE)
+    return path
+
+
+def test_attention_probe_reader(tmp_path):
+    records = {r.shape: r for r in read_probe_attention(write_attention_probe(tmp_path))}
+    r = records[AttentionShape(2, 4, 1024, 64, causal=True, dtype="bf16")]
+    assert r.baselines_us == {"sdpa_flash": 30.5, "sdpa_cudnn": 20.25}
+    assert len(r.trials) == 3 and r.best_candidate_us == 38.0
+    reverse = [t for t in r.trials if t.ok and t.config["ORDER"] == 1][0]
+    assert reverse.config == Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, ORDER=1)
+    assert [t.error for t in r.trials if not t.ok] == ["OutOfResources"]
+    assert r.candidate_configs() == [t.config for t in r.trials]
+
+
+def test_load_records_finds_the_attention_probe(tmp_path):
+    path = write_attention_probe(tmp_path)
+    write_probe(tmp_path)
+    assert {type(r.shape) for r in load_records(path)} == {AttentionShape}  # sniffed from the header
+    assert {type(r.shape) for r in load_records(tmp_path, kernel="attention")} == {AttentionShape}
+    assert {type(r.shape) for r in load_records(tmp_path)} == {GemmShape}
+    only_gemm = tmp_path / "gemm_only"
+    only_gemm.mkdir()
+    write_probe(only_gemm)
+    with pytest.raises(DatasetFormatError, match="attention_probe"):
+        load_records(only_gemm, kernel="attention")

@@ -52,3 +52,107 @@ def test_breakdown_consistency_and_rank():
     assert np.all(np.diff(bd.time_us[order]) >= 0)
     fields = {f.name for f in dataclasses.fields(bd)}
     assert {"ctas_per_sm", "waves", "occupancy", "dominant", "launch_us"} <= fields
+
+
+# Shapes of the H200 probe's kind plus grids of under one wave and a single head.
+SHAPES = ((1, 32, 4096, 128), (8, 16, 1024, 64), (32, 8, 256, 64), (1, 4, 8192, 128), (1, 1, 2048, 64))
+
+
+def _columns(*rows):
+    names = ("BLOCK_M", "BLOCK_N", "ORDER", "num_warps", "num_stages")
+    return {n: np.array([r[i] for r in rows]) for i, n in enumerate(names)}
+
+
+def test_causal_never_costs_more_than_non_causal():
+    for dims in SHAPES:
+        causal, full = AttentionShape(*dims), AttentionShape(*dims, causal=False)
+        columns = legal_configs(ATTENTION_SPACE, causal, H200).columns
+        assert np.all(predict(causal, columns, H200).time_us <= predict(full, columns, H200).time_us * (1 + 1e-9))
+
+
+def test_heaviest_first_never_slower_for_causal_beyond_one_wave():
+    for dims in SHAPES:
+        shape = AttentionShape(*dims)
+        columns = legal_configs(ATTENTION_SPACE, shape, H200).columns
+        bd = predict(shape, columns, H200)
+        index = {tuple(int(columns[k][i]) for k in columns): i for i in range(len(bd.time_us))}
+        names = list(columns)
+        for key, i in index.items():
+            config = dict(zip(names, key))
+            if config["ORDER"] & 1 or bd.waves[i] <= 1:
+                continue
+            j = index[tuple(config[k] | 1 if k == "ORDER" else config[k] for k in names)]
+            assert bd.time_us[j] <= bd.time_us[i] * (1 + 1e-9), config
+
+
+def test_makespan_tracks_greedy_list_scheduling():
+    import heapq
+
+    from rooftune.roofline.attention import makespan_blocks, program_sequence
+
+    def greedy(sizes, slots):
+        free = [0.0] * slots
+        for size in sizes:
+            heapq.heappush(free, heapq.heappop(free) + size)
+        return max(free)
+
+    for q_blocks, heads, slots in ((32, 32, 132), (64, 16, 132), (16, 128, 264), (8, 512, 264), (4, 16, 132)):
+        per_q = np.arange(1, q_blocks + 1)
+        for order in (0, 1, 2, 3):
+            sizes = program_sequence(per_q, heads, order)
+            exact = greedy(sizes.astype(float), slots)
+            assert abs(makespan_blocks(sizes, slots) / exact - 1) < 0.08, (q_blocks, heads, slots, order)
+
+
+def test_wgmma_needs_a_64_row_warpgroup_slab():
+    shape = AttentionShape(4, 32, 2048, 128)
+    bd = predict(shape, _columns((32, 32, 0, 4, 3), (64, 64, 0, 4, 3), (128, 64, 0, 8, 3)), H200)
+    assert list(bd.uses_wgmma) == [False, True, True]
+    mma_sync, wgmma = bd.compute_us[0] / bd.padded_flops[0], bd.compute_us[1] / bd.padded_flops[1]
+    assert mma_sync > wgmma
+
+
+def test_warps_splitting_columns_cost_more_than_warps_along_rows():
+    # 64 rows cannot give 8 warps 16 rows each: two warpgroups share the rows, so the row max and
+    # sum cross them and P goes through shared memory for PV, every key block.
+    shape = AttentionShape(4, 32, 2048, 128)
+    bd = predict(shape, _columns((64, 64, 0, 4, 3), (64, 64, 0, 8, 3)), H200)
+    assert list(bd.warps_along_n) == [1, 2]
+    assert bd.time_us[1] > bd.time_us[0]
+
+
+def test_register_spill_of_a_large_output_accumulator():
+    # BLOCK_M=256 with head_dim 128 on 4 warps: the fp32 O tile alone is 256 registers a thread.
+    shape = AttentionShape(4, 32, 2048, 128)
+    bd = predict(shape, _columns((256, 32, 0, 4, 2), (256, 32, 0, 8, 2)), H200)
+    assert bd.regs_per_thread[0] > H200.regs_per_thread_max >= bd.regs_per_thread[1]
+    assert bd.time_us[0] > bd.time_us[1]
+
+
+def test_softmax_weighs_more_against_the_tensor_cores_at_small_head_dim():
+    columns = _columns((128, 64, 0, 8, 3))
+    ratios = []
+    for d in (64, 128):
+        bd = predict(AttentionShape(4, 32, 2048, d), columns, H200)
+        ratios.append(bd.softmax_us[0] / bd.compute_us[0])
+    assert ratios[0] > ratios[1]
+
+
+def test_no_prefetch_without_stages_and_occupancy_from_shared_memory():
+    shape = AttentionShape(4, 32, 2048, 128)
+    # num_stages 1: K and V are loaded and waited on in the same block; 2 stages prefetch one ahead.
+    bd = predict(shape, _columns((128, 64, 0, 8, 1), (128, 64, 0, 8, 2)), H200)
+    assert bd.time_us[0] > bd.time_us[1]
+    # Q + 4 stages of K and V (144 KB) leave room for one CTA where 3 stages (112 KB) fit two;
+    # a second warpgroup on the SM hides one's softmax behind the other's matrix work.
+    bd = predict(shape, _columns((64, 64, 0, 4, 3), (64, 64, 0, 4, 4)), H200)
+    assert list(bd.ctas_per_sm) == [2, 1]
+    assert bd.time_us[1] > bd.time_us[0]
+
+
+def test_kv_read_from_dram_once_per_head_when_l2_holds_them():
+    shape = AttentionShape(1, 8, 4096, 128)
+    bd = predict(shape, _columns((128, 64, 0, 8, 3)), H200)
+    qkvo = 4 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2
+    assert bd.dram_bytes[0] == qkvo
+    assert bd.l2_bytes[0] > bd.dram_bytes[0]

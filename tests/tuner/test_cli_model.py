@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from rooftune.tuner.cli import app
 
-from rooftune.tuner.strategies import TUTORIAL_GEMM
+from rooftune.tuner.strategies import STATIC_ATTENTION, TUTORIAL_GEMM
 
 runner = CliRunner()
 # The tutorial's configs (the first, 128x256x64 w8 s3, fastest), a slow one and a compile failure.
@@ -68,3 +68,30 @@ def test_eval_gemm_bad_data(tmp_path):
     junk.write_text("hello\n")
     result = runner.invoke(app, ["eval", "gemm", "--data", str(junk), "--budget", "5"])
     assert result.exit_code == 2 and "recognised dataset" in " ".join(result.output.split())
+
+
+# The static list's configs (its first, 64x32 s2 w4, fastest), a slow config outside it, an SDPA row.
+ATTENTION_PROBE = "B,H,S,D,BM,BN,stages,warps,rev,us,err\n2,8,1024,64,sdpa_flash,,,,,30.0,\n" + "".join(
+    f"2,8,1024,64,{bm},{bn},{s},{w},0,{40.0 + i},\n" for i, (bm, bn, s, w) in enumerate(STATIC_ATTENTION)
+) + "2,8,1024,64,32,16,1,8,1,400.0,\n2,8,1024,64,256,128,5,8,0,,OutOfResources\n"
+
+
+def test_eval_attention_json(tmp_path):
+    (tmp_path / "attention_probe.csv.gz").write_bytes(gzip.compress(ATTENTION_PROBE.encode()))
+    out = tmp_path / "summary.json"
+    result = runner.invoke(app, ["eval", "attention", "--data", str(tmp_path), "--budget", "1", "--gpu", "h200",
+                                 "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(out.read_text())
+    assert summary["n_shapes"] == 1 and summary["budget"] == 1
+    assert set(summary["methods"]) == {"model", "random", "static"}
+    assert summary["methods"]["static"]["mean"] == 1.0
+    assert 0 < summary["methods"]["model"]["mean"] <= 1.0
+    assert "spearman" in summary
+
+
+def test_eval_attention_needs_attention_shapes(tmp_path):
+    data = tmp_path / "gemm_probe.csv.gz"
+    data.write_bytes(gzip.compress(PROBE.encode()))
+    result = runner.invoke(app, ["eval", "attention", "--data", str(data), "--budget", "5"])
+    assert result.exit_code == 2 and "no attention shapes" in " ".join(result.output.split())
