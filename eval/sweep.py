@@ -1,29 +1,31 @@
 """The exhaustive sweep: every legal config of a space, timed per shape, written resumably to a dataset.
 
 The orchestration (`run_sweep`: resume, grouping by compile specialization, the time budget, the
-manifest) is GPU-free and takes a `Measurer` as an argument; `GemmMeasurer` is the GPU one (torch
-and the kernel are imported inside it), tests pass a fake.
+manifest, the quarantine) is GPU-free and takes a `Measurer` as an argument; `GemmMeasurer` is the
+GPU one (torch and the kernel are imported inside it), tests pass a fake.
 
 Beside the space, each shape also times the Triton tutorial's configs that are not (as the same
 kernel) in its legal set (candidates/baselines.py): compiled, checked and timed like every config,
 in the same interleaved passes, and written as rows with `in_space` = 0, so that the tutorial
 baseline is measured exactly as the strategies' candidates are.
 
-Datasets swept before that lack those rows; `backfill_extras` adds them to finished shapes: the
-extras timed interleaved with the shape's recorded final configs in two final passes, and put on the
-dataset's scale by the median ratio recorded / new time over those finals.
+Datasets swept before that lack those rows; the backfill (eval/backfill.py) adds them to finished
+shapes, through `run_shapes` and the GPU measurer's `measure_extras`.
+
+A config that kills the CUDA context (an illegal memory access) is quarantined (eval/quarantine.py):
+the run writes it to DIR/quarantine.json and stops; the next run records it as an error unrun.
 
 Per shape, the GPU measurer: takes the compile results of the shape's specialization group (compiled
-once per config per group, in parallel, only for the shapes about to run); checks every compiled
-config against the fp32 reference on fresh random inputs (a failure is a recorded error); times all
-of them plus cuBLAS (`torch.matmul`) in one interleaved pass of the harness (kernels/timing.py);
-then re-times the `retime_top` fastest and cuBLAS in a second, independent interleaved pass with
-more rounds and no pruning, and stores the agreement of the two passes (`repeatability`).
+once per config per group, in parallel, only for the shapes about to run, in one pool of workers kept
+for the whole run); checks every compiled config against the fp32 reference on fresh random inputs
+(a failure is a recorded error); times all of them plus cuBLAS (`torch.matmul`) in one interleaved
+pass of the harness (kernels/timing.py; cuBLAS does not set its pruning pace); then re-times the
+`retime_top` fastest and cuBLAS in a second, independent interleaved pass with more rounds and no
+pruning, and stores the agreement of the two passes (`repeatability`).
 """
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 import statistics
@@ -38,9 +40,7 @@ from rooftune.candidates import GEMM_SPACE, Config, GemmShape, ShapeError, legal
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.eval.dataset import (
     ConfigResult,
-    DatasetError,
     ShapeResult,
-    encode_shape,
     finished_ids,
     open_dataset,
     read_manifest,
@@ -50,6 +50,7 @@ from rooftune.eval.dataset import (
     write_manifest,
     write_shape,
 )
+from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarantined
 from rooftune.hwprofiles import HardwareProfile
 
 
@@ -97,11 +98,12 @@ class SweepSettings:
 
 class Compiler(Protocol):
     """A device's compile grouping (shapes that share binaries) and parallel compiles: config -> compile
-    seconds, or the error text of a config that did not compile."""
+    seconds, or the error text of a config that did not compile (or not within `timeout_s`)."""
 
     def group_key(self, shape: GemmShape) -> Hashable: ...
 
-    def compile(self, jobs: list[tuple[GemmShape, Config]]) -> dict[Config, float | str]: ...
+    def compile(self, jobs: list[tuple[GemmShape, Config]], timeout_s: float | None = None
+                ) -> dict[Config, float | str]: ...
 
 
 class Measurer(Compiler, Protocol):
@@ -152,7 +154,7 @@ class Reporter(Protocol):
     def finished(self, shape: GemmShape, seconds: float) -> None: ...
 
 
-class _Silent:
+class SilentReporter:
     def start(self, total, done):
         pass
 
@@ -172,7 +174,7 @@ class SweepSummary:
     seconds: float
 
 
-def _order_by_group(shapes: Sequence[GemmShape], key: Callable[[GemmShape], Hashable]) -> list[GemmShape]:
+def order_by_group(shapes: Sequence[GemmShape], key: Callable[[GemmShape], Hashable]) -> list[GemmShape]:
     """Shapes grouped by compile specialization, groups in order of first appearance, list order inside."""
     groups: dict[Hashable, list[GemmShape]] = {}
     for s in shapes:
@@ -187,28 +189,35 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
     """Measure every shape of `shapes` not yet in the dataset at `out` and write each when done.
 
     Resumable: finished shapes are skipped, each is written atomically, so a killed run loses at
-    most the shape in progress. `max_minutes`: see `_run_shapes`.
+    most the shape in progress. `max_minutes`: see `run_shapes`. A config whose run kills the CUDA
+    context (the measurer raises ContextLost) is quarantined and the run ends (ContextQuarantined);
+    quarantined configs are not measured, their rows carry the error `QUARANTINED`.
     """
     started = now()
-    reporter = reporter or _Silent()
+    reporter = reporter or SilentReporter()
     open_dataset(out, {"kernel": "gemm", "space_version": GEMM_SPACE.version,
                        "gpu_profile": profile.name, "sms": None, **(manifest or {})})
     done_ids = finished_ids(out)
     unique = list({shape_id(s): s for s in shapes}.values())
-    todo = _order_by_group([s for s in unique if shape_id(s) not in done_ids], measurer.group_key)
+    todo = order_by_group([s for s in unique if shape_id(s) not in done_ids], measurer.group_key)
     reporter.start(len(unique), len(unique) - len(todo))
     space = {shape_id(s): legal_configs(GEMM_SPACE, s, profile).configs for s in todo}
-    # Each shape measures the legal configs of the space, then the baseline configs outside it.
-    measured = {shape_id(s): space[shape_id(s)] + gemm_baseline_extras(s, space[shape_id(s)]) for s in todo}
+    # Each shape's rows: the legal configs of the space, then the baseline configs outside it.
+    rows_of = {shape_id(s): space[shape_id(s)] + gemm_baseline_extras(s, space[shape_id(s)]) for s in todo}
+    quarantined = read_quarantine(out)
+    measured = {sid: [c for c in configs if c not in quarantined.get(sid, {})] for sid, configs in rows_of.items()}
 
     def work(shape, compiled):
-        reporter.phase(shape, f"measuring {len(measured[shape_id(shape)])} configs")
-        result = measurer.measure(shape, measured[shape_id(shape)], compiled)
-        write_shape(out, _flag_space(result, space[shape_id(shape)]))
+        sid = shape_id(shape)
+        reporter.phase(shape, f"measuring {len(measured[sid])} configs")
+        result = measurer.measure(shape, measured[sid], compiled)
+        result = with_quarantined(result, rows_of[sid], quarantined.get(sid, {}))
+        write_shape(out, _flag_space(result, space[sid]))
 
-    finished, stopped = _run_shapes(todo, lambda s: measured[shape_id(s)], measurer, work, started=started,
-                                    max_minutes=max_minutes, lookahead=lookahead, reporter=reporter, now=now,
-                                    first_shape_s=first_shape_s, compile_s_per_config=compile_s_per_config)
+    finished, stopped = run_shapes(todo, lambda s: measured[shape_id(s)], measurer, quarantining(out, work),
+                                   started=started, max_minutes=max_minutes, lookahead=lookahead,
+                                   reporter=reporter, now=now, first_shape_s=first_shape_s,
+                                   compile_s_per_config=compile_s_per_config)
     manifest_now = read_manifest(out)
     manifest_now.pop("format", None)
     manifest_now["shapes_done"] = len(finished_ids(out))
@@ -218,22 +227,24 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
                         remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
 
 
-def _run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], list[Config]], measurer: Compiler,
-                work: Callable[[GemmShape, dict[Config, float | str]], None], *, started: float,
-                max_minutes: float | None, lookahead: int, reporter: Reporter, now: Callable[[], float],
-                first_shape_s: float, compile_s_per_config: float) -> tuple[int, bool]:
+def run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], list[Config]], measurer: Compiler,
+               work: Callable[[GemmShape, dict[Config, float | str]], None], *, started: float,
+               max_minutes: float | None, lookahead: int, reporter: Reporter, now: Callable[[], float],
+               first_shape_s: float, compile_s_per_config: float) -> tuple[int, bool]:
     """The loop of the sweep and of the backfill over `todo` (ordered by compile group): before each
     shape, compile in one parallel batch what it and the next `lookahead` shapes of its group still
     need (`configs_of`), then `work(shape, compiled)`. With `max_minutes`, a shape is not started when
     the time used plus its estimate (1.25 × the mean shape time so far, `first_shape_s` before any,
     plus the batch's compiles at the compile time per config so far) would pass the budget; when only
-    the lookahead's compiles are too many, the batch shrinks to the shape's own.
+    the lookahead's compiles are too many, the batch shrinks to the shape's own; and a batch's compile
+    timeout is the budget's time left (a hung compile worker cannot outlast the run's budget).
     Returns (shapes finished, whether the budget stopped the loop)."""
     compiled: dict[Hashable, dict[Config, float | str]] = {}
     durations: list[float] = []
     # Seconds per config over all batches: one small batch (its pool start-up spread over a few
     # configs) must not set the rate for the next group's thousands.
     compile_total_s, compile_total_n = 0.0, 0
+    timeout_s = None
     for index, shape in enumerate(todo):
         group = measurer.group_key(shape)
         have = compiled.setdefault(group, {})
@@ -243,8 +254,8 @@ def _run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], lis
                 jobs.update((c, s) for c in configs_of(s) if c not in have and c not in jobs)
         if max_minutes is not None:
             compile_rate = compile_total_s / compile_total_n if compile_total_n else compile_s_per_config
-            left = 60 * max_minutes - (now() - started) - (1.25 * statistics.mean(durations) if durations
-                                                          else first_shape_s)
+            timeout_s = 60 * max_minutes - (now() - started)
+            left = timeout_s - (1.25 * statistics.mean(durations) if durations else first_shape_s)
             if len(jobs) * compile_rate > left:  # the lookahead does not fit: this shape's configs only
                 jobs = {c: s for c, s in jobs.items() if s == shape}
             if len(jobs) * compile_rate > left:
@@ -252,7 +263,7 @@ def _run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], lis
         t0 = now()
         if jobs:
             reporter.phase(shape, f"compiling {len(jobs)} configs")
-            have.update(measurer.compile([(s, c) for c, s in jobs.items()]))
+            have.update(measurer.compile([(s, c) for c, s in jobs.items()], timeout_s=timeout_s))
             compile_total_s, compile_total_n = compile_total_s + now() - t0, compile_total_n + len(jobs)
         t1 = now()
         work(shape, have)
@@ -282,167 +293,53 @@ class RetimePasses:
     meta: dict[str, object] = field(default_factory=dict)
 
 
-class ExtrasMeasurer(Compiler, Protocol):
-    """What the backfill needs from a device: compiles, and two final passes timing a shape's extras
-    interleaved with its recorded final configs."""
-
-    def measure_extras(self, shape: GemmShape, extras: list[Config], finals: list[Config],
-                       compiled: dict[Config, float | str]) -> RetimePasses: ...
-
-
-@dataclass(frozen=True)
-class BackfillSummary:
-    done: int            # shapes given their extras in this run
-    already: int         # shapes that carry them (swept with them, or backfilled before)
-    not_needed: int      # shapes whose space holds every tutorial config as the same kernel
-    failed: int          # shapes left unchanged: none of their final configs could be re-timed
-    remaining: int       # shapes left for a later run
-    stopped_early: bool  # the time budget ended the run
-    seconds: float
-
-
-def backfilled_shape(result: ShapeResult, extras: list[Config], passes: RetimePasses,
-                     compiled: dict[Config, float | str], date: str) -> ShapeResult | None:
-    """`result` with `extras` appended as in_space=0 rows, on the dataset's scale; None when none of
-    its final configs (rows with `retime_us`) has times in both passes.
-
-    Each candidate's new time is the median over both passes' rounds (as a sweep's final config).
-    scale = median over the re-timed final configs of recorded `time_us` / new time; an extra's
-    `time_us` = its new time × scale, `screen_us` its new time unscaled, `rounds` and `spread` over
-    both passes. The meta's `extras_backfilled` records the date, the scale, how well that one scale
-    maps the finals' new times onto their recorded ones (`vs_recorded`: `repeatability` of recorded
-    vs scaled new times) and the two new passes' agreement with each other (`passes`)."""
-    new_us = {k: statistics.median([*passes.first_us[k], *passes.second_us[k]]) for k in passes.first_us
-              if passes.first_us[k] and passes.second_us.get(k) and k not in passes.errors}
-    recorded = {r.config: r.time_us for r in result.rows if r.retime_us is not None and r.time_us}
-    finals = [c for c in recorded if c in new_us]
-    if not finals:
-        return None
-    scale = statistics.median(recorded[c] / new_us[c] for c in finals)
-    rows = []
-    for c in extras:
-        times = (*passes.first_us.get(c, ()), *passes.second_us.get(c, ()))
-        error = passes.errors.get(c) or (None if c in new_us else "backfill: no time in both passes")
-        ok = error is None
-        rows.append(ConfigResult(
-            config=c, time_us=new_us[c] * scale if ok else None, error=error,
-            compile_s=compiled[c] if isinstance(compiled.get(c), float) else None,
-            rounds=len(times) if ok else 0, spread=(max(times) - min(times)) / new_us[c] if ok else None,
-            screen_us=new_us[c] if ok else None, in_space=False))
-    timed = [k for k in new_us if k != "cublas"]
-    record = {
-        "date": date, "scale": scale, "finals": len(finals), "extras": len(extras),
-        "vs_recorded": repeatability({c: recorded[c] for c in finals}, {c: new_us[c] * scale for c in finals}),
-        "passes": repeatability({k: statistics.median(passes.first_us[k]) for k in timed},
-                                {k: statistics.median(passes.second_us[k]) for k in timed}),
-        **passes.meta,
-    }
-    if "cublas" in new_us and result.baselines_us.get("cublas"):
-        record["cublas_scale"] = result.baselines_us["cublas"] / new_us["cublas"]
-    meta = {**result.meta, "baseline_configs": len(extras), "extras_backfilled": record}
-    return replace(result, rows=result.rows + tuple(rows), meta=meta)
-
-
-def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: ExtrasMeasurer, *,
-                    shapes: Sequence[GemmShape] | None = None, sms: int | None = None,
-                    manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
-                    reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
-                    date: str | None = None, first_shape_s: float = 15.0,
-                    compile_s_per_config: float = 0.05) -> BackfillSummary:
-    """Give the finished shapes of the dataset at `root` (those in `shapes`, or all) that were swept
-    before the sweep timed the tutorial's configs outside the space their `gemm_baseline_extras`.
-
-    Per shape: the extras and its recorded final configs are compiled (in parallel, grouped as the
-    sweep does), checked, and timed interleaved in two independent final passes
-    (`ExtrasMeasurer.measure_extras`); the extras are appended as in_space=0 rows on the dataset's
-    scale (`backfilled_shape`) and the file is rewritten atomically, its existing rows unchanged.
-    Resumable: a shape with in_space=0 rows is skipped. `max_minutes`: see `_run_shapes`. Each run
-    that backfilled a shape appends to the manifest's `extras_backfill` list `manifest` (e.g. the
-    device's versions) and its shape count.
-    Raises DatasetError for a folder that is not a dataset of this space, profile and partition."""
-    started = now()
-    reporter = reporter or _Silent()
-    date = date or datetime.date.today().isoformat()
-    read_manifest(root)  # a dataset must exist; open_dataset then only checks it
-    open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": profile.name,
-                        "sms": sms})
-    wanted = None if shapes is None else {shape_id(s) for s in shapes}
-    todo: dict[str, tuple[Path, ShapeResult, list[Config], list[Config]]] = {}
-    already = not_needed = 0
-    for path in shape_files(root):
-        result = read_shape(path)
-        if wanted is not None and shape_id(result.shape) not in wanted:
-            continue
-        if any(not r.in_space for r in result.rows) or "extras_backfilled" in result.meta:
-            already += 1
-            continue
-        extras = gemm_baseline_extras(result.shape, [r.config for r in result.rows if r.in_space])
-        if not extras:
-            not_needed += 1
-            continue
-        finals = [r.config for r in result.rows if r.retime_us is not None]
-        todo[shape_id(result.shape)] = (path, result, extras, finals)
-    order = _order_by_group([result.shape for _, result, _, _ in todo.values()], measurer.group_key)
-    reporter.start(len(todo) + already + not_needed, already + not_needed)
-    failed = 0
-
-    def work(shape, compiled):
-        nonlocal failed
-        path, result, extras, finals = todo[shape_id(shape)]
-        reporter.phase(shape, f"timing {len(extras)} extras beside {len(finals)} final configs")
-        original = path.read_bytes()
-        if encode_shape(result) != original:  # the rewrite must leave every recorded byte as it is
-            raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
-        new = backfilled_shape(result, extras, measurer.measure_extras(shape, extras, finals, compiled),
-                               compiled, date)
-        if new is None:
-            failed += 1
-        else:
-            write_shape(root, new)
-
-    configs_of = {shape_id(result.shape): extras + finals for _, result, extras, finals in todo.values()}
-    finished, stopped = _run_shapes(order, lambda s: configs_of[shape_id(s)], measurer, work, started=started,
-                                    max_minutes=max_minutes, lookahead=lookahead, reporter=reporter, now=now,
-                                    first_shape_s=first_shape_s, compile_s_per_config=compile_s_per_config)
-    if finished > failed:
-        manifest_now = read_manifest(root)
-        manifest_now.pop("format", None)
-        runs = manifest_now.get("extras_backfill", [])
-        manifest_now["extras_backfill"] = [*runs, {**(manifest or {}), "shapes": finished - failed}]
-        write_manifest(root, manifest_now)
-    return BackfillSummary(done=finished - failed, already=already, not_needed=not_needed, failed=failed,
-                           remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started)
-
-
 def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 class GemmMeasurer:
-    """Measures GEMM shapes on the current CUDA device with the Triton kernel of kernels/gemm.py."""
+    """Measures GEMM shapes on the current CUDA device with the Triton kernel of kernels/gemm.py.
+
+    Its compile workers live as long as it does: use it in a `with` block (or `close()` it). A batch
+    of n compiles times out after `timeout_base_s` + `timeout_per_config_s` × n / workers (~5x a
+    config's median compile on an H200 host), or the caller's `timeout_s` when that is sooner."""
 
     def __init__(self, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
-                 device: str = "cuda", workers: int | None = None):
+                 device: str = "cuda", workers: int | None = None, timeout_base_s: float = 60.0,
+                 timeout_per_config_s: float = 2.0):
         from rooftune.kernels import gemm
+        from rooftune.kernels.compile import CompilePool
 
         self.gemm, self.profile, self.settings = gemm, profile, settings
         self.kernel_sha = file_digest(gemm.__file__)
-        self.device, self.workers = device, workers
+        self.device = device
+        self.pool = CompilePool(gemm.warmup, workers=workers, device=device)
+        self.timeout_base_s, self.timeout_per_config_s = timeout_base_s, timeout_per_config_s
+
+    def __enter__(self) -> GemmMeasurer:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.pool.close(kill=exc_type is not None)
+
+    def close(self) -> None:
+        self.pool.close()
 
     def group_key(self, shape: GemmShape) -> Hashable:
         return self.gemm.specialization_key(shape)
 
-    def compile(self, jobs):
-        from rooftune.kernels.compile import precompile
-
-        return precompile(self.gemm.warmup, jobs, device=self.device, workers=self.workers)
+    def compile(self, jobs, timeout_s=None):
+        own_s = self.timeout_base_s + self.timeout_per_config_s * len(jobs) / max(1, self.pool.workers)
+        return self.pool.compile(jobs, timeout_s=own_s if timeout_s is None else min(own_s, timeout_s))
 
     def _seed(self, shape: GemmShape, salt: int) -> int:
         return (zlib.crc32(shape_id(shape).encode()) + 7919 * salt + 104729 * self.settings.seed) % 2**31
 
     def _check(self, shape, configs, compiled) -> dict[Config, str]:
-        """Errors of configs that did not compile, fail the reference check, or raise."""
+        """Errors of configs that did not compile, fail the reference check, or raise. Raises
+        ContextLost when a failing config leaves the CUDA context dead (nothing after it could run)."""
         from rooftune.kernels.check import check_gemm
+        from rooftune.kernels.context import ContextLost, context_error
 
         errors: dict[Config, str] = {}
         seed = self._seed(shape, 1)  # fresh inputs, unlike the timing ones; one seed per shape
@@ -455,6 +352,8 @@ class GemmMeasurer:
             except Exception as exc:
                 problem = f"{type(exc).__name__}: {exc}"
             if problem:
+                if context_error(self.device):
+                    raise ContextLost(c, problem)
                 errors[c] = f"check: {problem}"[:300]
         return errors
 
@@ -506,7 +405,8 @@ class GemmMeasurer:
         t_check = time.perf_counter() - t0
         launchers, sets = self._launchers(shape, configs, errors)
         first = time_candidates(launchers, rounds=s.rounds, prune_ratio=s.prune_ratio, mid_ratio=s.mid_ratio,
-                                mid_rounds=s.mid_rounds, target_ms=s.target_ms, seed=self._seed(shape, 2))
+                                mid_rounds=s.mid_rounds, target_ms=s.target_ms, baseline_keys=("cublas",),
+                                seed=self._seed(shape, 2))
         t_first = time.perf_counter() - t0 - t_check
         ok = sorted((k for k, t in first.items() if k != "cublas" and t.median_us is not None),
                     key=lambda k: first[k].median_us)
@@ -536,7 +436,7 @@ class GemmMeasurer:
             **self._clock_range(first, pass_a, pass_b),
             "clock_repeats": max((t.repeats for t in first.values()), default=0),
             "cublas_first_us": first["cublas"].median_us,
-            "screen_scale": scale, "kernel_sha": self.kernel_sha,
+            "screen_scale": scale, "kernel_sha": self.kernel_sha, "paced_by": "configs",
             "repeatability": repeatability({k: pass_a[k].median_us for k in top if k != "cublas"},
                                            {k: pass_b[k].median_us for k in top if k != "cublas"}),
         }
@@ -584,33 +484,14 @@ def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfil
                max_minutes: float | None = None, workers: int | None = None,
                settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> SweepSummary:
     """`rooftune sweep gemm`: load the shape list, then sweep it on this GPU (an SM partition of it
-    with `sms`) into the dataset at `out`. Raises ShapeListError, NoGpuError, DatasetError."""
+    with `sms`) into the dataset at `out`. Raises ShapeListError, NoGpuError, DatasetError,
+    ContextQuarantined, CompileStalled."""
     from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
 
     shapes = load_shapes(shapes_path)
     require_cuda()
     manifest = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
                 "shapes_sha256": file_digest(shapes_path), "shapes_listed": len(shapes)}
-    with sm_partition(sms):
-        measurer = GemmMeasurer(profile, settings, workers=workers)
+    with sm_partition(sms), GemmMeasurer(profile, settings, workers=workers) as measurer:
         return run_sweep(shapes, out, measurer, profile, manifest=manifest, max_minutes=max_minutes,
                          reporter=reporter)
-
-
-def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
-                  max_minutes: float | None = None, workers: int | None = None,
-                  settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> BackfillSummary:
-    """`rooftune sweep gemm --backfill-extras`: time the missing tutorial configs of the shapes of the
-    list already finished in the dataset at `out`, on this GPU (`backfill_extras`)."""
-    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
-
-    shapes = load_shapes(shapes_path)
-    require_cuda()
-    run = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
-           "method": "each shape's extras timed interleaved with its recorded final configs and cuBLAS in two "
-                     "independent final passes; time = median over both passes x scale, scale = median "
-                     "recorded / new time over the final configs (shape meta: extras_backfilled)"}
-    with sm_partition(sms):
-        measurer = GemmMeasurer(profile, settings, workers=workers)
-        return backfill_extras(out, profile, measurer, shapes=shapes, sms=sms, manifest=run,
-                               max_minutes=max_minutes, reporter=reporter)

@@ -5,6 +5,11 @@ spawned worker processes and then launching in the parent costs the parent only 
 config that fails to compile (e.g. out of resources) is recorded with its error string, never
 fatal; when a worker dies, the unfinished configs are retried in a fresh pool (a few times).
 Compile seconds are reported separately from run time.
+
+A `CompilePool` keeps its spawn workers for the life of a sweep: starting one (interpreter, torch,
+triton and a CUDA context in each worker) costs seconds, and a sweep compiles dozens of batches. A
+batch may get a timeout: configs unfinished by then (a hung worker) are recorded as
+"compile timeout" and the workers are killed, so the next batch starts a fresh pool.
 """
 
 from __future__ import annotations
@@ -14,11 +19,18 @@ import os
 import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
 # warmup(shape, config, device) -> compile seconds; a module-level function (picklable by reference)
 Warmup = Callable[..., float]
 CompileResult = float | str  # seconds, or the error
+TIMEOUT = "compile timeout"
+DIED = "worker process died while compiling"
+
+
+class CompileStalled(RuntimeError):
+    """No job of a batch finished before its timeout: the pool, not one config, is stuck."""
 
 
 def _error_text(exc: BaseException) -> str:
@@ -34,47 +46,109 @@ def _compile_one(warmup: Warmup, shape, config, device: str) -> CompileResult:
     return float(seconds) if seconds is not None else time.perf_counter() - started
 
 
+class CompilePool:
+    """`warmup` in a spawn pool of `workers` processes (default os.cpu_count(); 0 = in this process),
+    kept across `compile` calls until `close` (or the end of a `with` block)."""
+
+    def __init__(self, warmup: Warmup, *, workers: int | None = None, device: str = "cuda",
+                 max_pool_restarts: int = 3):
+        self.warmup, self.device, self.max_pool_restarts = warmup, device, max_pool_restarts
+        self.workers = (os.cpu_count() or 1) if workers is None else workers
+        self._pool: ProcessPoolExecutor | None = None
+        self.pools_started = 0
+
+    def __enter__(self) -> CompilePool:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(kill=exc_type is not None)  # leaving on an error: a worker may be mid-compile
+
+    def close(self, kill: bool = False) -> None:
+        if kill:
+            self._kill()
+        elif self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _kill(self) -> None:
+        """Stop the workers now, even one stuck in a compile (shutdown alone would wait for it)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for process in list((pool._processes or {}).values()):  # no public way before Python 3.14
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:  # workers start on demand, up to `workers`, and stay
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            self.pools_started += 1
+        return self._pool
+
+    def compile(self, jobs: Sequence[tuple[object, Hashable]], *, timeout_s: float | None = None,
+                on_done: Callable[[int], None] | None = None) -> dict[Hashable, CompileResult]:
+        """Compile `jobs` (shape, config) pairs; returns config -> seconds or error string.
+        `timeout_s`: the batch's wall-clock limit (pool workers only); `on_done(k)` is called after
+        each finished job (for a progress bar). Raises CompileStalled when a batch of several jobs
+        times out with none finished."""
+        results: dict[Hashable, CompileResult] = {}
+        pending = list(jobs)
+        if self.workers == 0:
+            for shape, config in pending:
+                results[config] = _compile_one(self.warmup, shape, config, self.device)
+                if on_done:
+                    on_done(1)
+            return results
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        restarts = 0
+        while pending:
+            crashed = []
+            pool = self._executor()
+            futures = {pool.submit(_compile_one, self.warmup, shape, config, self.device): (shape, config)
+                       for shape, config in pending}
+            left_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                for future in as_completed(futures, left_s):
+                    shape, config = futures[future]
+                    try:
+                        results[config] = future.result()
+                    except BrokenProcessPool:
+                        crashed.append((shape, config))
+                        continue
+                    except Exception as exc:  # e.g. the result could not be pickled back
+                        results[config] = _error_text(exc)
+                    if on_done:
+                        on_done(1)
+            except FuturesTimeout:
+                self._kill()
+                unfinished = [config for _, config in futures.values() if config not in results]
+                if len(unfinished) == len(jobs) > 1:
+                    raise CompileStalled(f"no compile of a batch of {len(jobs)} finished in {timeout_s:.0f} s; "
+                                         "the compile workers look hung") from None
+                results.update((config, TIMEOUT) for config in unfinished)
+                if on_done:
+                    on_done(len(unfinished))
+                return results
+            if crashed:  # a crash breaks the whole pool
+                self._kill()
+            restarts += 1
+            # Retry everything unfinished in a fresh pool; a config that is alone, or still unfinished
+            # after `max_pool_restarts` pools, is recorded as the culprit.
+            if crashed and (restarts > self.max_pool_restarts or len(crashed) == 1):
+                for _, config in crashed:
+                    results[config] = DIED
+                    if on_done:
+                        on_done(1)
+                crashed = []
+            pending = crashed
+        return results
+
+
 def precompile(warmup: Warmup, jobs: Sequence[tuple[object, Hashable]], *, device: str = "cuda",
                workers: int | None = None, on_done: Callable[[int], None] | None = None,
-               max_pool_restarts: int = 3) -> dict[Hashable, CompileResult]:
-    """Compile `jobs` (shape, config) pairs with `warmup` in a spawn pool of `workers` processes
-    (default os.cpu_count(); 0 = in this process). Returns config -> seconds or error string.
-    `on_done(k)` is called after each finished job (for a progress bar)."""
-    results: dict[Hashable, CompileResult] = {}
-    pending = list(jobs)
-    workers = (os.cpu_count() or 1) if workers is None else workers
-    if workers == 0:
-        for shape, config in pending:
-            results[config] = _compile_one(warmup, shape, config, device)
-            if on_done:
-                on_done(1)
-        return results
-    restarts = 0
-    while pending:
-        crashed = []
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=context) as pool:
-            futures = {pool.submit(_compile_one, warmup, shape, config, device): (shape, config)
-                       for shape, config in pending}
-            for future in as_completed(futures):
-                shape, config = futures[future]
-                try:
-                    results[config] = future.result()
-                except BrokenProcessPool:
-                    crashed.append((shape, config))
-                    continue
-                except Exception as exc:  # e.g. the result could not be pickled back
-                    results[config] = _error_text(exc)
-                if on_done:
-                    on_done(1)
-        restarts += 1
-        # A crash breaks the whole pool: retry everything unfinished in a fresh one; a config that
-        # is alone, or still unfinished after `max_pool_restarts` pools, is recorded as the culprit.
-        if crashed and (restarts > max_pool_restarts or len(crashed) == 1):
-            for _, config in crashed:
-                results[config] = "worker process died while compiling"
-                if on_done:
-                    on_done(1)
-            crashed = []
-        pending = crashed
-    return results
+               max_pool_restarts: int = 3, timeout_s: float | None = None) -> dict[Hashable, CompileResult]:
+    """One batch in a pool of its own (a `CompilePool` used once): config -> seconds or error string."""
+    with CompilePool(warmup, workers=min(len(jobs), (os.cpu_count() or 1) if workers is None else workers),
+                     device=device, max_pool_restarts=max_pool_restarts) as pool:
+        return pool.compile(jobs, timeout_s=timeout_s, on_done=on_done)

@@ -13,14 +13,19 @@ Progressive pruning: after each round a candidate's median is compared with the 
 At >= `prune_ratio` (3x) it gets no more rounds (it keeps what it has, usually one timing); between
 `mid_ratio` (1.3x) and `prune_ratio` it gets `mid_rounds` (3) rounds, enough for a median that is not
 one sample, while the full `rounds` go to the candidates that can be the best. Budgets only shrink
-as a candidate's own median is re-read, so a finished candidate never comes back.
+as a candidate's own median is re-read, so a finished candidate never comes back. `baseline_keys`
+(the sweep's 'cublas') are timed and pruned like any candidate but do not set the pace: "best so far"
+is over the other keys, so a baseline much faster than every config does not cut all of them to
+`mid_rounds` (it counts only when nothing else has a time).
 
 SM clock and throttle reasons are read through pynvml while a round runs; a round whose clock moved
 more than `clock_tolerance` (relative) is run again, at most `max_repeats` times, and each Timing
 records the clock range of the rounds it took part in (None where pynvml is unavailable).
 
 The scheduling and aggregation (`run_rounds`) is pure Python over a `replay_round` callable, so it is
-tested on the CPU with a fake timer; `time_candidates` wires it to CUDA graphs and events.
+tested on the CPU with a fake timer; `time_candidates` wires it to CUDA graphs and events. A launcher
+that fails to capture is an error Timing, unless the CUDA context died with it: then `ContextLost`
+(kernels/context.py) names it, since no later candidate could run.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
+
+from rooftune.kernels.context import ContextLost, context_error
 
 Launch = Callable[[int], None]
 
@@ -101,9 +108,10 @@ def summarize(times_us: Sequence[float], samples: Sequence[ClockSample], repeats
 
 def run_rounds(keys: Sequence[Hashable], replay_round: ReplayRound, *, rounds: int = 7,
                prune_ratio: float = 3.0, mid_ratio: float | None = 1.3, mid_rounds: int = 3,
-               clock_tolerance: float = 0.05, max_repeats: int = 2,
+               clock_tolerance: float = 0.05, max_repeats: int = 2, baseline_keys: Collection[Hashable] = (),
                rng: random.Random | None = None) -> dict[Hashable, Timing]:
-    """Schedule interleaved rounds over `keys` (see the module docstring) and aggregate them."""
+    """Schedule interleaved rounds over `keys` (see the module docstring) and aggregate them;
+    `baseline_keys` are timed but do not set the pruning pace."""
     if rounds < 1:
         raise ValueError("rounds must be >= 1")
     rng = rng or random.Random(0)
@@ -125,7 +133,8 @@ def run_rounds(keys: Sequence[Hashable], replay_round: ReplayRound, *, rounds: i
         for k in active:
             times[k].append(float(measured[k]))
             clocks[k].extend(samples)
-        best = min(statistics.median(t) for t in times.values() if t)
+        pace = [t for k, t in times.items() if t and k not in baseline_keys] or [t for t in times.values() if t]
+        best = min(statistics.median(t) for t in pace)
         for k in active:
             ratio = statistics.median(times[k]) / best if best > 0 else 1.0
             if len(times[k]) >= round_budget(ratio, rounds, prune_ratio, mid_ratio, mid_rounds):
@@ -230,10 +239,11 @@ def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, targe
                     prune_ratio: float = 3.0, mid_ratio: float | None = 1.3, mid_rounds: int = 3,
                     clock_tolerance: float = 0.05, max_repeats: int = 2, max_launches: int = 1000,
                     clock: Callable[[], ClockSample] | None = None, poll_s: float = 0.002,
-                    seed: int = 0) -> dict[Hashable, Timing]:
+                    baseline_keys: Collection[Hashable] = (), seed: int = 0) -> dict[Hashable, Timing]:
     """Time every launcher on the current CUDA device by interleaved graph replay (module docstring).
 
     A launcher that fails to run or to be captured gets a Timing with `error`; the others go on.
+    Raises ContextLost when that failure killed the CUDA context.
     """
     clock = clock or NvmlClock(torch.cuda.current_device())
     graphs: dict[Hashable, object] = {}
@@ -244,7 +254,9 @@ def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, targe
             graphs[key], launches[key] = _capture(launch, target_ms, max_launches)
         except Exception as exc:  # a kernel that cannot run is data, not the end of the pass
             failed[key] = Timing(None, 0, None, error=_error_text(exc))
-            torch.cuda.synchronize()
+            dead = context_error()
+            if dead:
+                raise ContextLost(key, dead) from exc
     keys = list(graphs)
     rng = random.Random(seed)
     warm = list(keys)
@@ -270,7 +282,7 @@ def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, targe
 
     timed = run_rounds(keys, replay_round, rounds=rounds, prune_ratio=prune_ratio, mid_ratio=mid_ratio,
                        mid_rounds=mid_rounds, clock_tolerance=clock_tolerance, max_repeats=max_repeats,
-                       rng=rng) if keys else {}
+                       baseline_keys=baseline_keys, rng=rng) if keys else {}
     result = {k: replace(t, launches=launches[k]) for k, t in timed.items()}
     result.update(failed)
     return {k: result[k] for k in launchers}

@@ -9,9 +9,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 console = Console()
 
 
-def _fail(message: str):
+def _fail(message: str, code: int = 2):
     Console(stderr=True).print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code=2)
+    raise typer.Exit(code=code)
 
 
 class RichReporter:
@@ -67,10 +67,15 @@ def sweep_cmd(
 ) -> None:
     """Time every legal config of the published space for each shape; resumable. With
     --backfill-extras, add the Triton tutorial's configs outside the space to finished shapes swept
-    without them (timed beside their final configs, on the dataset's scale); resumable too."""
+    without them (timed beside their final configs, on the dataset's scale); resumable too.
+    Exit code 3: a config killed the CUDA context (it is quarantined: run again to continue) or the
+    compile workers hung."""
+    from rooftune.eval.backfill import backfill_gemm
     from rooftune.eval.dataset import DatasetError
-    from rooftune.eval.sweep import ShapeListError, backfill_gemm, load_shapes, sweep_gemm
+    from rooftune.eval.quarantine import ContextQuarantined
+    from rooftune.eval.sweep import ShapeListError, load_shapes, sweep_gemm
     from rooftune.hwprofiles.hwprobe import NoGpuError
+    from rooftune.kernels.compile import CompileStalled
     from rooftune.tuner.args import load_gpu
 
     if kernel != "gemm":
@@ -88,6 +93,8 @@ def sweep_cmd(
                           reporter=RichReporter(progress))
     except (NoGpuError, DatasetError, ValueError) as exc:
         _fail(str(exc))
+    except (ContextQuarantined, CompileStalled) as exc:
+        _fail(str(exc), code=3)
     budget = " (time budget reached)" if summary.stopped_early else ""
     if backfill_extras:
         console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "

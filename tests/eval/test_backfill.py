@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras, tutorial_configs
-from rooftune.eval import sweep
+from rooftune.eval import backfill
 from rooftune.eval.dataset import (
     ConfigResult,
     DatasetError,
@@ -22,9 +22,12 @@ from rooftune.eval.dataset import (
     shape_id,
     write_shape,
 )
+from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.replay import evaluate, recorded_measure
-from rooftune.eval.sweep import RetimePasses, backfill_extras, backfilled_shape
+from rooftune.eval.sweep import RetimePasses
+from rooftune.eval.backfill import backfill_extras, backfilled_shape
 from rooftune.hwprofiles import load_profile
+from rooftune.kernels.context import ContextLost
 from rooftune.tuner.cli import app
 from rooftune.tuner.strategies import gemm_eval_methods
 
@@ -76,7 +79,7 @@ class FakeExtrasMeasurer:
     def group_key(self, shape):
         return (shape.layout, shape.n % 16 == 0, shape.k % 16 == 0)
 
-    def compile(self, jobs):
+    def compile(self, jobs, timeout_s=None):
         self.compiled.extend((self.group_key(s), c) for s, c in jobs)
         return {c: "OutOfResources" if c == OUT_OF_RESOURCES else 0.2 for _, c in jobs}
 
@@ -166,8 +169,8 @@ def test_backfill_resumes_after_a_kill_without_duplicates(tmp_path):
 
 def test_shapes_that_need_no_extras_or_are_not_listed_stay_untouched(tmp_path, monkeypatch):
     before = old_sweep(tmp_path)
-    real = sweep.gemm_baseline_extras
-    monkeypatch.setattr(sweep, "gemm_baseline_extras",
+    real = backfill.gemm_baseline_extras
+    monkeypatch.setattr(backfill, "gemm_baseline_extras",
                         lambda shape, space: [] if shape == SHAPES[1] else real(shape, space))
     fake = FakeExtrasMeasurer()
     summary = backfill_extras(tmp_path, PROFILE, fake, shapes=SHAPES[:2])
@@ -184,6 +187,45 @@ def test_a_shape_whose_finals_cannot_be_retimed_is_left_unchanged(tmp_path):
     assert summary.failed == 1 and summary.done == 0
     assert {p.name: p.read_bytes() for p in (tmp_path / "shapes").iterdir()} == before
     assert "extras_backfill" not in read_manifest(tmp_path)
+
+
+class DeadContextExtras(FakeExtrasMeasurer):
+    """Running any config of `culprits` (shape -> config) kills the fake CUDA context: ContextLost."""
+
+    def __init__(self, culprits):
+        super().__init__()
+        self.culprits = culprits
+
+    def measure_extras(self, shape, extras, finals, compiled):
+        culprit = self.culprits.get(shape)
+        if culprit in [*extras, *finals]:
+            raise ContextLost(culprit, "run failed: illegal memory access")
+        return super().measure_extras(shape, extras, finals, compiled)
+
+
+def test_configs_that_kill_the_context_are_quarantined_and_the_backfill_completes(tmp_path):
+    before = old_sweep(tmp_path)
+    space = {s: legal_configs(GEMM_SPACE, s, PROFILE).configs for s in SHAPES}
+    extra = gemm_baseline_extras(SHAPES[0], space[SHAPES[0]])[1]
+    final = sorted(space[SHAPES[2]], key=true_us)[3]
+    culprits = {SHAPES[0]: extra, SHAPES[2]: final}
+    for _ in culprits:  # a run stops at a culprit; the next completes that shape, stops at the next
+        with pytest.raises(ContextQuarantined, match="killed the CUDA context"):
+            backfill_extras(tmp_path, PROFILE, DeadContextExtras(culprits))
+    assert read_quarantine(tmp_path) == {shape_id(s): {c: "run failed: illegal memory access"}
+                                         for s, c in culprits.items()}
+    name = f"{shape_id(SHAPES[2])}.csv.gz"
+    assert (tmp_path / "shapes" / name).read_bytes() == before[name]  # left as it was
+    fake = DeadContextExtras(culprits)
+    summary = backfill_extras(tmp_path, PROFILE, fake)
+    assert (summary.done, summary.already, summary.remaining) == (1, 2, 0)  # the others in runs 1 and 2
+    assert all(c not in [*extras, *finals] for s, extras, finals in fake.measured for c in [culprits.get(s)])
+    first = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[0])}.csv.gz")
+    row = next(r for r in first.rows if r.config == extra)
+    assert row.error == QUARANTINED and row.time_us is None and not row.in_space
+    third = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[2])}.csv.gz")
+    assert third.meta["extras_backfilled"]["finals"] == 9  # the quarantined final is left out of the scale
+    assert third.meta["extras_backfilled"]["scale"] == pytest.approx(DRIFT, rel=3e-3)  # ± the 0.2% wobble
 
 
 def test_time_budget_stops_cleanly(tmp_path):
@@ -247,7 +289,8 @@ def test_eval_scores_the_tutorial_once_every_shape_carries_the_extras(tmp_path):
 def test_gpu_backfill_matches_the_sweeps_own_times_of_the_extras(tmp_path):
     import json
 
-    from rooftune.eval.sweep import backfill_gemm, sweep_gemm
+    from rooftune.eval.backfill import backfill_gemm
+    from rooftune.eval.sweep import sweep_gemm
 
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps([{"m": 16, "n": 256, "k": 256, "layout": "nk"}, {"m": 64, "n": 256, "k": 512}]))

@@ -1,5 +1,6 @@
 """The sweep's GPU-free orchestration with a fake measurer: resume after a kill, compile grouping,
-the time budget, shape-list errors, repeatability."""
+the time budget, the quarantine of a config that kills the CUDA context, shape-list errors,
+repeatability; and the GPU measurer's context probe and compile timeout, with fakes."""
 
 import json
 
@@ -16,9 +17,12 @@ from rooftune.eval.dataset import (
     read_shape,
     shape_files,
 )
+from rooftune.eval.dataset import shape_id
+from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.replay import recorded_measure, replay_shape
 from rooftune.eval.sweep import ShapeListError, load_shapes, repeatability, run_sweep
 from rooftune.hwprofiles import load_profile
+from rooftune.kernels.context import ContextLost
 
 PROFILE = load_profile("h200")
 
@@ -37,7 +41,7 @@ class FakeMeasurer:
     def group_key(self, shape):
         return (shape.layout, shape.n % 16 == 0, shape.k % 16 == 0)
 
-    def compile(self, jobs):
+    def compile(self, jobs, timeout_s=None):
         self.compiled.extend((self.group_key(s), c) for s, c in jobs)
         return {c: (f"OutOfResources" if c["BLOCK_K"] == 256 and c["num_stages"] == 5 else 0.1)
                 for _, c in jobs}
@@ -137,6 +141,95 @@ def test_tutorial_configs_are_timed_beside_the_space(tmp_path):
         assert score > 0 if r.candidate_configs() else str(r.shape) == str(SHAPES[1])
 
 
+ILLEGAL = "run failed: AcceleratorError: CUDA error: an illegal memory access was encountered"
+
+
+class DeadContext(FakeMeasurer):
+    """Running `culprit` on `victim` kills the fake CUDA context: ContextLost then, and on every later
+    call of this process (a dead context stays dead)."""
+
+    def __init__(self, victim, culprit):
+        super().__init__()
+        self.victim, self.culprit, self.dead = victim, culprit, False
+
+    def measure(self, shape, configs, compiled):
+        if self.dead or (shape == self.victim and self.culprit in configs):
+            self.dead = True
+            raise ContextLost(self.culprit, ILLEGAL)
+        return super().measure(shape, configs, compiled)
+
+
+def test_a_config_that_kills_the_context_is_quarantined_and_its_shape_completes_next_run(tmp_path):
+    victim = SHAPES[2]
+    space = legal_configs(GEMM_SPACE, victim, PROFILE).configs
+    culprit = space[5]
+    with pytest.raises(ContextQuarantined, match="killed the CUDA context") as stop:
+        run_sweep(SHAPES, tmp_path, DeadContext(victim, culprit), PROFILE)
+    assert shape_id(victim) in str(stop.value) and str(culprit) in str(stop.value)
+    assert read_quarantine(tmp_path) == {shape_id(victim): {culprit: ILLEGAL}}
+    assert shape_id(victim) not in finished_ids(tmp_path)
+    before = {p.name: p.read_bytes() for p in shape_files(tmp_path)}
+    again = DeadContext(victim, culprit)  # the config still kills the context: it must not run
+    summary = run_sweep(SHAPES, tmp_path, again, PROFILE)
+    assert summary.remaining == 0 and not again.dead and summary.done == len(SHAPES) - len(before)
+    rows = {str(r.shape): r for r in map(read_shape, shape_files(tmp_path))}
+    result = rows[str(victim)]
+    assert [r.config for r in result.rows] == space + gemm_baseline_extras(victim, space)
+    row = next(r for r in result.rows if r.config == culprit)
+    assert row.error == QUARANTINED and row.time_us is None and row.in_space
+    assert result.meta["quarantined"] == 1 and result.meta["legal_configs"] == len(space)
+    assert sum(r.error == QUARANTINED for res in rows.values() for r in res.rows) == 1
+    assert all(p.read_bytes() == before[p.name] for p in shape_files(tmp_path) if p.name in before)
+
+
+def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
+    from rooftune.eval.sweep import GemmMeasurer
+    from rooftune.kernels import check, context
+
+    shape = SHAPES[2]
+    configs = legal_configs(GEMM_SPACE, shape, PROFILE).configs[:4]
+    ran, dead = [], []
+
+    def fake_check(config, *args):  # configs[0] is wrong but harmless; configs[1] faults
+        ran.append(config)
+        if config == configs[1]:
+            dead.append(config)
+        return {configs[0]: "reference check failed: rel err 1 > 0.01", configs[1]: ILLEGAL}.get(config)
+
+    monkeypatch.setattr(check, "check_gemm", fake_check)
+    monkeypatch.setattr(context, "context_error", lambda device="cuda": "AcceleratorError: illegal" if dead else None)
+    measurer = GemmMeasurer(PROFILE, device="cpu", workers=0)
+    compiled = {c: 0.1 for c in configs}
+    with pytest.raises(ContextLost) as lost:
+        measurer._check(shape, configs, compiled)
+    assert lost.value.culprit == configs[1] and lost.value.reason == ILLEGAL and ran == configs[:2]
+    dead.clear()
+    ran.clear()
+    errors = measurer._check(shape, [configs[0], *configs[2:]], compiled)
+    assert errors == {configs[0]: "check: reference check failed: rel err 1 > 0.01"} and len(ran) == 3
+
+
+def test_the_gpu_measurer_keeps_one_pool_and_bounds_each_batch(monkeypatch):
+    from rooftune.eval.sweep import GemmMeasurer
+
+    class FakePool:
+        workers, closed, timeouts = 16, False, []
+
+        def compile(self, jobs, timeout_s=None):
+            self.timeouts.append(timeout_s)
+            return {c: 0.1 for _, c in jobs}
+
+        def close(self, kill=False):
+            self.closed = True
+
+    with GemmMeasurer(PROFILE, device="cpu") as measurer:
+        measurer.pool = pool = FakePool()
+        jobs = [(SHAPES[0], c) for c in legal_configs(GEMM_SPACE, SHAPES[0], PROFILE).configs[:32]]
+        measurer.compile(jobs)
+        measurer.compile(jobs, timeout_s=30.0)  # the sweep's budget is sooner
+    assert pool.timeouts == [60.0 + 2.0 * 32 / 16, 30.0] and pool.closed
+
+
 class Clock:
     def __init__(self):
         self.t = 0.0
@@ -163,13 +256,14 @@ class BatchClock:
 
     def __init__(self, clock, start_s, per_config_s, shape_s):
         self.clock, self.start_s, self.per_config_s, self.shape_s = clock, start_s, per_config_s, shape_s
-        self.batches, self.measured = [], []
+        self.batches, self.measured, self.timeouts = [], [], []
 
     def group_key(self, shape):
         return shape[0]
 
-    def compile(self, jobs):
+    def compile(self, jobs, timeout_s=None):
         self.batches.append(len(jobs))
+        self.timeouts.append(timeout_s)
         self.clock.t += self.start_s + self.per_config_s * len(jobs)
         return {c: 0.1 for _, c in jobs}
 
@@ -179,11 +273,11 @@ class BatchClock:
 
 
 def _run(configs: dict, fake, clock, max_minutes, **kw):
-    from rooftune.eval.sweep import _Silent, _run_shapes
+    from rooftune.eval.sweep import SilentReporter, run_shapes
 
-    return _run_shapes(list(configs), configs.__getitem__, fake, fake.work, started=clock.t,
-                       max_minutes=max_minutes, lookahead=kw.get("lookahead", 8), reporter=_Silent(), now=clock,
-                       first_shape_s=10.0, compile_s_per_config=kw.get("compile_s_per_config", 0.05))
+    return run_shapes(list(configs), configs.__getitem__, fake, fake.work, started=clock.t,
+                      max_minutes=max_minutes, lookahead=kw.get("lookahead", 8), reporter=SilentReporter(),
+                      now=clock, first_shape_s=10.0, compile_s_per_config=kw.get("compile_s_per_config", 0.05))
 
 
 def test_time_budget_counts_the_lookahead_compiles_and_shrinks_the_batch_to_fit():
@@ -194,6 +288,7 @@ def test_time_budget_counts_the_lookahead_compiles_and_shrinks_the_batch_to_fit(
     configs = {("a", 0): list(range(100)), ("a", 1): list(range(2100))}
     assert _run(configs, fake, clock, max_minutes=1.0) == (1, True)
     assert fake.batches == [100] and clock.t == 15.0
+    assert fake.timeouts == [60.0]  # a batch may take at most the budget's time left
 
 
 def test_time_budget_rate_is_not_set_by_one_small_batch():

@@ -1,9 +1,12 @@
-"""Parallel pre-compilation: seconds or error strings per config, in process and in a spawn pool."""
+"""Parallel pre-compilation: seconds or error strings per config, in process and in a spawn pool; one
+pool reused across batches, a hung worker timed out, a dying one blamed."""
 
 import time
 
+import pytest
+
 from rooftune.candidates import Config
-from rooftune.kernels.compile import precompile
+from rooftune.kernels.compile import DIED, TIMEOUT, CompilePool, CompileStalled, precompile
 
 
 def fake_warmup(shape, config, device):
@@ -32,3 +35,43 @@ def test_precompile_in_process():
 
 def test_precompile_in_a_spawn_pool():
     _check(precompile(fake_warmup, [("shape", c) for c in CONFIGS], workers=2))
+
+
+def pid_warmup(shape, config, device):
+    """Reports the worker's process id as its 'seconds'; hangs on BLOCK_M=128, dies on BLOCK_M=16."""
+    import os
+
+    if config["BLOCK_M"] == 128:
+        time.sleep(120)
+    if config["BLOCK_M"] == 16:
+        os._exit(1)
+    return float(os.getpid())
+
+
+def test_one_pool_serves_every_batch():
+    with CompilePool(pid_warmup, workers=2, device="cpu") as pool:
+        first = pool.compile([("shape", c) for c in CONFIGS[:2]])
+        second = pool.compile([("shape", Config.make(4, 3, BLOCK_M=bm)) for bm in (32, 64, 512)])
+        assert pool.pools_started == 1
+    assert set(second.values()) <= set(first.values())  # the same two worker processes
+
+
+def test_a_hung_worker_times_out_and_the_next_batch_gets_a_fresh_pool():
+    hung, ok = Config.make(4, 3, BLOCK_M=128), Config.make(4, 3, BLOCK_M=32)
+    with CompilePool(pid_warmup, workers=2, device="cpu") as pool:
+        started = time.monotonic()
+        results = pool.compile([("shape", hung), ("shape", ok)], timeout_s=5.0)
+        assert time.monotonic() - started < 30
+        assert results[hung] == TIMEOUT and isinstance(results[ok], float)
+        after = pool.compile([("shape", Config.make(4, 3, BLOCK_M=64))])
+        assert isinstance(after[Config.make(4, 3, BLOCK_M=64)], float) and pool.pools_started == 2
+        with pytest.raises(CompileStalled, match="look hung"):  # nothing finished: the pool is stuck
+            pool.compile([("shape", hung), ("shape", Config.make(4, 4, BLOCK_M=128))], timeout_s=2.0)
+
+
+def test_a_dying_worker_is_the_culprit_and_the_pool_goes_on():
+    dies = Config.make(4, 3, BLOCK_M=16)
+    with CompilePool(pid_warmup, workers=2, device="cpu") as pool:
+        results = pool.compile([("shape", c) for c in (dies, *CONFIGS[:2])])
+        assert results[dies] == DIED and all(isinstance(results[c], float) for c in CONFIGS[:2])
+        assert isinstance(pool.compile([("shape", CONFIGS[0])])[CONFIGS[0]], float)

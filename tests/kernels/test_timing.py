@@ -52,6 +52,33 @@ def test_run_rounds_medians_and_pruning():
     assert timed["best"].spread < 0.03 and timed["awful"].spread == 0.0
 
 
+def test_a_baseline_is_timed_but_does_not_set_the_pruning_pace():
+    # cuBLAS 2x faster than every config: as the pace it would cut them all to mid_rounds.
+    true = {"cublas": 5.0, "best": 10.0, "near": 11.0, "mid": 14.0, "slow": 31.0}
+    paced_by_all = run_rounds(list(true), FakeReplay(true), rounds=7)
+    assert [paced_by_all[k].rounds for k in true] == [7, 3, 3, 3, 1]
+    timed = run_rounds(list(true), FakeReplay(true), rounds=7, baseline_keys=("cublas",))
+    assert [timed[k].rounds for k in true] == [7, 7, 7, 3, 1]
+    assert timed["cublas"].median_us == 5.0
+    slow_baseline = {"cublas": 40.0, "best": 10.0}  # pruned like any candidate against the configs
+    assert run_rounds(list(slow_baseline), FakeReplay(slow_baseline), baseline_keys={"cublas"})["cublas"].rounds == 1
+    alone = {"cublas": 5.0}  # nothing else has a time: the baseline paces itself
+    assert run_rounds(["cublas"], FakeReplay(alone), baseline_keys={"cublas"})["cublas"].rounds == 7
+
+
+def test_a_capture_that_kills_the_context_names_its_launcher(monkeypatch):
+    from rooftune.kernels import timing
+    from rooftune.kernels.context import ContextLost
+
+    def faults(i):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(timing, "context_error", lambda device="cuda": "AcceleratorError: illegal memory access")
+    with pytest.raises(ContextLost) as lost:
+        timing.time_candidates({"bad": faults, "next": lambda i: None}, clock=lambda: ClockSample(None))
+    assert lost.value.culprit == "bad" and "illegal memory access" in lost.value.reason
+
+
 def test_every_round_is_a_fresh_shuffle_of_the_survivors():
     true = {i: 10.0 + 0.01 * i for i in range(30)}
     fake = FakeReplay(true)

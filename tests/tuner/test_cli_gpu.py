@@ -84,19 +84,19 @@ def test_backfill_without_gpu_fails_clearly(tmp_path):
 
 
 def test_backfill_flag_calls_the_backfill_and_reports(tmp_path, monkeypatch):
-    from rooftune.eval import sweep
+    from rooftune.eval import backfill, sweep
 
     seen = {}
 
     def fake_backfill_gemm(shapes, out, profile, **kwargs):
         seen.update(shapes=shapes, out=out, profile=profile.name, **kwargs)
-        return sweep.BackfillSummary(done=5, already=2, not_needed=0, failed=1, remaining=3, stopped_early=True,
+        return backfill.BackfillSummary(done=5, already=2, not_needed=0, failed=1, remaining=3, stopped_early=True,
                                      seconds=40.0)
 
     def no_sweep(*args, **kwargs):
         raise AssertionError("--backfill-extras must not sweep")
 
-    monkeypatch.setattr(sweep, "backfill_gemm", fake_backfill_gemm)
+    monkeypatch.setattr(backfill, "backfill_gemm", fake_backfill_gemm)
     monkeypatch.setattr(sweep, "sweep_gemm", no_sweep)
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
@@ -106,3 +106,19 @@ def test_backfill_flag_calls_the_backfill_and_reports(tmp_path, monkeypatch):
     out = " ".join(result.output.split())
     assert "backfilled 5" in out and "re-timed) 1, left 3" in out and "time budget reached" in out
     assert seen["out"] == "d" and seen["max_minutes"] == 8.5 and seen["profile"] == "NVIDIA H200"
+
+
+def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monkeypatch):
+    from rooftune.eval import sweep
+    from rooftune.eval.quarantine import ContextQuarantined
+
+    def dies(shapes, out, profile, **kwargs):
+        raise ContextQuarantined("64x4096x4096-nk-bf16: config BLOCK_M=64 killed the CUDA context (illegal "
+                                 "memory access); it is quarantined in d/quarantine.json. Run the same command again")
+
+    monkeypatch.setattr(sweep, "sweep_gemm", dies)
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", "d"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 3 and "quarantined in d/quarantine.json" in out and "Traceback" not in out

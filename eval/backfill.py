@@ -1,0 +1,208 @@
+"""The extras backfill: the Triton tutorial's configs outside the space, timed for shapes swept before them.
+
+Datasets swept before the sweep timed those configs (candidates/baselines.py) lack their in_space=0
+rows; `backfill_extras` adds them to finished shapes: the extras timed interleaved with the shape's
+recorded final configs in two final passes, and put on the dataset's scale by the median ratio
+recorded / new time over those finals. The loop, the time budget and the quarantine are the
+sweep's (eval/sweep.py: `run_shapes`); the GPU side is `GemmMeasurer.measure_extras`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape
+from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.eval.dataset import (
+    ConfigResult,
+    DatasetError,
+    ShapeResult,
+    encode_shape,
+    open_dataset,
+    read_manifest,
+    read_shape,
+    shape_files,
+    shape_id,
+    write_manifest,
+    write_shape,
+)
+from rooftune.eval.quarantine import QUARANTINED, quarantining, read_quarantine
+from rooftune.eval.sweep import (
+    Compiler,
+    GemmMeasurer,
+    Reporter,
+    RetimePasses,
+    SilentReporter,
+    SweepSettings,
+    describe_device,
+    load_shapes,
+    order_by_group,
+    repeatability,
+    run_shapes,
+)
+from rooftune.hwprofiles import HardwareProfile
+
+
+class ExtrasMeasurer(Compiler, Protocol):
+    """What the backfill needs from a device: compiles, and two final passes timing a shape's extras
+    interleaved with its recorded final configs."""
+
+    def measure_extras(self, shape: GemmShape, extras: list[Config], finals: list[Config],
+                       compiled: dict[Config, float | str]) -> RetimePasses: ...
+
+
+@dataclass(frozen=True)
+class BackfillSummary:
+    done: int            # shapes given their extras in this run
+    already: int         # shapes that carry them (swept with them, or backfilled before)
+    not_needed: int      # shapes whose space holds every tutorial config as the same kernel
+    failed: int          # shapes left unchanged: none of their final configs could be re-timed
+    remaining: int       # shapes left for a later run
+    stopped_early: bool  # the time budget ended the run
+    seconds: float
+
+
+def backfilled_shape(result: ShapeResult, extras: list[Config], passes: RetimePasses,
+                     compiled: dict[Config, float | str], date: str) -> ShapeResult | None:
+    """`result` with `extras` appended as in_space=0 rows, on the dataset's scale; None when none of
+    its final configs (rows with `retime_us`) has times in both passes.
+
+    Each candidate's new time is the median over both passes' rounds (as a sweep's final config).
+    scale = median over the re-timed final configs of recorded `time_us` / new time; an extra's
+    `time_us` = its new time × scale, `screen_us` its new time unscaled, `rounds` and `spread` over
+    both passes. The meta's `extras_backfilled` records the date, the scale, how well that one scale
+    maps the finals' new times onto their recorded ones (`vs_recorded`: `repeatability` of recorded
+    vs scaled new times) and the two new passes' agreement with each other (`passes`)."""
+    new_us = {k: statistics.median([*passes.first_us[k], *passes.second_us[k]]) for k in passes.first_us
+              if passes.first_us[k] and passes.second_us.get(k) and k not in passes.errors}
+    recorded = {r.config: r.time_us for r in result.rows if r.retime_us is not None and r.time_us}
+    finals = [c for c in recorded if c in new_us]
+    if not finals:
+        return None
+    scale = statistics.median(recorded[c] / new_us[c] for c in finals)
+    rows = []
+    for c in extras:
+        times = (*passes.first_us.get(c, ()), *passes.second_us.get(c, ()))
+        error = passes.errors.get(c) or (None if c in new_us else "backfill: no time in both passes")
+        ok = error is None
+        rows.append(ConfigResult(
+            config=c, time_us=new_us[c] * scale if ok else None, error=error,
+            compile_s=compiled[c] if isinstance(compiled.get(c), float) else None,
+            rounds=len(times) if ok else 0, spread=(max(times) - min(times)) / new_us[c] if ok else None,
+            screen_us=new_us[c] if ok else None, in_space=False))
+    timed = [k for k in new_us if k != "cublas"]
+    record = {
+        "date": date, "scale": scale, "finals": len(finals), "extras": len(extras),
+        "vs_recorded": repeatability({c: recorded[c] for c in finals}, {c: new_us[c] * scale for c in finals}),
+        "passes": repeatability({k: statistics.median(passes.first_us[k]) for k in timed},
+                                {k: statistics.median(passes.second_us[k]) for k in timed}),
+        **passes.meta,
+    }
+    if "cublas" in new_us and result.baselines_us.get("cublas"):
+        record["cublas_scale"] = result.baselines_us["cublas"] / new_us["cublas"]
+    meta = {**result.meta, "baseline_configs": len(extras), "extras_backfilled": record}
+    return replace(result, rows=result.rows + tuple(rows), meta=meta)
+
+
+def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: ExtrasMeasurer, *,
+                    shapes: Sequence[GemmShape] | None = None, sms: int | None = None,
+                    manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
+                    reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
+                    date: str | None = None, first_shape_s: float = 15.0,
+                    compile_s_per_config: float = 0.05) -> BackfillSummary:
+    """Give the finished shapes of the dataset at `root` (those in `shapes`, or all) that were swept
+    before the sweep timed the tutorial's configs outside the space their `gemm_baseline_extras`.
+
+    Per shape: the extras and its recorded final configs are compiled (in parallel, grouped as the
+    sweep does), checked, and timed interleaved in two independent final passes
+    (`ExtrasMeasurer.measure_extras`); the extras are appended as in_space=0 rows on the dataset's
+    scale (`backfilled_shape`) and the file is rewritten atomically, its existing rows unchanged.
+    Resumable: a shape with in_space=0 rows is skipped. `max_minutes`: see `run_shapes`. Each run
+    that backfilled a shape appends to the manifest's `extras_backfill` list `manifest` (e.g. the
+    device's versions) and its shape count. Quarantined configs (eval/quarantine.py) are not run: an
+    extra's row carries the error, a final config is left out of the scale.
+    Raises DatasetError for a folder that is not a dataset of this space, profile and partition;
+    ContextQuarantined when a config kills the CUDA context (it is quarantined first)."""
+    started = now()
+    reporter = reporter or SilentReporter()
+    date = date or datetime.date.today().isoformat()
+    read_manifest(root)  # a dataset must exist; open_dataset then only checks it
+    open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": profile.name,
+                        "sms": sms})
+    wanted = None if shapes is None else {shape_id(s) for s in shapes}
+    todo: dict[str, tuple[Path, ShapeResult, list[Config], list[Config]]] = {}
+    already = not_needed = 0
+    for path in shape_files(root):
+        result = read_shape(path)
+        if wanted is not None and shape_id(result.shape) not in wanted:
+            continue
+        if any(not r.in_space for r in result.rows) or "extras_backfilled" in result.meta:
+            already += 1
+            continue
+        extras = gemm_baseline_extras(result.shape, [r.config for r in result.rows if r.in_space])
+        if not extras:
+            not_needed += 1
+            continue
+        finals = [r.config for r in result.rows if r.retime_us is not None]
+        todo[shape_id(result.shape)] = (path, result, extras, finals)
+    quarantined = read_quarantine(root)
+    order = order_by_group([result.shape for _, result, _, _ in todo.values()], measurer.group_key)
+    reporter.start(len(todo) + already + not_needed, already + not_needed)
+    failed = 0
+
+    def work(shape, compiled):
+        nonlocal failed
+        path, result, extras, finals = todo[shape_id(shape)]
+        reporter.phase(shape, f"timing {len(extras)} extras beside {len(finals)} final configs")
+        original = path.read_bytes()
+        if encode_shape(result) != original:  # the rewrite must leave every recorded byte as it is
+            raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
+        skip = quarantined.get(shape_id(shape), {})
+        passes = measurer.measure_extras(shape, [c for c in extras if c not in skip],
+                                         [c for c in finals if c not in skip], compiled)
+        passes = replace(passes, errors={**passes.errors, **{c: QUARANTINED for c in extras if c in skip}})
+        new = backfilled_shape(result, extras, passes, compiled, date)
+        if new is None:
+            failed += 1
+        else:
+            write_shape(root, new)
+
+    configs_of = {sid: [c for c in extras + finals if c not in quarantined.get(sid, {})]
+                  for sid, (_, _, extras, finals) in todo.items()}
+    finished, stopped = run_shapes(order, lambda s: configs_of[shape_id(s)], measurer, quarantining(root, work),
+                                   started=started, max_minutes=max_minutes, lookahead=lookahead,
+                                   reporter=reporter, now=now, first_shape_s=first_shape_s,
+                                   compile_s_per_config=compile_s_per_config)
+    if finished > failed:
+        manifest_now = read_manifest(root)
+        manifest_now.pop("format", None)
+        runs = manifest_now.get("extras_backfill", [])
+        manifest_now["extras_backfill"] = [*runs, {**(manifest or {}), "shapes": finished - failed}]
+        write_manifest(root, manifest_now)
+    return BackfillSummary(done=finished - failed, already=already, not_needed=not_needed, failed=failed,
+                           remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started)
+
+
+def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
+                  max_minutes: float | None = None, workers: int | None = None,
+                  settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> BackfillSummary:
+    """`rooftune sweep gemm --backfill-extras`: time the missing tutorial configs of the shapes of the
+    list already finished in the dataset at `out`, on this GPU (`backfill_extras`). Raises ShapeListError,
+    NoGpuError, DatasetError, ContextQuarantined, CompileStalled."""
+    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+
+    shapes = load_shapes(shapes_path)
+    require_cuda()
+    run = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
+           "method": "each shape's extras timed interleaved with its recorded final configs and cuBLAS in two "
+                     "independent final passes; time = median over both passes x scale, scale = median "
+                     "recorded / new time over the final configs (shape meta: extras_backfilled)"}
+    with sm_partition(sms), GemmMeasurer(profile, settings, workers=workers) as measurer:
+        return backfill_extras(out, profile, measurer, shapes=shapes, sms=sms, manifest=run,
+                               max_minutes=max_minutes, reporter=reporter)
