@@ -10,20 +10,14 @@ from rooftune.candidates.attention_space import ROWS_PER_WARP, attention_regs_pe
 from rooftune.candidates.shapes import DTYPE_BYTES, AttentionShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.roofline.gemm import MMA_SYNC_FRACTION_OF_WGMMA, SUBPARTITIONS_PER_SM, overlap
-from rooftune.roofline.lowering import (
-    REGISTER_BYTES,
-    TENSOR_DTYPES,
-    THREADS_PER_WARP,
-    WARPS_PER_WARPGROUP,
-    WGMMA_MIN_COMPUTE_CAPABILITY,
-    WGMMA_ROWS,
-)
+from rooftune.roofline.gemm import SUBPARTITIONS_PER_SM, overlap
+from rooftune.roofline.lowering import REGISTER_BYTES, WARPS_PER_WARPGROUP, mma_flops_per_sm_s, uses_wgmma
 from rooftune.roofline.occupancy import (
+    THREADS_PER_WARP,
     clock_hz,
     ctas_per_sm,
+    load_latency_s,
     smem_bytes_per_sm_s,
-    tensor_flops_per_sm_s,
 )
 
 # Throughput per SM per clock on compute capability 8.x and 9.0 (CUDA C Programming Guide,
@@ -144,15 +138,13 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     # ROWS_PER_WARP split the columns instead, so row max and row sum cross warps and P is re-laid
     # out through shared memory for PV. Warps along M form independent chains: a warpgroup of
     # 64 rows for wgmma (BLOCK_M a multiple of 64, warps a multiple of 4), one warp for mma.sync.
-    tensor_dtype = shape.dtype in TENSOR_DTYPES
-    hopper = tensor_dtype and profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY
-    wgmma = hopper & (bm % WGMMA_ROWS == 0) & (warps % WARPS_PER_WARPGROUP == 0)
+    wgmma = uses_wgmma(shape.dtype, bm, warps, profile)
     n_split = np.maximum(ROWS_PER_WARP * warps // bm, 1)
     warps_m = np.maximum(warps // n_split, 1)
     chains = np.where(wgmma, np.maximum(warps_m // WARPS_PER_WARPGROUP, 1), warps_m)
     chain_rows = bm / chains
     chain_share = np.minimum(1.0, warps / chains / SUBPARTITIONS_PER_SM)  # sub-partitions one chain spans
-    rate_sm = tensor_flops_per_sm_s(profile, shape.dtype) * np.where(wgmma | (not hopper), 1.0, MMA_SYNC_FRACTION_OF_WGMMA)
+    rate_sm = mma_flops_per_sm_s(shape.dtype, wgmma, profile)
 
     # Registers per thread: fp32 O (BLOCK_M·head_dim) and S (BLOCK_M·BLOCK_N), P packed in the
     # input dtype for PV, and without a pipeline (num_stages 1) the K and V tiles staged between
@@ -195,7 +187,7 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     # the heaviest programs see it (they set the tail): all q_blocks programs of a head read each block.
     full_reads = q_blocks * cdiv(s, bn) * heads * kv_bytes
     miss = np.clip(np.where(kv_reuse, kv_once, full_reads) / full_reads, 0, 1)
-    latency_s = (profile.l2_latency_ns + miss * (profile.dram_latency_ns - profile.l2_latency_ns)) * 1e-9
+    latency_s = load_latency_s(profile, miss)
 
     # The step of one SM with per_sm CTAs resident on each of `active` SMs.
     active = np.minimum(programs, profile.sm_count)

@@ -10,23 +10,22 @@ from rooftune.candidates.gemm_space import gemm_regs_per_thread
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.roofline.occupancy import (
-    ctas_per_sm,
-    smem_bytes_per_sm_s,
-    tensor_flops_per_sm_s,
-    wave_split,
-)
 from rooftune.roofline.lowering import (
+    REGISTER_BYTES,
     TENSOR_DTYPES,
     WARPS_PER_WARPGROUP,
-    WGMMA_MIN_COMPUTE_CAPABILITY,
     WGMMA_ROWS,
     lower_dot,
+    mma_flops_per_sm_s,
+)
+from rooftune.roofline.occupancy import (
+    THREADS_PER_WARP,
+    ctas_per_sm,
+    load_latency_s,
+    smem_bytes_per_sm_s,
+    wave_split,
 )
 
-# Hopper's mma.sync fallback: microbenchmarks of H100/H800 (Luo et al. 2024, "Benchmarking and
-# Dissecting the Nvidia Hopper GPU Architecture") find it reaching about 60% of the wgmma rate.
-MMA_SYNC_FRACTION_OF_WGMMA = 0.6
 # mma.sync fragment shape (m16n8k16) and the k-step every matrix instruction consumes.
 MMA_SYNC_ROWS, MMA_SYNC_COLS, MMA_K = 16, 8, 16
 # Each SM has four sub-partitions, each with its own tensor core and warp scheduler; warps of a
@@ -131,7 +130,7 @@ def _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor: bool) -> np.nda
     frag_n = np.maximum(bn // wn, MMA_SYNC_COLS)
     sync_bytes = warps * (frag_m + frag_n) * MMA_K * elem
     if not tensor:
-        threads = warps * 32
+        threads = warps * THREADS_PER_WARP
         return threads * 2.0 * np.sqrt(np.maximum(bm * bn / threads, 1.0)) * MMA_K * elem
     return np.where(wgmma, wgmma_bytes, sync_bytes)
 
@@ -181,18 +180,16 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     smem_cta = low.smem_bytes
     regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}) + low.staged_regs
     if not aligned:
-        regs = regs + (stages - 1) * (bm + bn) * bk * elem // (4 * warps * 32)
+        regs = regs + (stages - 1) * (bm + bn) * bk * elem // (REGISTER_BYTES * warps * THREADS_PER_WARP)
     resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
-    occupancy = resident * warps * 32 / profile.max_threads_per_sm
+    occupancy = resident * warps * THREADS_PER_WARP / profile.max_threads_per_sm
     full_waves, last_per_sm, last_active, waves, wave_eff = wave_split(ctas, resident, profile.sm_count)
     concurrent = np.minimum(tiles, profile.sm_count * resident)
 
-    # Matrix-unit rate per SM: instruction kind, and sub-partitions left idle by too few warps.
+    # Matrix-unit rate per SM by instruction kind (sub-partitions left idle by too few warps: wave_terms).
     tensor_dtype = shape.dtype in TENSOR_DTYPES
     wgmma = low.wgmma
-    hopper = profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY and tensor_dtype
-    instr_eff = np.where(wgmma | (not hopper), 1.0, MMA_SYNC_FRACTION_OF_WGMMA)
-    rate_sm = tensor_flops_per_sm_s(profile, shape.dtype) * instr_eff  # FLOP/s
+    rate_sm = mma_flops_per_sm_s(shape.dtype, wgmma, profile)  # FLOP/s
 
     # Bytes per CTA per k iteration.
     flops_iter = 2.0 * bm * bn * bk
@@ -207,7 +204,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     # once per matrix-instruction k step. These kernels carve nearly all of L1 into shared memory,
     # so the spill traffic goes to L2.
     spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
-    spill_iter = spilled * 4 * 2 * warps * 32 * k16_steps
+    spill_iter = spilled * REGISTER_BYTES * 2 * warps * THREADS_PER_WARP * k16_steps
     smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype) * k16_steps + fill_iter
     l2_total = (tiles_n * m + tiles_m * n) * float(k) * elem
     dram_operands = split_k * _dram_operand_bytes(shape, bm, bn, group_m, concurrent, k_split, elem, profile)
@@ -221,7 +218,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
 
     # A load's latency: an L2 hit, or a DRAM access for the fraction of bytes L2 cannot reuse.
     miss = np.clip(dram_operands / l2_total, 0.0, 1.0)
-    latency_s = (profile.l2_latency_ns + miss * (profile.dram_latency_ns - profile.l2_latency_ns)) * 1e-9
+    latency_s = load_latency_s(profile, miss)
     smem_bw = smem_bytes_per_sm_s(profile)
     l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from rooftune.candidates.shapes import GemmShape
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.occupancy import THREADS_PER_WARP, tensor_flops_per_sm_s
 
 # Hopper's full tensor rate needs wgmma, issued by a warpgroup (4 warps) on a 64-row slice of the
 # tile. Triton emits it only when BLOCK_M is a multiple of 64 and num_warps a multiple of 4
@@ -16,7 +17,9 @@ WGMMA_MIN_COMPUTE_CAPABILITY = (9, 0)
 WGMMA_ROWS = 64
 WARPS_PER_WARPGROUP = 4
 TENSOR_DTYPES = ("bf16", "fp16", "tf32")
-THREADS_PER_WARP = 32
+# Hopper's mma.sync fallback: microbenchmarks of H100/H800 (Luo et al. 2024, "Benchmarking and
+# Dissecting the Nvidia Hopper GPU Architecture") find it reaching about 60% of the wgmma rate.
+MMA_SYNC_FRACTION_OF_WGMMA = 0.6
 REGISTER_BYTES = 4
 # wgmma reads 32-bit (tf32) operands from shared memory only K-major (PTX ISA, wgmma descriptors:
 # the transpose bits apply to 16-bit types only). Triton's AccelerateMatmul therefore allocates a
@@ -57,6 +60,24 @@ class DotLowering:
         return self.a_via_registers | self.b_via_registers
 
 
+def _hopper_tensor(dtype: str, profile: HardwareProfile) -> bool:
+    """The dtype runs on matrix units and the GPU has wgmma."""
+    return dtype in TENSOR_DTYPES and profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY
+
+
+def uses_wgmma(dtype: str, bm: np.ndarray, warps: np.ndarray, profile: HardwareProfile) -> np.ndarray:
+    """Where Triton emits wgmma: a matrix-unit dtype on Hopper, BLOCK_M a multiple of 64 and
+    num_warps a multiple of a warpgroup (GEMM and attention alike)."""
+    return _hopper_tensor(dtype, profile) & (bm % WGMMA_ROWS == 0) & (warps % WARPS_PER_WARPGROUP == 0)
+
+
+def mma_flops_per_sm_s(dtype: str, wgmma: np.ndarray, profile: HardwareProfile) -> np.ndarray:
+    """Matrix-unit rate of one SM per config, FLOP/s: the dtype's dense rate per SM, times
+    MMA_SYNC_FRACTION_OF_WGMMA where a Hopper matrix-unit dtype falls back to mma.sync."""
+    fallback = ~wgmma & _hopper_tensor(dtype, profile)
+    return tensor_flops_per_sm_s(profile, dtype) * np.where(fallback, MMA_SYNC_FRACTION_OF_WGMMA, 1.0)
+
+
 def smem_buffers(stages: np.ndarray, wgmma: np.ndarray) -> np.ndarray:
     """Shared-memory copies of each operand tile the software pipeline keeps.
 
@@ -75,10 +96,7 @@ def transpose_ways(tile_contiguous: np.ndarray, elem: int) -> np.ndarray:
 
 def lower_dot(shape: GemmShape, bm, bn, bk, warps, stages, elem: int, profile: HardwareProfile) -> DotLowering:
     """Which instructions and staging Triton uses for every config (see DotLowering)."""
-    tensor_dtype = shape.dtype in TENSOR_DTYPES
-    hopper = profile.compute_capability >= WGMMA_MIN_COMPUTE_CAPABILITY
-    wgmma = np.full(bm.shape, tensor_dtype and hopper)
-    wgmma &= (bm % WGMMA_ROWS == 0) & (warps % WARPS_PER_WARPGROUP == 0)
+    wgmma = uses_wgmma(shape.dtype, bm, warps, profile)
     # Only 32-bit operands lack the transposed wgmma read; K-major is A [M, K] and B [N, K].
     transposed_32 = wgmma & (elem == 4)
     a_via_registers = transposed_32 & (shape.a_layout == "km")

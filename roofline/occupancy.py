@@ -25,6 +25,12 @@ def smem_bytes_per_sm_s(profile: HardwareProfile) -> float:
     return profile.smem_bytes_per_clock * clock_hz(profile)
 
 
+def load_latency_s(profile: HardwareProfile, miss: np.ndarray) -> np.ndarray:
+    """Effective latency of one pipelined load, s: an L2 hit, or a DRAM access for the fraction
+    `miss` of bytes L2 does not serve: (l2_latency_ns + miss · (dram_latency_ns − l2_latency_ns)) · 1e-9."""
+    return (profile.l2_latency_ns + miss * (profile.dram_latency_ns - profile.l2_latency_ns)) * 1e-9
+
+
 def ctas_per_sm(smem_bytes: np.ndarray, regs_per_thread: np.ndarray, num_warps: np.ndarray,
                 profile: HardwareProfile) -> tuple[np.ndarray, np.ndarray]:
     """Resident CTAs per SM = min(smem/smem_per_cta, regs/regs_per_cta, threads/threads_per_cta, max CTAs).
