@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, configs_to_columns
-from rooftune.candidates.baselines import TUTORIAL_GEMM, TUTORIAL_GROUP_M, tutorial_configs  # noqa: F401
+from rooftune.candidates.baselines import tutorial_configs
 from rooftune.hwprofiles import HardwareProfile
 
 Measure = Callable[[Config], Trial]
@@ -25,8 +26,9 @@ def best_trial(trials: list[Trial]) -> Trial | None:
     return min(ok, key=lambda t: t.time_us) if ok else None
 
 
-def _measure_in_order(configs, measure: Measure, budget: int) -> list[Trial]:
-    return [measure(c) for c in list(configs)[: max(budget, 0)]]
+def _measure_in_order(configs: Iterable[Config], measure: Measure, budget: int) -> list[Trial]:
+    # islice: a strategy's order may be lazy over the whole space; only the first `budget` are drawn.
+    return [measure(c) for c in itertools.islice(configs, max(budget, 0))]
 
 
 def model_order(shape, candidates: list[Config], measure: Measure, budget: int,
