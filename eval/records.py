@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from types import MappingProxyType
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 
@@ -30,7 +33,7 @@ class ShapeRecords:
         times = [t.time_us for t in self.trials if t.ok]
         return min(times) if times else None
 
-    @property
+    @cached_property  # replay asks once per shape per strategy run; the records never change
     def best_candidate_us(self) -> float | None:
         """Fastest successful time among the candidates (the best config of the space), or None."""
         allowed = None if self.candidates is None else set(self.candidates)
@@ -41,10 +44,15 @@ class ShapeRecords:
         """The configs a strategy may choose from, in recorded order."""
         return list(self.candidates) if self.candidates is not None else [t.config for t in self.trials]
 
-    def lookup(self) -> dict[Config, Trial]:
-        """Config -> Trial for every recorded config and every alias (as a Trial of the alias's config)."""
+    def lookup(self) -> Mapping[Config, Trial]:
+        """Config -> Trial for every recorded config and every alias (as a Trial of the alias's config);
+        read-only, built once (replay asks for it once per shape per strategy run)."""
+        return self._table
+
+    @cached_property
+    def _table(self) -> Mapping[Config, Trial]:
         table = {t.config: t for t in self.trials}
         for alias, target in self.aliases.items():
             if alias not in table and target in table:
                 table[alias] = replace(table[target], config=alias)
-        return table
+        return MappingProxyType(table)
