@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import typer
 
 
-def _fail(message: str):
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a clear error on stderr and exit with `code` (2: bad input), for every CLI command."""
     from rich.console import Console
 
     Console(stderr=True).print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code=2)
+    raise typer.Exit(code=code)
 
 
 def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16"):
@@ -22,8 +25,8 @@ def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16")
         if kernel == "attention":
             return parse_attention_shape(text, dtype=dtype)
     except ShapeError as exc:
-        _fail(str(exc))
-    _fail(f"unknown kernel {kernel!r}; expected gemm or attention")
+        fail(str(exc))
+    fail(f"unknown kernel {kernel!r}; expected gemm or attention")
 
 
 def load_gpu(name_or_path: str):
@@ -33,4 +36,4 @@ def load_gpu(name_or_path: str):
     try:
         return load_profile(name_or_path)
     except ProfileError as exc:
-        _fail(str(exc))
+        fail(str(exc))

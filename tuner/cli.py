@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune.tuner import cli_gpu, cli_model
+from rooftune.tuner.args import fail
 
 app = typer.Typer(
     name="rooftune",
@@ -16,12 +17,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-
-
-def fail(message: str) -> None:
-    """Print a clear error and exit non-zero."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code=2)
 
 
 @app.command("hwprofiles")

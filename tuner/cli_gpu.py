@@ -6,12 +6,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from rooftune.tuner.args import fail
+
 console = Console()
-
-
-def _fail(message: str, code: int = 2):
-    Console(stderr=True).print(f"[bold red]error:[/] {message}")
-    raise typer.Exit(code=code)
 
 
 class RichReporter:
@@ -45,7 +42,7 @@ def hwprobe_cmd(
     try:
         profile = probe(name=name, sms=sms, log=lambda line: console.print(line))
     except (NoGpuError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if out:
         save_profile(profile, out)
         console.print(f"wrote {out}")
@@ -79,11 +76,11 @@ def sweep_cmd(
     from rooftune.tuner.args import load_gpu
 
     if kernel != "gemm":
-        _fail(f"unknown or unsupported kernel {kernel!r}; `sweep` supports gemm")
+        fail(f"unknown or unsupported kernel {kernel!r}; `sweep` supports gemm")
     try:
         load_shapes(shapes)  # a bad list fails here, before any GPU work
     except ShapeListError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     profile = load_gpu(gpu)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     run = backfill_gemm if backfill_extras else sweep_gemm
@@ -92,9 +89,9 @@ def sweep_cmd(
             summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
                           reporter=RichReporter(progress))
     except (NoGpuError, DatasetError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except (ContextQuarantined, CompileStalled) as exc:
-        _fail(str(exc), code=3)
+        fail(str(exc), code=3)
     budget = " (time budget reached)" if summary.stopped_early else ""
     if backfill_extras:
         console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "

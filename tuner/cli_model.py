@@ -28,7 +28,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     from rooftune.candidates import SPACES, ConfigError, config_legality, configs_to_columns, legal_configs, parse_config
     from rooftune.roofline import predict
     from rooftune.roofline.occupancy import LIMITERS
-    from rooftune.tuner.args import _fail, load_gpu, parse_shape
+    from rooftune.tuner.args import fail, load_gpu, parse_shape
 
     space = SPACES[kernel]
     shape = parse_shape(kernel, shape_text, layout, dtype)
@@ -38,13 +38,13 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
         try:
             named = parse_config(config_text, space.param_names)
         except ConfigError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     legal = legal_configs(space, shape, profile)
     configs = list(legal.configs)
     if named is not None and named not in configs:
         configs.append(named)
     if not configs:
-        _fail(f"no legal {kernel} config for {shape} on {profile.name}")
+        fail(f"no legal {kernel} config for {shape} on {profile.name}")
     bd = predict(shape, configs_to_columns(configs), profile)
     order = [int(i) for i in bd.time_us.argsort(kind="stable")]
     terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
@@ -125,7 +125,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None)
     from rooftune.candidates import AttentionShape, GemmShape
     from rooftune.eval.readers import DatasetFormatError, load_records
     from rooftune.eval.replay import evaluate
-    from rooftune.tuner.args import _fail, load_gpu
+    from rooftune.tuner.args import fail, load_gpu
     from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
 
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
@@ -134,10 +134,10 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None)
     try:
         records = load_records(data, kernel=kernel)
     except DatasetFormatError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
-        _fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
+        fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
     summary = evaluate(records, budget, profile, eval_methods(records))
     table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
                         f"(score = best recorded / pick)")
