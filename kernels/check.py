@@ -8,6 +8,7 @@ from functools import lru_cache
 import torch
 
 from rooftune.candidates.shapes import GemmShape
+from rooftune.kernels.context import error_line
 from rooftune.kernels.gemm import gemm, make_inputs, reference
 
 # Largest accepted ‖out − ref‖ / ‖ref‖ against an fp64 reference on the same (already rounded) inputs.
@@ -71,8 +72,7 @@ def check_gemm(config: Mapping[str, int], shape: GemmShape, layout: str | None =
         if out.is_cuda:
             torch.cuda.synchronize(out.device)
     except Exception as exc:  # a compile error, out of resources or a launch failure is a result here
-        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
-        return f"run failed: {type(exc).__name__}: {first_line}"
+        return f"run failed: {error_line(exc)}"
     rel = relative_error(out, ref)
     tol = TOLERANCE[a.dtype]
     if not rel <= tol:

@@ -22,6 +22,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
+from rooftune.kernels.context import error_text
+
 # warmup(shape, config, device) -> compile seconds; a module-level function (picklable by reference)
 Warmup = Callable[..., float]
 CompileResult = float | str  # seconds, or the error
@@ -33,16 +35,12 @@ class CompileStalled(RuntimeError):
     """No job of a batch finished before its timeout: the pool, not one config, is stuck."""
 
 
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
-
-
 def _compile_one(warmup: Warmup, shape, config, device: str) -> CompileResult:
     started = time.perf_counter()
     try:
         seconds = warmup(shape, config, device)
     except Exception as exc:
-        return _error_text(exc)
+        return error_text(exc)
     return float(seconds) if seconds is not None else time.perf_counter() - started
 
 
@@ -117,7 +115,7 @@ class CompilePool:
                         crashed.append((shape, config))
                         continue
                     except Exception as exc:  # e.g. the result could not be pickled back
-                        results[config] = _error_text(exc)
+                        results[config] = error_text(exc)
                     if on_done:
                         on_done(1)
             except FuturesTimeout:

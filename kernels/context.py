@@ -1,4 +1,4 @@
-"""A CUDA context killed by one config: the probe that tells, and the error that names the config.
+"""How a config's failure is reported: its error text, and a CUDA context it killed (the probe that tells, the error that names it).
 
 An illegal memory access (or a device-side assert) is sticky: every later CUDA call in the process
 fails, so nothing after it can be measured and the config must not run again. The probe runs after a
@@ -19,6 +19,16 @@ class ContextLost(RuntimeError):
         self.culprit, self.reason = culprit, reason
 
 
+def error_text(exc: BaseException) -> str:
+    """`Type: message` on one line, at most 300 characters: a compile's or launch's recorded error."""
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+
+
+def error_line(exc: BaseException) -> str:
+    """`Type: first line of the message` (at most 200 characters of it): a run's failure in short."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+
+
 def context_error(device: str = "cuda") -> str | None:
     """None while the CUDA context of `device` still runs a kernel and synchronizes; else the first
     line of the error (always None for a non-CUDA device)."""
@@ -30,5 +40,5 @@ def context_error(device: str = "cuda") -> str | None:
         torch.empty(1, device=device).zero_()
         torch.cuda.synchronize(device)
     except Exception as exc:  # whatever CUDA raises, the context is unusable
-        return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+        return error_line(exc)
     return None

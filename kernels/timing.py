@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from rooftune.kernels.context import ContextLost, context_error
+from rooftune.kernels.context import ContextLost, context_error, error_text
 
 Launch = Callable[[int], None]
 
@@ -230,11 +230,6 @@ def _capture(launch: Launch, target_ms: float, max_launches: int) -> tuple[objec
     return graph, n
 
 
-def _error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-    return text[:300]
-
-
 def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, target_ms: float = 0.5,
                     prune_ratio: float = 3.0, mid_ratio: float | None = 1.3, mid_rounds: int = 3,
                     clock_tolerance: float = 0.05, max_repeats: int = 2, max_launches: int = 1000,
@@ -253,7 +248,7 @@ def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, targe
         try:
             graphs[key], launches[key] = _capture(launch, target_ms, max_launches)
         except Exception as exc:  # a kernel that cannot run is data, not the end of the pass
-            failed[key] = Timing(None, 0, None, error=_error_text(exc))
+            failed[key] = Timing(None, 0, None, error=error_text(exc))
             dead = context_error()
             if dead:
                 raise ContextLost(key, dead) from exc
