@@ -181,10 +181,8 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
                                    compile_s_per_config=compile_s_per_config)
     if finished > failed:
         manifest_now = read_manifest(root)
-        manifest_now.pop("format", None)
-        runs = manifest_now.get("extras_backfill", [])
-        manifest_now["extras_backfill"] = [*runs, {**(manifest or {}), "shapes": finished - failed}]
-        write_manifest(root, manifest_now)
+        runs = [*manifest_now.get("extras_backfill", []), {**(manifest or {}), "shapes": finished - failed}]
+        write_manifest(root, {**manifest_now, "extras_backfill": runs})
     return BackfillSummary(done=finished - failed, already=already, not_needed=not_needed, failed=failed,
                            remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started)
 

@@ -199,6 +199,7 @@ def read_manifest(root: str | os.PathLike) -> dict:
 
 
 def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
+    """Write `manifest` (one as `read_manifest` returned it, or without its format) atomically."""
     data = json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True) + "\n"
     atomic_write_bytes(Path(root) / MANIFEST, data.encode())
 

@@ -36,7 +36,6 @@ def restamp_space_version(root: str | Path, profile: HardwareProfile, space: Sea
         meta = {**result.meta, "space_version": space.version}
         write_shape(root, ShapeResult(result.shape, result.rows, result.baselines_us, meta))
     history = [*manifest.get("space_version_history", []), old]
-    manifest.pop("format", None)
     write_manifest(root, {**manifest, "space_version": space.version, "space_version_history": history})
     return len(results)
 

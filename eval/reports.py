@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooftune.eval.dataset import read_manifest
+from rooftune.eval.metrics import nearest_rank
 from rooftune.eval.readers import load_records
 
 
@@ -104,14 +105,9 @@ def pooled_repeatability(dataset: str | Path) -> dict[str, float | int]:
         agree += fastest_a[1] <= 1.01 * best_b and fastest_b[0] <= 1.01 * best_a
     if not shapes:
         return {"shapes": 0}
-
-    def pct(values, q):
-        values = sorted(values)
-        return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
     return {"shapes": shapes, "configs": len(d_ratio),
-            "ratio_median": pct(d_ratio, 0.5), "ratio_p90": pct(d_ratio, 0.9),
-            "abs_median": pct(d_abs, 0.5), "abs_p90": pct(d_abs, 0.9),
+            "ratio_median": nearest_rank(d_ratio, 0.5), "ratio_p90": nearest_rank(d_ratio, 0.9),
+            "abs_median": nearest_rank(d_abs, 0.5), "abs_p90": nearest_rank(d_abs, 0.9),
             "fastest_within_1pct_both": agree / shapes}
 
 

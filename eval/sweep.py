@@ -50,6 +50,7 @@ from rooftune.eval.dataset import (
     write_manifest,
     write_shape,
 )
+from rooftune.eval.metrics import nearest_rank
 from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarantined
 from rooftune.hwprofiles import HardwareProfile
 
@@ -120,16 +121,12 @@ def repeatability(first: dict[Hashable, float], second: dict[Hashable, float]) -
     keys = [k for k in first if k in second and first[k] and second[k]]
     if len(keys) < 2:
         return {}
-    abs_d = sorted(abs(second[k] - first[k]) / first[k] for k in keys)
+    abs_d = [abs(second[k] - first[k]) / first[k] for k in keys]
     b1, b2 = min(first[k] for k in keys), min(second[k] for k in keys)
-    ratio_d = sorted(abs(second[k] / b2 - first[k] / b1) / (first[k] / b1) for k in keys)
+    ratio_d = [abs(second[k] / b2 - first[k] / b1) / (first[k] / b1) for k in keys]
     best1 = min(keys, key=lambda k: first[k])
-
-    def p90(values):
-        return values[min(len(values) - 1, int(round(0.9 * (len(values) - 1))))]
-
-    return {"abs_median": statistics.median(abs_d), "abs_p90": p90(abs_d),
-            "ratio_median": statistics.median(ratio_d), "ratio_p90": p90(ratio_d),
+    return {"abs_median": statistics.median(abs_d), "abs_p90": nearest_rank(abs_d, 0.9),
+            "ratio_median": statistics.median(ratio_d), "ratio_p90": nearest_rank(ratio_d, 0.9),
             "best_within_1pct": second[best1] <= 1.01 * b2}
 
 
@@ -218,11 +215,7 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
                                    started=started, max_minutes=max_minutes, lookahead=lookahead,
                                    reporter=reporter, now=now, first_shape_s=first_shape_s,
                                    compile_s_per_config=compile_s_per_config)
-    manifest_now = read_manifest(out)
-    manifest_now.pop("format", None)
-    manifest_now["shapes_done"] = len(finished_ids(out))
-    manifest_now["noise"] = noise_summary(out)
-    write_manifest(out, manifest_now)
+    write_manifest(out, {**read_manifest(out), "shapes_done": len(finished_ids(out)), "noise": noise_summary(out)})
     return SweepSummary(done=finished, skipped=len(unique) - len(todo),
                         remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
 
