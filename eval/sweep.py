@@ -38,6 +38,7 @@ from typing import Protocol
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape, ShapeError, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.shapes import DTYPE_BYTES
 from rooftune.eval.dataset import (
     ConfigResult,
     ShapeResult,
@@ -357,10 +358,10 @@ class GemmMeasurer:
 
         from rooftune.kernels.timing import input_sets_needed
 
-        bytes_per_set = 2 * (shape.m * shape.k + shape.k * shape.n)
+        bytes_per_set = DTYPE_BYTES[shape.dtype] * (shape.m * shape.k + shape.k * shape.n)
         sets = input_sets_needed(bytes_per_set, self.profile.l2_bytes)
         inputs = [self.gemm.make_inputs(shape, self.device, self._seed(shape, 100 + i)) for i in range(sets)]
-        out = torch.empty(shape.m, shape.n, device=self.device, dtype=torch.bfloat16)
+        out = torch.empty(shape.m, shape.n, device=self.device, dtype=self.gemm.TORCH_DTYPES[shape.dtype])
         launchers = {}
         for c in configs:
             if c in errors:
