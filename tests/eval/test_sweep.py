@@ -43,7 +43,7 @@ class FakeMeasurer:
 
     def compile(self, jobs, timeout_s=None):
         self.compiled.extend((self.group_key(s), c) for s, c in jobs)
-        return {c: (f"OutOfResources" if c["BLOCK_K"] == 256 and c["num_stages"] == 5 else 0.1)
+        return {c: ("OutOfResources" if c["BLOCK_K"] == 256 and c["num_stages"] == 5 else 0.1)
                 for _, c in jobs}
 
     def measure(self, shape, configs, compiled):
