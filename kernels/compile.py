@@ -142,11 +142,3 @@ class CompilePool:
             pending = crashed
         return results
 
-
-def precompile(warmup: Warmup, jobs: Sequence[tuple[object, Hashable]], *, device: str = "cuda",
-               workers: int | None = None, on_done: Callable[[int], None] | None = None,
-               max_pool_restarts: int = 3, timeout_s: float | None = None) -> dict[Hashable, CompileResult]:
-    """One batch in a pool of its own (a `CompilePool` used once): config -> seconds or error string."""
-    with CompilePool(warmup, workers=min(len(jobs), (os.cpu_count() or 1) if workers is None else workers),
-                     device=device, max_pool_restarts=max_pool_restarts) as pool:
-        return pool.compile(jobs, timeout_s=timeout_s, on_done=on_done)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from rooftune.candidates import Config
-from rooftune.kernels.compile import DIED, TIMEOUT, CompilePool, CompileStalled, precompile
+from rooftune.kernels.compile import DIED, TIMEOUT, CompilePool, CompileStalled
 
 
 def fake_warmup(shape, config, device):
@@ -27,14 +27,16 @@ def _check(results):
     assert "out of resources" in results[CONFIGS[2]] and "RuntimeError" in results[CONFIGS[2]]
 
 
-def test_precompile_in_process():
+def test_compile_in_process():
     done = []
-    _check(precompile(fake_warmup, [("shape", c) for c in CONFIGS], workers=0, on_done=done.append))
+    with CompilePool(fake_warmup, workers=0) as pool:
+        _check(pool.compile([("shape", c) for c in CONFIGS], on_done=done.append))
     assert sum(done) == 3
 
 
-def test_precompile_in_a_spawn_pool():
-    _check(precompile(fake_warmup, [("shape", c) for c in CONFIGS], workers=2))
+def test_compile_in_a_spawn_pool():
+    with CompilePool(fake_warmup, workers=2) as pool:
+        _check(pool.compile([("shape", c) for c in CONFIGS]))
 
 
 def pid_warmup(shape, config, device):
