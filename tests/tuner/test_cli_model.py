@@ -29,6 +29,14 @@ def test_explain_gemm_layout_and_gpu():
                                  "--layout", "nk"])
     assert result.exit_code == 0, result.output
     assert "A100" in result.output
+    # the legal count is the A100's for this shape and layout, not the H200's default
+    from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
+    from rooftune.hwprofiles import load_profile
+
+    shape = GemmShape(1, 4096, 4096, layout="nk")
+    a100 = len(legal_configs(GEMM_SPACE, shape, load_profile("a100_sxm4_80gb")))
+    assert a100 != len(legal_configs(GEMM_SPACE, shape, load_profile("h200")))
+    assert f"of {a100} legal configs" in " ".join(result.output.split())
 
 
 def test_explain_attention():
