@@ -3,7 +3,7 @@
 Compiling is CPU work (Triton -> PTX -> cubin) and lands in Triton's on-disk cache, so compiling in
 spawned worker processes and then launching in the parent costs the parent only a cache load. A
 config that fails to compile (e.g. out of resources) is recorded with its error string, never
-fatal; when a worker dies, the unfinished configs are retried in a fresh pool (a few times).
+fatal; when a worker dies, the configs in flight run again one at a time, so the crash names its culprit.
 Compile seconds are reported separately from run time.
 
 A `CompilePool` keeps its spawn workers for the life of a sweep: starting one (interpreter, torch,
@@ -48,9 +48,8 @@ class CompilePool:
     """`warmup` in a spawn pool of `workers` processes (default os.cpu_count(); 0 = in this process),
     kept across `compile` calls until `close` (or the end of a `with` block)."""
 
-    def __init__(self, warmup: Warmup, *, workers: int | None = None, device: str = "cuda",
-                 max_pool_restarts: int = 3):
-        self.warmup, self.device, self.max_pool_restarts = warmup, device, max_pool_restarts
+    def __init__(self, warmup: Warmup, *, workers: int | None = None, device: str = "cuda"):
+        self.warmup, self.device = warmup, device
         self.workers = (os.cpu_count() or 1) if workers is None else workers
         self._pool: ProcessPoolExecutor | None = None
         self.pools_started = 0
@@ -99,12 +98,15 @@ class CompilePool:
                     on_done(1)
             return results
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        restarts = 0
+        # A dying worker breaks the whole pool, so every job in flight fails with it. After such a
+        # crash the failed jobs run one at a time, each alone in its pool: a crash then names its culprit.
+        one_at_a_time = False
         while pending:
+            batch, rest = (pending[:1], pending[1:]) if one_at_a_time else (pending, [])
             crashed = []
             pool = self._executor()
             futures = {pool.submit(_compile_one, self.warmup, shape, config, self.device): (shape, config)
-                       for shape, config in pending}
+                       for shape, config in batch}
             left_s = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 for future in as_completed(futures, left_s):
@@ -120,7 +122,7 @@ class CompilePool:
                         on_done(1)
             except FuturesTimeout:
                 self._kill()
-                unfinished = [config for _, config in futures.values() if config not in results]
+                unfinished = [config for _, config in [*futures.values(), *rest] if config not in results]
                 if len(unfinished) == len(jobs) > 1:
                     raise CompileStalled(f"no compile of a batch of {len(jobs)} finished in {timeout_s:.0f} s; "
                                          "the compile workers look hung") from None
@@ -128,17 +130,14 @@ class CompilePool:
                 if on_done:
                     on_done(len(unfinished))
                 return results
-            if crashed:  # a crash breaks the whole pool
+            if crashed:
                 self._kill()
-            restarts += 1
-            # Retry everything unfinished in a fresh pool; a config that is alone, or still unfinished
-            # after `max_pool_restarts` pools, is recorded as the culprit.
-            if crashed and (restarts > self.max_pool_restarts or len(crashed) == 1):
-                for _, config in crashed:
-                    results[config] = DIED
+                if len(batch) == 1:  # alone in its pool: the culprit
+                    results[crashed[0][1]] = DIED
                     if on_done:
                         on_done(1)
-                crashed = []
-            pending = crashed
+                    crashed = []
+                one_at_a_time = True
+            pending = crashed + rest
         return results
 
