@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import statistics
 from collections.abc import Callable, Iterator
 
@@ -24,6 +25,10 @@ SMEM_BYTES_PER_CLOCK = 128  # 32 banks x 4 bytes per clock on every NVIDIA SM si
 # probed profile carries the same estimates as the shipped ones, marked as such in its sources.
 L2_LATENCY_NS_ESTIMATE = 500.0
 DRAM_LATENCY_NS_ESTIMATE = 900.0
+# Fields a probe does not measure (CUDA limit tables, architecture constants, estimates); every other
+# field of a probed profile has a source that starts with "probed".
+UNPROBED_FIELDS = frozenset({"regs_per_thread_max", "max_ctas_per_sm", "smem_bytes_per_clock",
+                             "l2_latency_ns", "dram_latency_ns"})
 
 
 class NoGpuError(RuntimeError):
@@ -100,19 +105,59 @@ def dram_bw_gbps(nbytes: int = 2 << 30, reps: int = 10) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
-def l2_bw_gbps(l2_bytes: int, read_bytes: int = 4 << 30, reps: int = 10) -> float:
-    """L2 read bandwidth: one reduction kernel reads a buffer of l2_bytes/4 (resident in L2 after a
-    warm-up) many times over through a stride-0 view, so launch gaps do not count:
-    bandwidth = bytes read / time, in GB/s. Reads are what GEMM tiles draw from L2; a copy inside
-    L2 (read + write, many short kernels) measured about half of this on the H200."""
+@functools.cache
+def _l2_read_kernel():
+    """A Triton kernel (built on first use: this module loads triton only when a probe runs) in which
+    program p sums `iters` consecutive blocks of BLOCK fp32 values of a buffer of `n_blocks` blocks,
+    starting at block p mod n_blocks and wrapping around, and stores its sum (so no load is dead)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def l2_read(x_ptr, out_ptr, n_blocks, iters, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        block = pid % n_blocks
+        for _ in range(iters):
+            acc += tl.load(x_ptr + block * BLOCK + offs)
+            block = (block + 1) % n_blocks
+        tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+    return l2_read
+
+
+L2_READ_BLOCK = 4096  # fp32 values per load step: 16 KB per program, 64 B per thread of 8 warps
+
+
+def l2_read(buf, programs: int, iters: int):
+    """Run the L2 read kernel over `buf` (1-D fp32, a multiple of L2_READ_BLOCK values) with `programs`
+    programs of `iters` block loads each; returns each program's sum (fp32, [programs])."""
     import torch
 
-    nbytes = max(l2_bytes // 4, 1 << 20)
-    buf = torch.randn(nbytes // 4, device="cuda", dtype=torch.float32)
-    passes = max(1, read_bytes // nbytes)
-    view = buf.view(1, -1).expand(passes, -1)  # stride 0 across passes: the same bytes, re-read
-    ms = _median_ms(lambda: view.sum(), reps)
-    return passes * nbytes / (ms * 1e-3) / 1e9
+    if buf.dim() != 1 or buf.dtype != torch.float32 or buf.numel() % L2_READ_BLOCK:
+        raise ValueError(f"buf must be 1-D fp32 with a multiple of {L2_READ_BLOCK} values")
+    out = torch.empty(programs, device=buf.device, dtype=torch.float32)
+    _l2_read_kernel()[(programs,)](buf, out, buf.numel() // L2_READ_BLOCK, iters, BLOCK=L2_READ_BLOCK,
+                                   num_warps=8)
+    return out
+
+
+def l2_bw_gbps(l2_bytes: int, sm_count: int, read_bytes: int = 8 << 30, reps: int = 10) -> float:
+    """L2 read bandwidth: 8 programs per SM re-read a buffer of l2_bytes/4 (resident in L2 after the
+    warm-up) in 16 KB vector loads, `read_bytes` in all in one kernel, so launch gaps do not count:
+    bandwidth = bytes read / time, in GB/s. Reads are what GEMM tiles draw from L2. Two earlier methods
+    measured something else on the H200: copies inside L2 (read + write, many short kernels) gave
+    5.2 TB/s, and torch's sum over a stride-0 view of the buffer, bound by the reduction's own
+    instruction rate, 2.8 TB/s, below the 4.2 TB/s of a DRAM copy."""
+    import torch
+
+    values = max(l2_bytes // 16 // L2_READ_BLOCK, 1) * L2_READ_BLOCK  # l2_bytes / 4, in fp32 values
+    buf = torch.randn(values, device="cuda", dtype=torch.float32)
+    programs = 8 * sm_count
+    iters = max(1, read_bytes // (programs * L2_READ_BLOCK * 4))
+    ms = _median_ms(lambda: l2_read(buf, programs, iters), reps)
+    return programs * iters * L2_READ_BLOCK * 4 / (ms * 1e-3) / 1e9
 
 
 def matmul_tflops(dtype: str, size: int = 8192, reps: int = 10) -> float:
@@ -192,7 +237,7 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
     with sm_partition(sms, device):
         measured = {}
         for key, fn in (("dram_bw_gbps", dram_bw_gbps),
-                        ("l2_bw_gbps", lambda: l2_bw_gbps(props.L2_cache_size)),
+                        ("l2_bw_gbps", lambda: l2_bw_gbps(props.L2_cache_size, props.multi_processor_count)),
                         ("bf16_tflops", lambda: matmul_tflops("bf16")),
                         ("fp16_tflops", lambda: matmul_tflops("fp16")),
                         ("tf32_tflops", lambda: matmul_tflops("tf32")),
@@ -235,7 +280,7 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
         "dram_latency_ns": "estimate, not measured by hwprobe: effective pipelined DRAM load latency",
         "max_ctas_per_sm": f"CUDA limit table for compute capability {cc[0]}.{cc[1]}",
         "dram_bw_gbps": f"probed {date}: 2 GiB device copy, bytes read + written",
-        "l2_bw_gbps": f"probed {date}: one reduction re-reading an L2-resident buffer (L2/4), bytes read",
+        "l2_bw_gbps": f"probed {date}: 8 programs per SM re-reading an L2-resident buffer (L2/4), bytes read",
         "bf16_tflops": f"probed {date}: 8192^3 torch.matmul on random data",
         "fp16_tflops": f"probed {date}: 8192^3 torch.matmul on random data",
         "tf32_tflops": f"probed {date}: 8192^3 fp32 torch.matmul, TF32 allowed",

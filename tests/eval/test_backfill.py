@@ -310,4 +310,7 @@ def test_gpu_backfill_matches_the_sweeps_own_times_of_the_extras(tmp_path):
         assert set(added) == set(swept[str(result.shape)])
         off = [abs(added[c] / swept[str(result.shape)][c] - 1) for c in added if added[c]]
         assert off and statistics.median(off) < 0.1, (result.shape, off)
-        assert result.meta["extras_backfilled"]["vs_recorded"]["ratio_median"] < 0.02
+        # The finals re-timed beside the extras agree with the sweep's own times. A broken backfill (other
+        # configs, another shape) is tens of % off; these ~2 µs kernels differed by 2.2% in one H200 run,
+        # so the bound is 5%: a noise figure belongs in the dataset (meta), not in a unit test's bound.
+        assert result.meta["extras_backfilled"]["vs_recorded"]["ratio_median"] < 0.05

@@ -18,7 +18,8 @@ def dataset(tmp_path):
     root = tmp_path / "train"
     (tmp_path / "shapes.json").write_text(json.dumps([
         {"m": 64, "n": 4096, "k": 4096, "layout": "nk", "source": "llama decode"},
-        {"m": 33, "n": 160, "k": 48, "layout": "nk", "source": "random"}]))
+        {"m": 33, "n": 160, "k": 48, "layout": "nk", "source": "random"},
+        {"m": 16, "n": 50257, "k": 768, "layout": "nk", "source": "gpt2 lm_head decode"}]))
     write_manifest(root, {"kernel": "gemm", "shapes_file": "shapes.json"})
     # shape 1: final passes agree exactly; the space's best (10 us) is 0.9x cuBLAS (9 us)
     write_shape(root, ShapeResult(GemmShape(64, 4096, 4096, layout="nk"), (
@@ -29,6 +30,9 @@ def dataset(tmp_path):
     write_shape(root, ShapeResult(GemmShape(33, 160, 48, layout="nk"), (
         ConfigResult(_cfg(16), 4.0, retime_us=4.0, retime2_us=4.0),
         ConfigResult(_cfg(32), 5.0, retime_us=5.0, retime2_us=5.5)), {"cublas": 8.0}))
+    # shape 3: N = 50257 leaves rows unaligned, where cuBLAS is slow (5x the space's best); no final passes
+    write_shape(root, ShapeResult(GemmShape(16, 50257, 768, layout="nk"), (
+        ConfigResult(_cfg(16), 20.0),), {"cublas": 100.0}))
     return root
 
 
@@ -38,9 +42,11 @@ def test_rows_and_summary(dataset):
     assert (big.source, big.legal, big.errors, big.best_us) == ("llama decode", 3, 1, 10.0)
     assert big.vs_cublas == pytest.approx(0.9)
     totals = summary(list(rows.values()))
-    assert totals["vs_cublas_geomean_llm"] == pytest.approx(0.9)
+    assert big.aligned and not rows["16x50257x768 (nk, bf16)"].aligned
+    assert totals["vs_cublas_geomean_llm"] == pytest.approx(geomean([0.9, 5.0]))
+    assert (totals["vs_cublas_geomean_llm_aligned"], totals["llm_aligned_shapes"]) == (pytest.approx(0.9), 1)
     assert totals["vs_cublas_geomean_random"] == pytest.approx(2.0)
-    assert totals["vs_cublas_geomean"] == pytest.approx(geomean([0.9, 2.0]))
+    assert totals["vs_cublas_geomean"] == pytest.approx(geomean([0.9, 2.0, 5.0]))
     assert totals["errors"] == 1
 
 
@@ -58,9 +64,10 @@ def test_report_command(dataset, tmp_path):
     result = CliRunner().invoke(app, ["report", "gemm", "--data", str(dataset), "--json", str(out), "--no-rows",
                                       "--markdown", str(md)])
     assert result.exit_code == 0, result.output
-    assert "2 shapes" in result.output and json.loads(out.read_text())["summary"]["errors"] == 1
+    assert "3 shapes" in result.output and "aligned rows 0.900 (1)" in result.output and json.loads(out.read_text())["summary"]["errors"] == 1
     table = md.read_text().splitlines()
-    assert table[-2].startswith("| 64x4096x4096") and "0.900" in table[-2]  # slowest vs cuBLAS first
-    assert table[-1].startswith("| 33x160x48") and "2.000" in table[-1]
+    assert table[-3].startswith("| 64x4096x4096") and "0.900" in table[-3]  # slowest vs cuBLAS first
+    assert table[-2].startswith("| 33x160x48") and "2.000" in table[-2]
+    assert table[-1].startswith("| 16x50257x768") and "5.000" in table[-1]
     bad = CliRunner().invoke(app, ["report", "gemm", "--data", str(tmp_path / "nothing")])
     assert bad.exit_code == 2 and "no manifest.json" in bad.output
