@@ -2,9 +2,9 @@
 
 Run as a script (outside the interpreter: TRITON_INTERPRET must be unset before triton loads) by
 test_alignment.py. Triton's frontend, its passes and its bundled ptxas need no GPU; only the target
-and a stream come from the driver, so a stand-in answers those. Argument: a JSON list of jobs
-{"shape": [m, n, k, layout, dtype], "config": "BLOCK_M=...,num_stages=...", "no_align": bool};
-`no_align` compiles with ALIGN_N = ALIGN_K = 1 (no hints: the kernel before the alignment constexprs).
+and a stream come from the driver, so a stand-in answers those (rooftune.kernels.prebuild.offline_target).
+Argument: a JSON list of jobs {"shape": [m, n, k, layout, dtype], "config": "BLOCK_M=...,num_stages=...",
+"no_align": bool}; `no_align` compiles with ALIGN_N = ALIGN_K = 1 (no hints: the kernel before the alignment constexprs).
 """
 
 import json
@@ -14,24 +14,10 @@ import sys
 
 os.environ.pop("TRITON_INTERPRET", None)
 
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.runtime.driver import driver  # noqa: E402
+from rooftune.kernels.prebuild import offline_target  # noqa: E402
 
 CP_ASYNC = re.compile(r"cp\.async\.c[ag]\.shared\.global\S*\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(0x[0-9a-f]+|\d+)")
 GLOBAL_LD_ST = re.compile(r"\b((?:ld|st)\.global\S*)")
-
-
-class Sm90:
-    """The driver calls a compile without a launch makes."""
-
-    def get_current_target(self):
-        return GPUTarget("cuda", 90, 32)
-
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
 
 
 def normalized_ptx(ptx: str) -> str:
@@ -41,7 +27,6 @@ def normalized_ptx(ptx: str) -> str:
 
 
 def main(jobs: list[dict]) -> list[dict]:
-    driver.set_active(Sm90())
     from rooftune.candidates import GemmShape, parse_config
     from rooftune.kernels import gemm
 
@@ -49,7 +34,8 @@ def main(jobs: list[dict]) -> list[dict]:
     real_alignments = gemm.alignments
     for job in jobs:
         gemm.alignments = (lambda *args: (1, 1)) if job.get("no_align") else real_alignments
-        kernel = gemm.compile_kernels(GemmShape(*job["shape"]), parse_config(job["config"]))[0]
+        with offline_target(arch=90):
+            kernel = gemm.compile_kernels(GemmShape(*job["shape"]), parse_config(job["config"]))[0]
         ptx = kernel.asm["ptx"]
         results.append({"shared": kernel.metadata.shared,
                         "cp_async_bytes": sorted({int(b, 0) for b in CP_ASYNC.findall(ptx)}),

@@ -1,0 +1,150 @@
+"""Building a GPU's Triton cache on the CPU: one job per binary, compiles for sm_90 in spawned workers
+(outside this process's interpreter), failures as data, cache hits on a rebuild, pack and unpack
+into another dir, and the CLI's errors."""
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
+from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.hwprofiles import load_profile
+from rooftune.kernels import prebuild as pb
+from rooftune.kernels.gemm import specialization_key
+
+H200 = load_profile("h200")
+TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
+
+
+def binary(shape, config):
+    return (specialization_key(shape), *(config[p] for p in TILE))
+
+
+def test_binary_jobs_one_per_binary():
+    decode, prefill = GemmShape(16, 256, 256), GemmShape(64, 256, 256)  # one specialization group
+    big = GemmShape(4096, 4096, 4096)                                      # no split-K config is legal
+    unaligned = GemmShape(16, 250, 256)                                    # ALIGN_N 2: another group
+    shapes = [decode, prefill, big, unaligned]
+    jobs = pb.binary_jobs(shapes, H200)
+    gemm_jobs = [j for j in jobs if j.kind == "gemm"]
+    expected = {binary(s, c) for s in shapes for c in legal_configs(GEMM_SPACE, s, H200).configs
+                + gemm_baseline_extras(s, legal_configs(GEMM_SPACE, s, H200).configs)}
+    assert len(gemm_jobs) == len(expected) == len({binary(j.shape, j.config) for j in gemm_jobs})
+    assert {binary(j.shape, j.config) for j in gemm_jobs} == expected
+    assert all(j.config["SPLIT_K"] == 1 for j in gemm_jobs)
+    # decode and prefill share a group: prefill adds only tiles decode cannot use
+    assert len(pb.binary_jobs([decode, prefill], H200)) < len(pb.binary_jobs([decode], H200)) + len(
+        pb.binary_jobs([prefill], H200))
+    assert pb.binary_jobs([decode, decode], H200) == pb.binary_jobs([decode], H200)
+    # one reduction per reduce key of the shapes with a split-K config, after every GEMM job
+    reduces = [j for j in jobs if j.kind == "reduce"]
+    assert [j.shape for j in reduces] == [decode, unaligned]
+    assert all(j.config["SPLIT_K"] > 1 for j in reduces) and jobs[-2:] == reduces
+    assert pb.reduce_key(decode) == pb.reduce_key(GemmShape(7, 256, 4100, "nk"))  # K and layout do not matter
+    limited = pb.binary_jobs([big], H200, max_configs=3)
+    assert len(limited) == 3 and not any(j.kind == "reduce" for j in limited)
+
+
+def test_offline_target_answers_the_driver_and_restores_it(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    before = driver._active
+    with pb.offline_target(arch=80, warp_size=32) as target:
+        assert driver._active is target
+        assert target.get_current_target() == GPUTarget("cuda", 80, 32)
+        assert (target.get_current_device(), target.get_current_stream()) == (0, 0)
+    assert driver._active is before
+
+
+def test_the_interpreter_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(pb.InterpreterActive, match="TRITON_INTERPRET"):
+        with pb.offline_target():
+            pass
+    with pytest.raises(pb.InterpreterActive, match="workers > 0"):
+        pb.prebuild([], tmp_path, workers=0)
+
+
+def files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root with its inode and mtime: Triton writes a cache file anew (os.replace)."""
+    return {str(p.relative_to(root)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in root.rglob("*")
+            if p.is_file()}
+
+
+def test_build_rebuild_pack_unpack(tmp_path, monkeypatch, capsys):
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
+        pytest.skip("this triton has no bundled ptxas")
+    shape = GemmShape(16, 64, 64)
+    small = Config.make(4, 2, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, SPLIT_K=1)
+    wide = Config.make(4, 2, BLOCK_M=16, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, SPLIT_K=1)
+    split = Config.make(4, 2, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, SPLIT_K=2)
+    bad = Config.make(4, 2, BLOCK_M=24, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, SPLIT_K=1)  # arange: not a power of 2
+    jobs = [pb.BinaryJob(shape, small), pb.BinaryJob(shape, wide), pb.BinaryJob(shape, bad),
+            pb.BinaryJob(shape, split, "reduce")]
+    built = tmp_path / "built"
+    summary = pb.prebuild(jobs, built, workers=2, arch=90)
+    assert (summary.jobs, summary.compiled) == (4, 3)
+    assert list(summary.failed) == [jobs[2]] and summary.failed[jobs[2]].startswith("CompilationError")
+    entries = {p.parent.name for p in built.glob("*/*.cubin")}
+    assert len(entries) == 3  # two GEMMs and the reduction (the split job's GEMM is the small one)
+    assert {p.name for p in built.glob("*/*.cubin")} == {"_gemm_kernel.cubin", "_splitk_reduce_kernel.cubin"}
+
+    before = files(built)
+    again = pb.prebuild(jobs[:2] + jobs[3:], built, workers=2, arch=90)
+    assert again.compiled == 3 and files(built) == before  # loads: nothing compiled or written
+
+    tar = tmp_path / "cache.tar.gz"
+    assert pb.pack(built, tar) == 3
+    with tarfile.open(tar) as t:
+        names = t.getnames()
+        manifest = json.load(t.extractfile(pb.MANIFEST))
+    assert all(n.endswith((".cubin", ".json")) for n in names)  # no IR, no PTX
+    assert manifest["cache_dir"] == str(built.resolve()) and manifest["archs"] == [90]
+
+    moved = tmp_path / "elsewhere"
+    assert pb.main(["unpack", str(tar), "--cache", str(moved)]) is None
+    assert "3 binaries" in capsys.readouterr().out
+    groups = list(moved.glob("*/__grp__*.json"))
+    assert len(groups) == 3
+    for group in groups:
+        children = json.loads(group.read_text())["child_paths"]
+        assert {Path(p).suffix for p in children.values()} == {".cubin", ".json"}
+        assert all(Path(p).parent == group.parent and Path(p).is_file() for p in children.values())
+    unpacked = files(moved)
+    assert pb.prebuild(jobs[:2] + jobs[3:], moved, workers=2, arch=90).compiled == 3
+    assert files(moved) == unpacked  # the stripped entries are cache hits
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "default"))
+    done = pb.unpack(tar)
+    assert done.cache_dir == str((tmp_path / "default").resolve()) and done.groups == 3 and done.same_triton
+
+
+def run_cli(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        pb.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    return err
+
+
+def test_cli_errors(tmp_path, capsys):
+    build = ["build", "--gpu", "h200", "--cache", str(tmp_path / "c")]
+    assert "no such file" in run_cli([*build, "--shapes", str(tmp_path / "missing.json")], capsys)
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text('[{"m": 16, "n": 64}]')
+    assert "not a JSON list of {m, n, k}" in run_cli([*build, "--shapes", str(shapes)], capsys)
+    shapes.write_text('[{"m": 16, "n": 64, "k": 64}]')
+    assert "unknown GPU profile 'h900'" in run_cli(["build", "--gpu", "h900", "--cache", "c", "--shapes",
+                                                    str(shapes)], capsys)
+    assert "not a readable tar.gz" in run_cli(["unpack", str(shapes)], capsys)
+    foreign = tmp_path / "foreign.tar.gz"
+    with tarfile.open(foreign, "w:gz") as t:
+        t.add(shapes, arcname="shapes.json")
+    assert "no PREBUILD.json" in run_cli(["unpack", str(foreign)], capsys)
+    assert not (tmp_path / "c").exists()
