@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 DTYPES = ("bf16", "fp16", "fp32", "tf32")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
@@ -111,3 +113,30 @@ def parse_attention_shape(text: str, causal: bool = True, dtype: str = "bf16") -
     """'2x32x4096x128' -> AttentionShape(batch=2, heads=32, seq=4096, head_dim=128)."""
     b, h, s, d = _split_dims(text, 4, "attention (BxHxSxD)")
     return AttentionShape(b, h, s, d, causal=causal, dtype=dtype)
+
+
+class ShapeListError(ValueError):
+    """A --shapes file that is not a JSON list of {m, n, k[, layout]} objects."""
+
+
+def load_shapes(path: str | Path) -> list[GemmShape]:
+    """Read a JSON list of objects with integer keys m, n, k (optional layout 'kn'/'nk'; other keys
+    ignored) as bf16 GemmShapes; errors name the file and the entry."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ShapeListError(f"{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise ShapeListError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, list) or not data:
+        raise ShapeListError(f"{path}: expected a non-empty JSON list of {{m, n, k}} objects")
+    shapes = []
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict) or not {"m", "n", "k"} <= set(entry):
+            raise ShapeListError(f"{path}: entry {i} must be an object with keys m, n, k; got {entry!r}")
+        try:
+            shapes.append(GemmShape(entry["m"], entry["n"], entry["k"], layout=entry.get("layout", "kn")))
+        except ShapeError as exc:
+            raise ShapeListError(f"{path}: entry {i}: {exc}") from None
+    return shapes

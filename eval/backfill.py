@@ -19,6 +19,7 @@ from typing import Protocol
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape
 from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.shapes import load_shapes
 from rooftune.eval.dataset import (
     ConfigResult,
     DatasetError,
@@ -41,7 +42,6 @@ from rooftune.eval.sweep import (
     SilentReporter,
     SweepSettings,
     describe_device,
-    load_shapes,
     order_by_group,
     repeatability,
     run_shapes,

@@ -27,7 +27,6 @@ pruning, and stores the agreement of the two passes (`repeatability`).
 from __future__ import annotations
 
 import hashlib
-import json
 import statistics
 import time
 import zlib
@@ -36,7 +35,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from rooftune.candidates import GEMM_SPACE, Config, GemmShape, ShapeError, legal_configs
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
+from rooftune.candidates.shapes import load_shapes
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.candidates.shapes import DTYPE_BYTES
 from rooftune.eval.dataset import (
@@ -54,33 +54,6 @@ from rooftune.eval.dataset import (
 from rooftune.eval.metrics import nearest_rank
 from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarantined
 from rooftune.hwprofiles import HardwareProfile
-
-
-class ShapeListError(ValueError):
-    """A --shapes file that is not a JSON list of {m, n, k[, layout]} objects."""
-
-
-def load_shapes(path: str | Path) -> list[GemmShape]:
-    """Read a JSON list of objects with integer keys m, n, k (optional layout 'kn'/'nk'; other keys
-    ignored) as bf16 GemmShapes; errors name the file and the entry."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ShapeListError(f"{path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise ShapeListError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, list) or not data:
-        raise ShapeListError(f"{path}: expected a non-empty JSON list of {{m, n, k}} objects")
-    shapes = []
-    for i, entry in enumerate(data):
-        if not isinstance(entry, dict) or not {"m", "n", "k"} <= set(entry):
-            raise ShapeListError(f"{path}: entry {i} must be an object with keys m, n, k; got {entry!r}")
-        try:
-            shapes.append(GemmShape(entry["m"], entry["n"], entry["k"], layout=entry.get("layout", "kn")))
-        except ShapeError as exc:
-            raise ShapeListError(f"{path}: entry {i}: {exc}") from None
-    return shapes
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from triton.runtime.driver import driver
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.shapes import ShapeListError, load_shapes
 from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
 from rooftune.kernels import gemm
 from rooftune.kernels.compile import CompilePool
@@ -287,15 +288,11 @@ def unpack(tar_path: str | os.PathLike, cache_dir: str | os.PathLike | None = No
 # --- command line -------------------------------------------------------------------------------------
 
 def read_shapes(path: str | os.PathLike) -> list[GemmShape]:
-    """A sweep's --shapes file: a JSON list of {m, n, k[, layout]} (eval.sweep.load_shapes reads the same
-    format for the sweep; kernels/ may not import eval)."""
+    """A sweep's --shapes file (candidates.shapes.load_shapes), its errors as PrebuildError."""
     try:
-        entries = json.loads(Path(path).read_text())
-        return [GemmShape(e["m"], e["n"], e["k"], layout=e.get("layout", "kn")) for e in entries]
-    except FileNotFoundError:
-        raise PrebuildError(f"{path}: no such file") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise PrebuildError(f"{path}: not a JSON list of {{m, n, k}} objects ({type(exc).__name__}: {exc})") from None
+        return load_shapes(path)
+    except ShapeListError as exc:
+        raise PrebuildError(str(exc)) from None
 
 
 def _build(args: argparse.Namespace) -> None:

@@ -70,7 +70,8 @@ def sweep_cmd(
     from rooftune.eval.backfill import backfill_gemm
     from rooftune.eval.dataset import DatasetError
     from rooftune.eval.quarantine import ContextQuarantined
-    from rooftune.eval.sweep import ShapeListError, load_shapes, sweep_gemm
+    from rooftune.candidates.shapes import ShapeListError, load_shapes
+    from rooftune.eval.sweep import sweep_gemm
     from rooftune.hwprofiles.hwprobe import NoGpuError
     from rooftune.kernels.compile import CompileStalled
     from rooftune.tuner.args import load_gpu

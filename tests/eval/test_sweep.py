@@ -20,7 +20,8 @@ from rooftune.eval.dataset import (
 from rooftune.eval.dataset import shape_id
 from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.replay import recorded_measure, replay_shape
-from rooftune.eval.sweep import ShapeListError, load_shapes, repeatability, run_sweep
+from rooftune.candidates.shapes import ShapeListError, load_shapes
+from rooftune.eval.sweep import repeatability, run_sweep
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.context import ContextLost
 

@@ -191,7 +191,7 @@ def test_triton_selects_one_binary_per_specialization_group_and_warmup_compiles_
     group of the committed shape lists (M from 1 up, N = 8, unaligned N and K, 128256-wide rows), the
     workers' `warmup` and the parent's launch on contiguous tensors make the same binder key, for the
     GEMM and the split-K reduction alike, and every shape of a group makes the same key."""
-    from rooftune.eval.sweep import load_shapes
+    from rooftune.candidates.shapes import load_shapes
 
     shapes = [s for name in ("shapes_train.json", "shapes_heldout.json") for s in load_shapes(LISTS / name)]
     groups: dict = {}

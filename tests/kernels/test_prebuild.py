@@ -138,7 +138,7 @@ def test_cli_errors(tmp_path, capsys):
     assert "no such file" in run_cli([*build, "--shapes", str(tmp_path / "missing.json")], capsys)
     shapes = tmp_path / "shapes.json"
     shapes.write_text('[{"m": 16, "n": 64}]')
-    assert "not a JSON list of {m, n, k}" in run_cli([*build, "--shapes", str(shapes)], capsys)
+    assert "must be an object with keys m, n, k" in run_cli([*build, "--shapes", str(shapes)], capsys)
     shapes.write_text('[{"m": 16, "n": 64, "k": 64}]')
     assert "unknown GPU profile 'h900'" in run_cli(["build", "--gpu", "h900", "--cache", "c", "--shapes",
                                                     str(shapes)], capsys)
