@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooftune.candidates.shapes import DTYPE_BYTES
-from rooftune.eval.dataset import read_manifest
+from rooftune.eval.dataset import ShapeResult, read_manifest, read_shape, shape_files, to_records
 from rooftune.eval.metrics import nearest_rank
-from rooftune.eval.readers import load_records
 
 
 @dataclass(frozen=True)
@@ -47,11 +46,18 @@ def _sources(dataset: Path) -> dict[tuple, str]:
             for e in json.loads(path.read_text())}
 
 
-def shape_rows(dataset: str | Path) -> list[ShapeRow]:
+def read_results(dataset: str | Path) -> list[ShapeResult]:
+    """Every finished shape of a rooftune dataset folder, read once for all of a report's figures."""
+    read_manifest(dataset)  # a dataset folder, or a DatasetError that says why not
+    return [read_shape(path) for path in shape_files(dataset)]
+
+
+def shape_rows(dataset: str | Path, results: list[ShapeResult] | None = None) -> list[ShapeRow]:
+    """One row per shape of the dataset at `dataset` (`results`: its shapes, already read)."""
     dataset = Path(dataset)
     sources = _sources(dataset)
     rows = []
-    for rec in load_records(dataset):
+    for rec in map(to_records, read_results(dataset) if results is None else results):
         s = rec.shape
         best, cublas = rec.best_candidate_us, rec.baselines_us.get("cublas")
         rep = rec.meta.get("repeatability") or {}
@@ -91,15 +97,13 @@ def summary(rows: list[ShapeRow]) -> dict[str, float | int]:
     }
 
 
-def pooled_repeatability(dataset: str | Path) -> dict[str, float | int]:
+def pooled_repeatability(dataset: str | Path, results: list[ShapeResult] | None = None) -> dict[str, float | int]:
     """Agreement of the two final passes, pooled over every (shape, config) they timed: median and
     p90 of |Δ| of each config's time ratio to its pass's fastest (and of its raw time), and the
     fraction of shapes whose fastest config in either pass is within 1% of the fastest in the other."""
-    from rooftune.eval.dataset import read_shape, shape_files
-
     d_ratio, d_abs, agree, shapes = [], [], 0, 0
-    for path in shape_files(dataset):
-        pairs = [(r.retime_us, r.retime2_us) for r in read_shape(path).rows if r.retime_us and r.retime2_us]
+    for result in read_results(dataset) if results is None else results:
+        pairs = [(r.retime_us, r.retime2_us) for r in result.rows if r.retime_us and r.retime2_us]
         if len(pairs) < 2:
             continue
         shapes += 1

@@ -82,14 +82,15 @@ def report_cmd(
     import json
     from pathlib import Path
 
-    from rooftune.eval.reports import pooled_repeatability, shape_rows, summary
+    from rooftune.eval.reports import pooled_repeatability, read_results, shape_rows, summary
 
     if kernel != "gemm":
         fail(f"reports exist for gemm datasets only, got {kernel!r}")
     if not (Path(data) / "manifest.json").is_file():
         fail(f"{data}: not a rooftune dataset folder (no manifest.json)")
-    per_shape = shape_rows(data)
-    totals = {**summary(per_shape), "repeatability": pooled_repeatability(data)}
+    results = read_results(data)
+    per_shape = shape_rows(data, results)
+    totals = {**summary(per_shape), "repeatability": pooled_repeatability(data, results)}
     if rows:
         table = Table(title=f"{data}: best config of the space vs cuBLAS (torch.mm)")
         for col in ("shape", "source", "legal", "errors", "best µs", "cuBLAS µs", "cuBLAS/best", "Δratio med", "Δratio p90"):
