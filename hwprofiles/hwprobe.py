@@ -21,6 +21,11 @@ MAX_CTAS_PER_SM = {(7, 0): 32, (7, 5): 16, (8, 0): 32, (8, 6): 16, (8, 7): 16, (
                    (9, 0): 32, (10, 0): 32, (12, 0): 32}
 REGS_PER_THREAD_MAX = 255  # CUDA limit for every compute capability since 3.5
 SMEM_BYTES_PER_CLOCK = 128  # 32 banks x 4 bytes per clock on every NVIDIA SM since Volta
+# Per-SM results per clock by compute capability (CUDA C Programming Guide, arithmetic instruction
+# throughput): 32-bit FP add/mul/FMA, and the special-function units (exp2, rcp, ...).
+FP32_LANES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128,
+                     (9, 0): 128, (10, 0): 128, (12, 0): 128}
+SFU_OPS_PER_CLOCK = 16  # every compute capability from 7.0 to 9.0 in the guide's table
 # Effective pipelined-load latencies (see HardwareProfile): not measured by this probe yet, so a
 # probed profile carries the same estimates as the shipped ones, marked as such in its sources.
 L2_LATENCY_NS_ESTIMATE = 500.0
@@ -28,7 +33,7 @@ DRAM_LATENCY_NS_ESTIMATE = 900.0
 # Fields a probe does not measure (CUDA limit tables, architecture constants, estimates); every other
 # field of a probed profile has a source that starts with "probed".
 UNPROBED_FIELDS = frozenset({"regs_per_thread_max", "max_ctas_per_sm", "smem_bytes_per_clock",
-                             "l2_latency_ns", "dram_latency_ns"})
+                             "fp32_lanes_per_sm", "sfu_ops_per_clock", "l2_latency_ns", "dram_latency_ns"})
 
 
 class NoGpuError(RuntimeError):
@@ -267,7 +272,8 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
         regs_per_sm=props.regs_per_multiprocessor, regs_per_thread_max=REGS_PER_THREAD_MAX,
         max_threads_per_sm=props.max_threads_per_multi_processor,
         max_ctas_per_sm=MAX_CTAS_PER_SM.get(cc, 32), l2_bytes=props.L2_cache_size,
-        smem_bytes_per_clock=SMEM_BYTES_PER_CLOCK, l2_latency_ns=L2_LATENCY_NS_ESTIMATE,
+        smem_bytes_per_clock=SMEM_BYTES_PER_CLOCK, fp32_lanes_per_sm=FP32_LANES_PER_SM.get(cc, 128),
+        sfu_ops_per_clock=SFU_OPS_PER_CLOCK, l2_latency_ns=L2_LATENCY_NS_ESTIMATE,
         dram_latency_ns=DRAM_LATENCY_NS_ESTIMATE,
         compute_capability=cc, **measured)
     how = {
@@ -276,6 +282,9 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
         "mem_clock_mhz": f"probed {date}: pynvml max memory clock",
         "regs_per_thread_max": "CUDA limit (compute capability >= 3.5)",
         "smem_bytes_per_clock": "architecture: 32 banks x 4 bytes per clock (every SM since Volta)",
+        "fp32_lanes_per_sm": (f"architecture: CUDA guide table for compute capability {cc[0]}.{cc[1]}"
+                              if cc in FP32_LANES_PER_SM else "estimate: 128, compute capability not in the table"),
+        "sfu_ops_per_clock": "architecture: CUDA guide table (16 per SM for compute capability 7.0-9.0)",
         "l2_latency_ns": "estimate, not measured by hwprobe: effective pipelined L2 load latency",
         "dram_latency_ns": "estimate, not measured by hwprobe: effective pipelined DRAM load latency",
         "max_ctas_per_sm": f"CUDA limit table for compute capability {cc[0]}.{cc[1]}",

@@ -22,7 +22,9 @@ class HardwareProfile:
 
     Rates are what the model divides by: `dram_bw_gbps` counts bytes read plus bytes written
     (a device-to-device copy of N bytes moves 2N), tensor rates are dense (no sparsity).
-    `smem_bytes_per_clock` is one SM's shared-memory bandwidth per SM clock. The latencies are the
+    `smem_bytes_per_clock` is one SM's shared-memory bandwidth per SM clock; `fp32_lanes_per_sm` and
+    `sfu_ops_per_clock` are one SM's 32-bit FP add/mul/FMA results and special-function results (exp2,
+    rcp, ...) per SM clock (the CUDA C Programming Guide's arithmetic throughput table). The latencies are the
     effective round trip of one pipelined load from L2 or DRAM on a loaded GPU (what a software
     pipeline must cover, Little's law), not an idle pointer-chase figure.
     `sources` maps a field name to where its number came from ("probed 2026-11-29",
@@ -43,6 +45,8 @@ class HardwareProfile:
     dram_bw_gbps: float
     l2_bw_gbps: float
     smem_bytes_per_clock: int
+    fp32_lanes_per_sm: int
+    sfu_ops_per_clock: int
     l2_latency_ns: float
     dram_latency_ns: float
     bf16_tflops: float
@@ -64,7 +68,8 @@ class HardwareProfile:
 
 
 _INT_FIELDS = {"sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
-               "regs_per_thread_max", "max_threads_per_sm", "max_ctas_per_sm", "l2_bytes", "smem_bytes_per_clock"}
+               "regs_per_thread_max", "max_threads_per_sm", "max_ctas_per_sm", "l2_bytes", "smem_bytes_per_clock",
+               "fp32_lanes_per_sm", "sfu_ops_per_clock"}
 _FLOAT_FIELDS = {"sm_clock_mhz", "mem_clock_mhz", "dram_bw_gbps", "l2_bw_gbps", "bf16_tflops",
                  "fp16_tflops", "tf32_tflops", "fp32_tflops", "launch_overhead_us", "l2_latency_ns",
                  "dram_latency_ns"}

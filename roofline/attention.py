@@ -20,12 +20,10 @@ from rooftune.roofline.occupancy import (
     smem_bytes_per_sm_s,
 )
 
-# Throughput per SM per clock on compute capability 8.x and 9.0 (CUDA C Programming Guide,
-# arithmetic instruction throughput): 16 exp2 results on the special-function units, 128 32-bit
-# FP add/mul/FMA results; four schedulers issue one warp instruction each per clock, so 128 thread
-# instructions of any kind is also the issue limit.
-SFU_OPS_PER_CLOCK_PER_SM = 16
-FP32_LANES_PER_SM = 128
+# Throughput per SM per clock comes from the profile: `sfu_ops_per_clock` exp2 results on the
+# special-function units and `fp32_lanes_per_sm` 32-bit FP add/mul/FMA results (128 from compute
+# capability 8.6 on, where four schedulers issuing one warp instruction each per clock make 128
+# thread instructions of any kind the issue limit too; 64 on the A100).
 # Online softmax, per score element besides its exp2: one FFMA (score·scale·log2e − row max), one
 # max into the row maximum, one add into the row sum, one conversion of P to the input dtype.
 SOFTMAX_FP32_OPS_PER_SCORE = 4
@@ -165,8 +163,8 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     # The diagonal blocks' mask (a compare and select per score on BLOCK_M/BLOCK_N of a program's
     # blocks) is left out: second order, and a kernel with S unspecialized bounds-checks anyway.
     fp32_ops = scores * SOFTMAX_FP32_OPS_PER_SCORE + bm * d + bm * ROW_OPS_PER_BLOCK
-    sfu_s = exps / (SFU_OPS_PER_CLOCK_PER_SM * clock)
-    issue_s = (exps + fp32_ops) / (FP32_LANES_PER_SM * clock)
+    sfu_s = exps / (profile.sfu_ops_per_clock * clock)
+    issue_s = (exps + fp32_ops) / (profile.fp32_lanes_per_sm * clock)
     softmax_blk = np.maximum(sfu_s, issue_s)  # the whole SM's pipes
     kv_bytes = 2.0 * bn * d * elem
     relayout = np.where(n_split > 1, bm * bn * elem * (1 + n_split) + 2 * 2 * bm * n_split * FP32_BYTES, 0)
