@@ -24,8 +24,10 @@ records the clock range of the rounds it took part in (None where pynvml is unav
 
 The scheduling and aggregation (`run_rounds`) is pure Python over a `replay_round` callable, so it is
 tested on the CPU with a fake timer; `time_candidates` wires it to CUDA graphs and events. A launcher
-that fails to capture is an error Timing, unless the CUDA context died with it: then `ContextLost`
-(kernels/context.py) names it, since no later candidate could run.
+that fails to capture, or whose graph fails its warm-up replay (each synchronized on its own), is an
+error Timing, unless the CUDA context died with it: then `ContextLost` (kernels/context.py) names it,
+since no later candidate could run. A fault in the interleaved rounds cannot be pinned on one
+candidate; its ContextLost names the round.
 """
 
 from __future__ import annotations
@@ -230,6 +232,25 @@ def _capture(launch: Launch, target_ms: float, max_launches: int) -> tuple[objec
     return graph, n
 
 
+def _warm_up(graphs: dict[Hashable, object], order: Sequence[Hashable]) -> dict[Hashable, Timing]:
+    """Replay each graph of `order` once, synchronizing after each: a graph that fails on replay (its
+    launches read other input sets than the eager runs of the capture) becomes an error Timing and
+    leaves `graphs`, or raises ContextLost naming it when it killed the CUDA context, instead of
+    failing the whole pass unnamed. Returns the failed keys' Timings."""
+    failed: dict[Hashable, Timing] = {}
+    for key in order:
+        try:
+            graphs[key].replay()
+            torch.cuda.synchronize()
+        except Exception as exc:
+            dead = context_error()
+            if dead:
+                raise ContextLost(key, dead) from exc
+            failed[key] = Timing(None, 0, None, error=error_text(exc))
+            del graphs[key]
+    return failed
+
+
 def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, target_ms: float = 0.5,
                     prune_ratio: float = 3.0, mid_ratio: float | None = 1.3, mid_rounds: int = 3,
                     clock_tolerance: float = 0.05, max_repeats: int = 2, max_launches: int = 1000,
@@ -252,13 +273,11 @@ def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, targe
             dead = context_error()
             if dead:
                 raise ContextLost(key, dead) from exc
-    keys = list(graphs)
     rng = random.Random(seed)
-    warm = list(keys)
+    warm = list(graphs)
     rng.shuffle(warm)
-    for key in warm:
-        graphs[key].replay()
-    torch.cuda.synchronize()
+    failed.update(_warm_up(graphs, warm))
+    keys = list(graphs)
     events = {k: (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for k in keys}
 
     def replay_round(order):
@@ -275,9 +294,15 @@ def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, targe
         last.synchronize()
         return {k: events[k][0].elapsed_time(events[k][1]) * 1000.0 / launches[k] for k in order}, samples
 
-    timed = run_rounds(keys, replay_round, rounds=rounds, prune_ratio=prune_ratio, mid_ratio=mid_ratio,
-                       mid_rounds=mid_rounds, clock_tolerance=clock_tolerance, max_repeats=max_repeats,
-                       baseline_keys=baseline_keys, rng=rng) if keys else {}
+    try:
+        timed = run_rounds(keys, replay_round, rounds=rounds, prune_ratio=prune_ratio, mid_ratio=mid_ratio,
+                           mid_rounds=mid_rounds, clock_tolerance=clock_tolerance, max_repeats=max_repeats,
+                           baseline_keys=baseline_keys, rng=rng) if keys else {}
+    except Exception as exc:  # every graph ran once in the warm-up: a fault now cannot be pinned on one
+        dead = context_error()
+        if dead:
+            raise ContextLost(f"one of {len(keys)} candidates in an interleaved round", dead) from exc
+        raise
     result = {k: replace(t, launches=launches[k]) for k, t in timed.items()}
     result.update(failed)
     return {k: result[k] for k in launchers}

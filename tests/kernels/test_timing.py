@@ -79,6 +79,37 @@ def test_a_capture_that_kills_the_context_names_its_launcher(monkeypatch):
     assert lost.value.culprit == "bad" and "illegal memory access" in lost.value.reason
 
 
+def test_a_graph_that_fails_its_warm_up_replay_is_named(monkeypatch):
+    """Each warm-up replay is synchronized on its own: a failing graph becomes an error Timing and leaves
+    the pass, or, when it killed the CUDA context, a ContextLost that names it."""
+    import torch
+
+    from rooftune.kernels import timing
+    from rooftune.kernels.context import ContextLost
+
+    class Graph:
+        def __init__(self, error=None):
+            self.error, self.replays = error, 0
+
+        def replay(self):
+            self.replays += 1
+            if self.error:
+                raise RuntimeError(self.error)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(timing, "context_error", lambda device="cuda": None)
+    graphs = {"a": Graph(), "bad": Graph("CUDA error: misaligned address"), "c": Graph()}
+    failed = timing._warm_up(graphs, ["c", "bad", "a"])
+    assert list(graphs) == ["a", "c"] and [g.replays for g in graphs.values()] == [1, 1]
+    assert failed["bad"].median_us is None and "misaligned address" in failed["bad"].error
+
+    monkeypatch.setattr(timing, "context_error", lambda device="cuda": "AcceleratorError: illegal memory access")
+    graphs = {"a": Graph(), "killer": Graph("CUDA error: an illegal memory access"), "c": Graph()}
+    with pytest.raises(ContextLost) as lost:
+        timing._warm_up(graphs, ["a", "killer", "c"])
+    assert lost.value.culprit == "killer" and graphs["c"].replays == 0
+
+
 def test_every_round_is_a_fresh_shuffle_of_the_survivors():
     true = {i: 10.0 + 0.01 * i for i in range(30)}
     fake = FakeReplay(true)
