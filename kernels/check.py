@@ -7,7 +7,8 @@ from functools import lru_cache
 
 import torch
 
-from rooftune.candidates.shapes import GemmShape
+from rooftune.candidates.shapes import AttentionShape, GemmShape
+from rooftune.kernels import attention as attn
 from rooftune.kernels.context import error_line
 from rooftune.kernels.gemm import gemm, make_inputs, reference
 
@@ -19,6 +20,13 @@ from rooftune.kernels.gemm import gemm, make_inputs, reference
 #   fp32 inputs go through TF32 dots on the GPU (operands rounded to a 10-bit mantissa, u = 2^-11, the
 #   two operand roundings compound to ~3e-4 in practice) -> 5e-3, well above that but far below any
 #   indexing mistake, which gives errors of order 1.
+# Attention keeps these bounds. Besides the output rounding, P is rounded to the input dtype before PV
+# (as in FlashAttention) while the row sum keeps the fp32 P: each weight off by a relative ~u/√3, an
+# error that averages over the row like the output itself, so it adds about as much as one more
+# rounding: ~√2·u/√3 in all (scores: fp32 dots of the already-rounded Q and K, exp2 ~2^-22). A
+# CPU emulation of exactly that arithmetic (seq 512-4096, head_dim 16-256, causal or not) gave
+# bf16 2.0-2.3e-3, fp16 2.5-2.9e-4, fp32 through TF32 (Q, K, P, V rounded) 3.7-5.0e-4: margins of 4x,
+# 7x and 10x; the fp16 kernel in Triton's interpreter lands at ~2.5e-4.
 TOLERANCE = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 5e-3}
 
 CHUNK_ELEMS = 1 << 24  # rows are compared in chunks of about this many elements to bound fp64 temporaries
@@ -64,17 +72,40 @@ def check_gemm(config: Mapping[str, int], shape: GemmShape, layout: str | None =
     layout = layout or shape.layout
     a, b, ref = _problem(shape, layout, str(device), seed)
     out = poison_(torch.empty((shape.m, shape.n), dtype=a.dtype, device=a.device))
+    if run is None:
+        return _verdict(lambda: gemm(a, b, config, layout=layout, out=out), out, ref)
+    return _verdict(lambda: run(a, b, out), out, ref)
+
+
+@lru_cache(maxsize=1)
+def _attention_problem(shape: AttentionShape, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """Q, K, V and the fp64-computed reference for one (shape, seed), kept for the next config (as `_problem`)."""
+    q, k, v = attn.make_inputs(shape, device, seed)
+    return q, k, v, attn.reference(q, k, v, shape.causal)
+
+
+def check_attention(config: Mapping[str, int], shape: AttentionShape, device: str = "cuda", seed: int = 0,
+                    run: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], object] | None = None
+                    ) -> str | None:
+    """None when `config` computes the attention forward of `shape` (causal as the shape says)
+    correctly, else a short reason; as `check_gemm`, with `run(q, k, v, out)` replacing the kernel."""
+    q, k, v, ref = _attention_problem(shape, str(device), seed)
+    out = poison_(torch.empty_like(q))
+    if run is None:
+        return _verdict(lambda: attn.attention(q, k, v, config, causal=shape.causal, out=out), out, ref)
+    return _verdict(lambda: run(q, k, v, out), out, ref)
+
+
+def _verdict(run: Callable[[], object], out: torch.Tensor, ref: torch.Tensor) -> str | None:
+    """Runs `run` (which writes `out`) and compares `out` with `ref` under the dtype's TOLERANCE."""
     try:
-        if run is None:
-            gemm(a, b, config, layout=layout, out=out)
-        else:
-            run(a, b, out)
+        run()
         if out.is_cuda:
             torch.cuda.synchronize(out.device)
     except Exception as exc:  # a compile error, out of resources or a launch failure is a result here
         return f"run failed: {error_line(exc)}"
     rel = relative_error(out, ref)
-    tol = TOLERANCE[a.dtype]
+    tol = TOLERANCE[out.dtype]
     if not rel <= tol:
         return f"reference check failed: rel err {rel:.3g} > {tol:g}"
     return None
