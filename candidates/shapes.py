@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,12 +117,13 @@ def parse_attention_shape(text: str, causal: bool = True, dtype: str = "bf16") -
 
 
 class ShapeListError(ValueError):
-    """A --shapes file that is not a JSON list of {m, n, k[, layout]} objects."""
+    """A --shapes file that is not a JSON list of shape objects ({m, n, k[, layout]} or attention's)."""
 
 
-def load_shapes(path: str | Path) -> list[GemmShape]:
-    """Read a JSON list of objects with integer keys m, n, k (optional layout 'kn'/'nk'; other keys
-    ignored) as bf16 GemmShapes; errors name the file and the entry."""
+def _load_list(path: str | Path, keys: tuple[str, ...], build: Callable[[dict], object]) -> list:
+    """`build(entry)` for each object of the JSON list at `path`, every entry holding `keys` (other keys
+    are the builder's to read or ignore); a missing file, bad JSON, an empty list, an entry without
+    the keys or one `build` rejects (ShapeError) raises ShapeListError naming the file and the entry."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -129,14 +131,37 @@ def load_shapes(path: str | Path) -> list[GemmShape]:
         raise ShapeListError(f"{path}: no such file") from None
     except json.JSONDecodeError as exc:
         raise ShapeListError(f"{path}: not valid JSON ({exc})") from None
+    names = ", ".join(keys)
     if not isinstance(data, list) or not data:
-        raise ShapeListError(f"{path}: expected a non-empty JSON list of {{m, n, k}} objects")
+        raise ShapeListError(f"{path}: expected a non-empty JSON list of {{{names}}} objects")
     shapes = []
     for i, entry in enumerate(data):
-        if not isinstance(entry, dict) or not {"m", "n", "k"} <= set(entry):
-            raise ShapeListError(f"{path}: entry {i} must be an object with keys m, n, k; got {entry!r}")
+        if not isinstance(entry, dict) or not set(keys) <= set(entry):
+            raise ShapeListError(f"{path}: entry {i} must be an object with keys {names}; got {entry!r}")
         try:
-            shapes.append(GemmShape(entry["m"], entry["n"], entry["k"], layout=entry.get("layout", "kn")))
+            shapes.append(build(entry))
         except ShapeError as exc:
             raise ShapeListError(f"{path}: entry {i}: {exc}") from None
     return shapes
+
+
+def load_shapes(path: str | Path) -> list[GemmShape]:
+    """Read a JSON list of objects with integer keys m, n, k (optional layout 'kn'/'nk'; other keys
+    ignored) as bf16 GemmShapes; errors name the file and the entry."""
+    return _load_list(path, ("m", "n", "k"),
+                      lambda e: GemmShape(e["m"], e["n"], e["k"], layout=e.get("layout", "kn")))
+
+
+def _attention_entry(entry: dict) -> AttentionShape:
+    causal = entry.get("causal", True)
+    if not isinstance(causal, bool):  # 0/1 or "false" would otherwise pass as truthy values
+        raise ShapeError(f"causal must be true or false, got {causal!r}")
+    return AttentionShape(entry["batch"], entry["heads"], entry["seq"], entry["head_dim"], causal=causal,
+                          dtype=entry.get("dtype", "bf16"))
+
+
+def load_attention_shapes(path: str | Path) -> list[AttentionShape]:
+    """Read a JSON list of objects with integer keys batch, heads, seq, head_dim (optional causal,
+    default true, and dtype, default 'bf16'; other keys ignored) as AttentionShapes; errors name the
+    file and the entry."""
+    return _load_list(path, ("batch", "heads", "seq", "head_dim"), _attention_entry)

@@ -4,8 +4,9 @@
                                  method, measured noise, shape list and generator seed
     DIR/shapes/<id>.csv.gz       one per finished shape, written atomically (temp file + os.replace)
 
-A shape file starts with one comment line `# rooftune-shape {json}` (the shape, its baselines in µs
-and per-shape facts such as repeatability), then a CSV header and one row per legal config: the
+A shape file starts with one comment line `# rooftune-shape {json}` (the shape: GEMM {m, n, k, layout,
+dtype} or attention {batch, heads, seq, head_dim, causal, dtype}; its baselines in µs, e.g. cuBLAS
+or SDPA; and per-shape facts such as repeatability), then a CSV header and one row per legal config: the
 config's parameters, `time_us` (the dataset's time, below) or `error`, `compile_s`, `rounds` and
 `spread` of the screening pass, `screen_us` (the screening pass's raw median), for the fastest
 configs `retime_us` / `retime2_us` / `retime_rounds`: two independent final passes, and `in_space`:
@@ -30,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rooftune.candidates import Config, GemmShape, Trial
+from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.candidates.baselines import gemm_baseline_aliases
 from rooftune.eval.records import ShapeRecords
 
@@ -67,15 +68,33 @@ class ConfigResult:
 class ShapeResult:
     """Everything measured for one shape: per-config rows, baselines (e.g. {'cublas': µs}), facts."""
 
-    shape: GemmShape
+    shape: GemmShape | AttentionShape
     rows: tuple[ConfigResult, ...]
     baselines_us: dict[str, float] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)
 
 
-def shape_id(shape: GemmShape) -> str:
-    """File-name key of a shape: '4096x4096x4096-nk-bf16'."""
+def shape_id(shape: GemmShape | AttentionShape) -> str:
+    """File-name key of a shape: GEMM '4096x4096x4096-nk-bf16'; attention (four dimensions, so never a
+    GEMM id) '4x32x4096x128-causal-bf16', or '-full-' without the causal mask."""
+    if isinstance(shape, AttentionShape):
+        mask = "causal" if shape.causal else "full"
+        return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}-{mask}-{shape.dtype}"
     return f"{shape.m}x{shape.n}x{shape.k}-{shape.layout}-{shape.dtype}"
+
+
+_ATTENTION_KEYS = ("batch", "heads", "seq", "head_dim", "causal", "dtype")
+_GEMM_KEYS = ("m", "n", "k", "layout", "dtype")
+
+
+def _shape_header(shape: GemmShape | AttentionShape) -> dict:
+    """The header's "shape": the fields that rebuild it (`_header_shape`)."""
+    keys = _ATTENTION_KEYS if isinstance(shape, AttentionShape) else _GEMM_KEYS
+    return {k: getattr(shape, k) for k in keys}
+
+
+def _header_shape(fields: dict) -> GemmShape | AttentionShape:
+    return AttentionShape(**fields) if "head_dim" in fields else GemmShape(**fields)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -101,9 +120,7 @@ def _num(value: float | int | None) -> str:
 
 def encode_shape(result: ShapeResult) -> bytes:
     """The gzip CSV bytes of one shape's results."""
-    header = {"shape": {"m": result.shape.m, "n": result.shape.n, "k": result.shape.k,
-                        "layout": result.shape.layout, "dtype": result.shape.dtype},
-              "baselines_us": result.baselines_us, "meta": result.meta}
+    header = {"shape": _shape_header(result.shape), "baselines_us": result.baselines_us, "meta": result.meta}
     text = io.StringIO()
     text.write(_PREFIX + json.dumps(header, sort_keys=True) + "\n")
     names = list(result.rows[0].config) if result.rows else []
@@ -157,7 +174,7 @@ def read_shape(path: str | os.PathLike) -> ShapeResult:
             retime_us=_opt_float(stats["retime_us"]), retime2_us=_opt_float(stats["retime2_us"]),
             retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None,
             in_space=stats.get("in_space", "1") != "0"))
-    return ShapeResult(shape=GemmShape(**header["shape"]), rows=tuple(results),
+    return ShapeResult(shape=_header_shape(header["shape"]), rows=tuple(results),
                        baselines_us=header["baselines_us"], meta=header["meta"])
 
 
@@ -175,14 +192,15 @@ def finished_ids(root: str | os.PathLike) -> set[str]:
 def to_records(result: ShapeResult) -> ShapeRecords:
     """A ShapeRecords for replay: the dataset times as trials; first final-pass times in meta["retime_us"].
     Candidates are the in-space rows (None when all are); tutorial configs that are the same kernel as
-    a recorded config (GROUP_M without effect) become aliases of it."""
+    a recorded config (GROUP_M without effect) become aliases of it (GEMM shapes only)."""
     trials = tuple(Trial(r.config, r.time_us, r.error, r.compile_s) for r in result.rows)
     retime = {r.config: r.retime_us for r in result.rows if r.retime_us is not None}
     in_space = tuple(r.config for r in result.rows if r.in_space)
     candidates = None if len(in_space) == len(result.rows) else in_space
     return ShapeRecords(shape=result.shape, trials=trials, baselines_us=dict(result.baselines_us),
                         meta={**result.meta, "retime_us": retime}, candidates=candidates,
-                        aliases=gemm_baseline_aliases(result.shape, (t.config for t in trials)))
+                        aliases=gemm_baseline_aliases(result.shape, (t.config for t in trials))
+                        if isinstance(result.shape, GemmShape) else {})
 
 
 def read_manifest(root: str | os.PathLike) -> dict:

@@ -96,3 +96,32 @@ def test_config_names_checked_against_space():
         parse_config("BLOCK_Q=1,num_warps=4,num_stages=2", GEMM_SPACE.param_names)
     with pytest.raises(ConfigError, match="missing parameter"):
         parse_config("BLOCK_M=64,num_warps=4,num_stages=2", GEMM_SPACE.param_names)
+
+
+def test_load_attention_shapes_reads_and_rejects(tmp_path):
+    import json
+
+    from rooftune.candidates.shapes import ShapeListError, load_attention_shapes
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([{"batch": 1, "heads": 2, "seq": 64, "head_dim": 64},
+                                {"batch": 4, "heads": 32, "seq": 100, "head_dim": 32, "causal": False,
+                                 "dtype": "fp16", "why": "ignored"}]))
+    assert load_attention_shapes(good) == [AttentionShape(1, 2, 64, 64),
+                                           AttentionShape(4, 32, 100, 32, causal=False, dtype="fp16")]
+    entry = {"batch": 1, "heads": 2, "seq": 64, "head_dim": 64}
+    cases = {"[]": "non-empty JSON list of {batch, heads, seq, head_dim}", "{": "not valid JSON",
+             json.dumps([entry, {"batch": 1, "heads": 2, "seq": 64}]): "entry 1 must be an object with keys",
+             json.dumps([{**entry, "seq": 0}]): "entry 0: .*seq must be >= 1",
+             json.dumps([{**entry, "head_dim": 48}]): "head_dim",
+             json.dumps([{**entry, "causal": 1}]): "causal must be true or false",
+             json.dumps([{**entry, "dtype": "int8"}]): "dtype",
+             json.dumps([{"m": 1, "n": 2, "k": 3}]): "entry 0"}
+    for text, message in cases.items():
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(ShapeListError, match=message) as err:
+            load_attention_shapes(bad)
+        assert str(bad) in str(err.value)
+    with pytest.raises(ShapeListError, match="no such file"):
+        load_attention_shapes(tmp_path / "absent.json")

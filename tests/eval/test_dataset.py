@@ -120,3 +120,28 @@ def test_unreadable_files_raise_dataset_errors(tmp_path):
     with pytest.raises(DatasetError):
         read_shape(bad)
     assert shape_id(GemmShape(1, 2, 3)) == "1x2x3-kn-bf16"
+
+
+def test_attention_shapes_round_trip_with_their_own_ids(tmp_path):
+    from rooftune.candidates import AttentionShape
+
+    def cfg(bm, order):
+        return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=32, ORDER=order)
+
+    causal, full = AttentionShape(4, 32, 4096, 128), AttentionShape(1, 2, 100, 32, causal=False, dtype="fp16")
+    assert shape_id(causal) == "4x32x4096x128-causal-bf16" and shape_id(full) == "1x2x100x32-full-fp16"
+    assert shape_id(AttentionShape(1, 2, 3, 16)) != shape_id(GemmShape(1, 2, 3))  # never a GEMM id
+    open_dataset(tmp_path, {"kernel": "attention", "space_version": "v", "gpu_profile": "H200", "sms": None})
+    for shape in (causal, full):
+        result = ShapeResult(shape, (ConfigResult(cfg(64, 1), 41.5, None, 1.5, 7, 0.01, screen_us=41.0,
+                                                  retime_us=41.6, retime2_us=41.4, retime_rounds=15),
+                                     ConfigResult(cfg(128, 3), None, "compile: OutOfResources")),
+                             {"sdpa": 40.25}, {"sdpa_first_us": 40.5})
+        path = write_shape(tmp_path, result)
+        assert path.name == f"{shape_id(shape)}.csv.gz"
+        back = read_shape(path)
+        assert back == result and type(back.shape) is AttentionShape
+        assert encode_shape(back) == path.read_bytes()
+    records = {r.shape: r for r in read_dataset(tmp_path)}
+    assert set(records) == {causal, full} and records[full].aliases == {}
+    assert records[causal].best_us == 41.5 and records[causal].baselines_us == {"sdpa": 40.25}
