@@ -4,7 +4,7 @@ Datasets swept before the sweep timed those configs (candidates/baselines.py) la
 rows; `backfill_extras` adds them to finished shapes: the extras timed interleaved with the shape's
 recorded final configs in two final passes, and put on the dataset's scale by the median ratio
 recorded / new time over those finals. The loop, the time budget and the quarantine are the
-sweep's (eval/sweep.py: `run_shapes`); the GPU side is `GemmMeasurer.measure_extras`.
+sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras`.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from rooftune.eval.dataset import (
 from rooftune.eval.quarantine import QUARANTINED, quarantining, read_quarantine
 from rooftune.eval.sweep import (
     Compiler,
-    GemmMeasurer,
     Reporter,
     RetimePasses,
     SilentReporter,
     SweepSettings,
     describe_device,
+    gemm_measurer,
     order_by_group,
     repeatability,
     run_shapes,
@@ -201,6 +201,6 @@ def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwarePro
            "method": "each shape's extras timed interleaved with its recorded final configs and cuBLAS in two "
                      "independent final passes; time = median over both passes x scale, scale = median "
                      "recorded / new time over the final configs (shape meta: extras_backfilled)"}
-    with sm_partition(sms), GemmMeasurer(profile, settings, workers=workers) as measurer:
+    with sm_partition(sms), gemm_measurer(profile, settings, workers=workers) as measurer:
         return backfill_extras(out, profile, measurer, shapes=shapes, sms=sms, manifest=run,
                                max_minutes=max_minutes, reporter=reporter)

@@ -1,13 +1,15 @@
 """The exhaustive sweep: every legal config of a space, timed per shape, written resumably to a dataset.
 
 The orchestration (`run_sweep`: resume, grouping by compile specialization, the time budget, the
-manifest, the quarantine) is GPU-free and takes a `Measurer` as an argument; `GemmMeasurer` is the
-GPU one (torch and the kernel are imported inside it), tests pass a fake.
+manifest, the quarantine) is GPU-free and takes a `Measurer` and the kernel's `SweepKernel` (space,
+extra configs; eval/benches.py) as arguments; `KernelMeasurer` is the GPU one, the same for every
+kernel but for its bench (`gemm_measurer`: the GEMM kernel against cuBLAS; `attention_measurer`:
+the attention forward against PyTorch's SDPA), tests pass a fake.
 
-Beside the space, each shape also times the Triton tutorial's configs that are not (as the same
-kernel) in its legal set (candidates/baselines.py): compiled, checked and timed like every config,
-in the same interleaved passes, and written as rows with `in_space` = 0, so that the tutorial
-baseline is measured exactly as the strategies' candidates are.
+Beside the space, each GEMM shape also times the Triton tutorial's configs that are not (as the same
+kernel) in its legal set (candidates/baselines.py; attention has no such extras): compiled, checked
+and timed like every config, in the same interleaved passes, and written as rows with `in_space` = 0,
+so that the tutorial baseline is measured exactly as the strategies' candidates are.
 
 Datasets swept before that lack those rows; the backfill (eval/backfill.py) adds them to finished
 shapes, through `run_shapes` and the GPU measurer's `measure_extras`.
@@ -18,9 +20,9 @@ the run writes it to DIR/quarantine.json and stops; the next run records it as a
 Per shape, the GPU measurer: takes the compile results of the shape's specialization group (compiled
 once per config per group, in parallel, only for the shapes about to run, in one pool of workers kept
 for the whole run); checks every compiled config against the fp32 reference on fresh random inputs
-(a failure is a recorded error); times all of them plus cuBLAS (`torch.matmul`) in one interleaved
-pass of the harness (kernels/timing.py; cuBLAS does not set its pruning pace); then re-times the
-`retime_top` fastest and cuBLAS in a second, independent interleaved pass with more rounds and no
+(a failure is a recorded error); times all of them plus the baseline (cuBLAS or SDPA) in one interleaved
+pass of the harness (kernels/timing.py; the baseline does not set its pruning pace); then re-times the
+`retime_top` fastest and the baseline in a second, independent interleaved pass with more rounds and no
 pruning, and stores the agreement of the two passes (`repeatability`).
 """
 
@@ -35,10 +37,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
-from rooftune.candidates.shapes import load_shapes
-from rooftune.candidates.baselines import gemm_baseline_extras
-from rooftune.candidates.shapes import DTYPE_BYTES
+from rooftune.candidates import Config, legal_configs
+from rooftune.candidates.shapes import load_attention_shapes, load_shapes
+from rooftune.eval.benches import ATTENTION_SWEEP, GEMM_SWEEP, AttentionBench, Bench, GemmBench, Shape, SweepKernel
 from rooftune.eval.dataset import (
     ConfigResult,
     ShapeResult,
@@ -75,16 +76,16 @@ class Compiler(Protocol):
     """A device's compile grouping (shapes that share binaries) and parallel compiles: config -> compile
     seconds, or the error text of a config that did not compile (or not within `timeout_s`)."""
 
-    def group_key(self, shape: GemmShape) -> Hashable: ...
+    def group_key(self, shape: Shape) -> Hashable: ...
 
-    def compile(self, jobs: list[tuple[GemmShape, Config]], timeout_s: float | None = None
+    def compile(self, jobs: list[tuple[Shape, Config]], timeout_s: float | None = None
                 ) -> dict[Config, float | str]: ...
 
 
 class Measurer(Compiler, Protocol):
     """What the sweep needs from a device: compiles, and one shape measured."""
 
-    def measure(self, shape: GemmShape, configs: list[Config],
+    def measure(self, shape: Shape, configs: list[Config],
                 compiled: dict[Config, float | str]) -> ShapeResult: ...
 
 
@@ -120,9 +121,9 @@ def noise_summary(root: str | Path) -> dict[str, float | int]:
 class Reporter(Protocol):
     def start(self, total: int, done: int) -> None: ...
 
-    def phase(self, shape: GemmShape, text: str) -> None: ...
+    def phase(self, shape: Shape, text: str) -> None: ...
 
-    def finished(self, shape: GemmShape, seconds: float) -> None: ...
+    def finished(self, shape: Shape, seconds: float) -> None: ...
 
 
 class SilentReporter:
@@ -145,19 +146,21 @@ class SweepSummary:
     seconds: float
 
 
-def order_by_group(shapes: Sequence[GemmShape], key: Callable[[GemmShape], Hashable]) -> list[GemmShape]:
+def order_by_group(shapes: Sequence[Shape], key: Callable[[Shape], Hashable]) -> list[Shape]:
     """Shapes grouped by compile specialization, groups in order of first appearance, list order inside."""
-    groups: dict[Hashable, list[GemmShape]] = {}
+    groups: dict[Hashable, list[Shape]] = {}
     for s in shapes:
         groups.setdefault(key(s), []).append(s)
     return [s for members in groups.values() for s in members]
 
 
-def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, profile: HardwareProfile,
-              *, manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
+def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: Measurer, profile: HardwareProfile,
+              *, kernel: SweepKernel = GEMM_SWEEP, manifest: dict | None = None,
+              max_minutes: float | None = None, lookahead: int = 8,
               reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
               first_shape_s: float = 30.0, compile_s_per_config: float = 0.05) -> SweepSummary:
-    """Measure every shape of `shapes` not yet in the dataset at `out` and write each when done.
+    """Measure every shape of `shapes` not yet in the dataset at `out` and write each when done: the
+    legal configs of `kernel.space`, then `kernel.extras` (rows with in_space = 0).
 
     Resumable: finished shapes are skipped, each is written atomically, so a killed run loses at
     most the shape in progress. `max_minutes`: see `run_shapes`. A config whose run kills the CUDA
@@ -166,15 +169,15 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
     """
     started = now()
     reporter = reporter or SilentReporter()
-    open_dataset(out, {"kernel": "gemm", "space_version": GEMM_SPACE.version,
+    open_dataset(out, {"kernel": kernel.name, "space_version": kernel.space.version,
                        "gpu_profile": profile.name, "sms": None, **(manifest or {})})
     done_ids = finished_ids(out)
     unique = list({shape_id(s): s for s in shapes}.values())
     todo = order_by_group([s for s in unique if shape_id(s) not in done_ids], measurer.group_key)
     reporter.start(len(unique), len(unique) - len(todo))
-    space = {shape_id(s): legal_configs(GEMM_SPACE, s, profile).configs for s in todo}
+    space = {shape_id(s): legal_configs(kernel.space, s, profile).configs for s in todo}
     # Each shape's rows: the legal configs of the space, then the baseline configs outside it.
-    rows_of = {shape_id(s): space[shape_id(s)] + gemm_baseline_extras(s, space[shape_id(s)]) for s in todo}
+    rows_of = {shape_id(s): space[shape_id(s)] + kernel.extras(s, space[shape_id(s)]) for s in todo}
     quarantined = read_quarantine(out)
     measured = {sid: [c for c in configs if c not in quarantined.get(sid, {})] for sid, configs in rows_of.items()}
 
@@ -194,8 +197,8 @@ def run_sweep(shapes: Sequence[GemmShape], out: str | Path, measurer: Measurer, 
                         remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
 
 
-def run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], list[Config]], measurer: Compiler,
-               work: Callable[[GemmShape, dict[Config, float | str]], None], *, started: float,
+def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]], measurer: Compiler,
+               work: Callable[[Shape, dict[Config, float | str]], None], *, started: float,
                max_minutes: float | None, lookahead: int, reporter: Reporter, now: Callable[[], float],
                first_shape_s: float, compile_s_per_config: float) -> tuple[int, bool]:
     """The loop of the sweep and of the backfill over `todo` (ordered by compile group): before each
@@ -215,7 +218,7 @@ def run_shapes(todo: Sequence[GemmShape], configs_of: Callable[[GemmShape], list
     for index, shape in enumerate(todo):
         group = measurer.group_key(shape)
         have = compiled.setdefault(group, {})
-        jobs: dict[Config, GemmShape] = {}
+        jobs: dict[Config, Shape] = {}
         for s in todo[index: index + 1 + lookahead]:
             if measurer.group_key(s) == group:
                 jobs.update((c, s) for c in configs_of(s) if c not in have and c not in jobs)
@@ -250,7 +253,7 @@ def _flag_space(result: ShapeResult, space_configs: list[Config]) -> ShapeResult
 
 @dataclass(frozen=True)
 class RetimePasses:
-    """Two independent interleaved passes over the same candidates (configs and 'cublas'): each
+    """Two independent interleaved passes over the same candidates (configs and the baseline's key): each
     candidate's per-round times in µs per launch; `errors` for configs that failed to compile, the
     reference check or to run (no times); `meta`: facts of the measurement (clock range, seconds)."""
 
@@ -264,26 +267,27 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-class GemmMeasurer:
-    """Measures GEMM shapes on the current CUDA device with the Triton kernel of kernels/gemm.py.
+class KernelMeasurer:
+    """Measures shapes on the current CUDA device with the Triton kernel and baseline of `bench`
+    (eval/benches.py); the baseline's key is `bench.kernel.baseline`.
 
     Its compile workers live as long as it does: use it in a `with` block (or `close()` it). A batch
     of n compiles times out after `timeout_base_s` + `timeout_per_config_s` × n / workers (~5x a
     config's median compile on an H200 host), or the caller's `timeout_s` when that is sooner."""
 
-    def __init__(self, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
+    def __init__(self, bench: Bench, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
                  device: str = "cuda", workers: int | None = None, timeout_base_s: float = 60.0,
                  timeout_per_config_s: float = 2.0):
-        from rooftune.kernels import gemm
         from rooftune.kernels.compile import CompilePool
 
-        self.gemm, self.profile, self.settings = gemm, profile, settings
-        self.kernel_sha = file_digest(gemm.__file__)
+        self.bench, self.profile, self.settings = bench, profile, settings
+        self.baseline = bench.kernel.baseline
+        self.kernel_sha = file_digest(bench.module.__file__)
         self.device = device
-        self.pool = CompilePool(gemm.warmup, workers=workers, device=device)
+        self.pool = CompilePool(bench.module.warmup, workers=workers, device=device)
         self.timeout_base_s, self.timeout_per_config_s = timeout_base_s, timeout_per_config_s
 
-    def __enter__(self) -> GemmMeasurer:
+    def __enter__(self) -> KernelMeasurer:
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
@@ -292,20 +296,19 @@ class GemmMeasurer:
     def close(self) -> None:
         self.pool.close()
 
-    def group_key(self, shape: GemmShape) -> Hashable:
-        return self.gemm.specialization_key(shape)
+    def group_key(self, shape: Shape) -> Hashable:
+        return self.bench.module.specialization_key(shape)
 
     def compile(self, jobs, timeout_s=None):
         own_s = self.timeout_base_s + self.timeout_per_config_s * len(jobs) / max(1, self.pool.workers)
         return self.pool.compile(jobs, timeout_s=own_s if timeout_s is None else min(own_s, timeout_s))
 
-    def _seed(self, shape: GemmShape, salt: int) -> int:
+    def _seed(self, shape: Shape, salt: int) -> int:
         return (zlib.crc32(shape_id(shape).encode()) + 7919 * salt + 104729 * self.settings.seed) % 2**31
 
     def _check(self, shape, configs, compiled) -> dict[Config, str]:
         """Errors of configs that did not compile, fail the reference check, or raise. Raises
         ContextLost when a failing config leaves the CUDA context dead (nothing after it could run)."""
-        from rooftune.kernels.check import check_gemm
         from rooftune.kernels.context import ContextLost, context_error
 
         errors: dict[Config, str] = {}
@@ -315,7 +318,7 @@ class GemmMeasurer:
                 errors[c] = f"compile: {compiled[c]}"
                 continue
             try:
-                problem = check_gemm(c, shape, shape.layout, self.device, seed)
+                problem = self.bench.check(c, shape, self.device, seed)
             except Exception as exc:
                 problem = f"{type(exc).__name__}: {exc}"
             if problem:
@@ -325,26 +328,23 @@ class GemmMeasurer:
         return errors
 
     def _launchers(self, shape, configs, errors) -> tuple[dict, int]:
-        """A launcher per config without an error (one that cannot be built gains one) and cuBLAS,
+        """A launcher per config without an error (one that cannot be built gains one) and the baseline,
         over input sets rotated to touch > 3x L2 between reuses; and how many sets."""
-        import torch
-
         from rooftune.kernels.timing import input_sets_needed
 
-        bytes_per_set = DTYPE_BYTES[shape.dtype] * (shape.m * shape.k + shape.k * shape.n)
-        sets = input_sets_needed(bytes_per_set, self.profile.l2_bytes)
-        inputs = [self.gemm.make_inputs(shape, self.device, self._seed(shape, 100 + i)) for i in range(sets)]
-        out = torch.empty(shape.m, shape.n, device=self.device, dtype=self.gemm.TORCH_DTYPES[shape.dtype])
+        bench = self.bench
+        sets = input_sets_needed(bench.bytes_per_set(shape), self.profile.l2_bytes)
+        inputs = [bench.inputs(shape, self.device, self._seed(shape, 100 + i)) for i in range(sets)]
+        out = bench.output(shape, self.device)
         launchers = {}
         for c in configs:
             if c in errors:
                 continue
             try:
-                launchers[c] = self.gemm.make_launcher(c, shape.layout, inputs, out)
+                launchers[c] = bench.launcher(c, shape, inputs, out)
             except Exception as exc:
                 errors[c] = f"launcher: {type(exc).__name__}: {exc}"[:300]
-        operands = [(a, b.t() if shape.layout == "nk" else b) for a, b in inputs]
-        launchers["cublas"] = lambda i: torch.mm(*operands[i % len(operands)], out=out)
+        launchers[self.baseline] = bench.baseline(shape, inputs, out)
         return launchers, sets
 
     def _final_passes(self, shape, launchers, keys, salts) -> list[dict]:
@@ -366,24 +366,24 @@ class GemmMeasurer:
 
         from rooftune.kernels.timing import time_candidates
 
-        s = self.settings
+        s, base = self.settings, self.baseline
         t0 = time.perf_counter()
         errors = self._check(shape, configs, compiled)
         t_check = time.perf_counter() - t0
         launchers, sets = self._launchers(shape, configs, errors)
         first = time_candidates(launchers, rounds=s.rounds, prune_ratio=s.prune_ratio, mid_ratio=s.mid_ratio,
-                                mid_rounds=s.mid_rounds, target_ms=s.target_ms, baseline_keys=("cublas",),
+                                mid_rounds=s.mid_rounds, target_ms=s.target_ms, baseline_keys=(base,),
                                 seed=self._seed(shape, 2))
         t_first = time.perf_counter() - t0 - t_check
-        ok = sorted((k for k, t in first.items() if k != "cublas" and t.median_us is not None),
+        ok = sorted((k for k, t in first.items() if k != base and t.median_us is not None),
                     key=lambda k: first[k].median_us)
-        top = ok[: s.retime_top] + ["cublas"]
-        # Two independent final passes over the fastest configs and cuBLAS: longer bursts, fresh
+        top = ok[: s.retime_top] + [base]
+        # Two independent final passes over the fastest configs and the baseline: longer bursts, fresh
         # orders. Their agreement is the shape's measured repeatability.
         pass_a, pass_b = self._final_passes(shape, launchers, top, (3, 4))
         pooled = {k: statistics.median([*pass_a[k].times_us, *pass_b[k].times_us]) for k in top
                   if pass_a[k].median_us is not None and pass_b[k].median_us is not None}
-        scale = statistics.median([pooled[k] / first[k].median_us for k in pooled if k != "cublas"] or [1.0])
+        scale = statistics.median([pooled[k] / first[k].median_us for k in pooled if k != base] or [1.0])
         rows = []
         for c in configs:
             t = first.get(c)
@@ -397,24 +397,24 @@ class GemmMeasurer:
                 retime_us=a.median_us if a else None, retime2_us=b.median_us if b else None,
                 retime_rounds=a.rounds if a else None))
         meta = {
-            "space_version": GEMM_SPACE.version, "errors": len(errors),
+            "space_version": self.bench.kernel.space.version, "errors": len(errors),
             "input_sets": sets, "check_s": round(t_check, 2), "time_s": round(t_first, 2),
             "retime_s": round(time.perf_counter() - t0 - t_check - t_first, 2),
             **self._clock_range(first, pass_a, pass_b),
             "clock_repeats": max((t.repeats for t in first.values()), default=0),
-            "cublas_first_us": first["cublas"].median_us,
+            f"{base}_first_us": first[base].median_us,
             "screen_scale": scale, "kernel_sha": self.kernel_sha, "paced_by": "configs",
-            "repeatability": repeatability({k: pass_a[k].median_us for k in top if k != "cublas"},
-                                           {k: pass_b[k].median_us for k in top if k != "cublas"}),
+            "repeatability": repeatability({k: pass_a[k].median_us for k in top if k != base},
+                                           {k: pass_b[k].median_us for k in top if k != base}),
         }
-        baselines = {"cublas": pooled["cublas"]} if "cublas" in pooled else {}
+        baselines = {base: pooled[base]} if base in pooled else {}
         del launchers
         torch.cuda.empty_cache()
         return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)
 
     def measure_extras(self, shape, extras, finals, compiled):
         """The backfill's measurement: every config checked as in `measure` (the finals again too),
-        then the extras, the finals and cuBLAS in two independent final passes (fresh seeds)."""
+        then the extras, the finals and the baseline in two independent final passes (fresh seeds)."""
         import torch
 
         t0 = time.perf_counter()
@@ -432,19 +432,45 @@ class GemmMeasurer:
                 "kernel_sha": self.kernel_sha}
         del launchers
         torch.cuda.empty_cache()
-        return RetimePasses(first, second, {k: v for k, v in errors.items() if k != "cublas"}, meta)
+        return RetimePasses(first, second, {k: v for k, v in errors.items() if k != self.baseline}, meta)
 
 
-def describe_device(settings: SweepSettings, sms: int | None) -> dict:
+def gemm_measurer(profile: HardwareProfile, settings: SweepSettings = SweepSettings(), **kwargs) -> KernelMeasurer:
+    """The GEMM kernel of kernels/gemm.py against cuBLAS (`KernelMeasurer`'s keyword arguments)."""
+    return KernelMeasurer(GemmBench(), profile, settings, **kwargs)
+
+
+def attention_measurer(profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
+                       **kwargs) -> KernelMeasurer:
+    """The attention forward of kernels/attention.py against PyTorch's SDPA."""
+    return KernelMeasurer(AttentionBench(), profile, settings, **kwargs)
+
+
+def describe_device(settings: SweepSettings, sms: int | None, baseline: str = "cuBLAS") -> dict:
     """Manifest facts about this machine and the timing method (needs a GPU)."""
     from rooftune.hwprofiles.hwprobe import software_versions
 
     return {"sms": sms, "device": software_versions(),
             "timing": {"method": "interleaved CUDA-graph replay, median over shuffled rounds, "
                                  "progressive pruning (kernels/timing.py); two independent final passes "
-                                 "re-time the fastest configs and cuBLAS (2 ms bursts); other configs "
+                                 f"re-time the fastest configs and {baseline} (2 ms bursts); other configs "
                                  "scaled to the final passes (screen_scale)",
                        **asdict(settings)}}
+
+
+def _sweep_list(shapes: list[Shape], shapes_path: str | Path, out: str | Path, profile: HardwareProfile,
+                kernel: SweepKernel, make_measurer: Callable[..., KernelMeasurer], *, sms: int | None,
+                max_minutes: float | None, workers: int | None, settings: SweepSettings,
+                reporter: Reporter | None) -> SweepSummary:
+    """`shapes` (read from `shapes_path`) swept on this GPU with `make_measurer(profile, settings, workers=)`."""
+    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+
+    require_cuda()
+    manifest = {**describe_device(settings, sms, kernel.baseline_label), "shapes_file": Path(shapes_path).name,
+                "shapes_sha256": file_digest(shapes_path), "shapes_listed": len(shapes)}
+    with sm_partition(sms), make_measurer(profile, settings, workers=workers) as measurer:
+        return run_sweep(shapes, out, measurer, profile, kernel=kernel, manifest=manifest,
+                         max_minutes=max_minutes, reporter=reporter)
 
 
 def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
@@ -453,12 +479,15 @@ def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfil
     """`rooftune sweep gemm`: load the shape list, then sweep it on this GPU (an SM partition of it
     with `sms`) into the dataset at `out`. Raises ShapeListError, NoGpuError, DatasetError,
     ContextQuarantined, CompileStalled."""
-    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+    return _sweep_list(load_shapes(shapes_path), shapes_path, out, profile, GEMM_SWEEP, gemm_measurer, sms=sms,
+                       max_minutes=max_minutes, workers=workers, settings=settings, reporter=reporter)
 
-    shapes = load_shapes(shapes_path)
-    require_cuda()
-    manifest = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
-                "shapes_sha256": file_digest(shapes_path), "shapes_listed": len(shapes)}
-    with sm_partition(sms), GemmMeasurer(profile, settings, workers=workers) as measurer:
-        return run_sweep(shapes, out, measurer, profile, manifest=manifest, max_minutes=max_minutes,
-                         reporter=reporter)
+
+def sweep_attention(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
+                    max_minutes: float | None = None, workers: int | None = None,
+                    settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> SweepSummary:
+    """`rooftune sweep attention`: as `sweep_gemm`, for the attention forward over a list read by
+    `load_attention_shapes`, every legal config of ATTENTION_SPACE timed beside SDPA (key "sdpa")."""
+    return _sweep_list(load_attention_shapes(shapes_path), shapes_path, out, profile, ATTENTION_SWEEP,
+                       attention_measurer, sms=sms, max_minutes=max_minutes, workers=workers, settings=settings,
+                       reporter=reporter)

@@ -51,8 +51,9 @@ def hwprobe_cmd(
 
 
 def sweep_cmd(
-    kernel: str = typer.Argument(..., help="gemm (attention comes later)"),
-    shapes: str = typer.Option(..., "--shapes", help="JSON list of {m, n, k[, layout]} objects"),
+    kernel: str = typer.Argument(..., help="gemm or attention"),
+    shapes: str = typer.Option(..., "--shapes", help="JSON list of {m, n, k[, layout]} objects (gemm) or "
+                                                     "{batch, heads, seq, head_dim[, causal, dtype]} (attention)"),
     out: str = typer.Option(..., "--out", help="dataset folder (created, or resumed)"),
     gpu: str = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality"),
     sms: int = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs"),
@@ -60,9 +61,11 @@ def sweep_cmd(
     workers: int = typer.Option(None, "--workers", help="compile processes (default: all CPU cores)"),
     backfill_extras: bool = typer.Option(
         False, "--backfill-extras",
-        help="instead of sweeping: time the tutorial configs outside the space that finished shapes lack"),
+        help="gemm only, instead of sweeping: time the tutorial configs outside the space that finished "
+             "shapes lack"),
 ) -> None:
-    """Time every legal config of the published space for each shape; resumable. With
+    """Time every legal config of the published space for each shape, beside the library baseline
+    (gemm: cuBLAS; attention: PyTorch's SDPA); resumable. With
     --backfill-extras, add the Triton tutorial's configs outside the space to finished shapes swept
     without them (timed beside their final configs, on the dataset's scale); resumable too.
     Exit code 3: a config killed the CUDA context (it is quarantined: run again to continue) or the
@@ -70,21 +73,24 @@ def sweep_cmd(
     from rooftune.eval.backfill import backfill_gemm
     from rooftune.eval.dataset import DatasetError
     from rooftune.eval.quarantine import ContextQuarantined
-    from rooftune.candidates.shapes import ShapeListError, load_shapes
-    from rooftune.eval.sweep import sweep_gemm
+    from rooftune.candidates.shapes import ShapeListError, load_attention_shapes, load_shapes
+    from rooftune.eval import sweep
     from rooftune.hwprofiles.hwprobe import NoGpuError
     from rooftune.kernels.compile import CompileStalled
     from rooftune.tuner.args import load_gpu
 
-    if kernel != "gemm":
-        fail(f"unknown or unsupported kernel {kernel!r}; `sweep` supports gemm")
+    loaders = {"gemm": load_shapes, "attention": load_attention_shapes}
+    if kernel not in loaders:
+        fail(f"unknown or unsupported kernel {kernel!r}; `sweep` supports {', '.join(loaders)}")
+    if backfill_extras and kernel != "gemm":
+        fail("--backfill-extras is for gemm only (attention has no configs outside its space to add)")
     try:
-        load_shapes(shapes)  # a bad list fails here, before any GPU work
+        loaders[kernel](shapes)  # a bad list fails here, before any GPU work
     except ShapeListError as exc:
         fail(str(exc))
     profile = load_gpu(gpu)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    run = backfill_gemm if backfill_extras else sweep_gemm
+    run = backfill_gemm if backfill_extras else {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention}[kernel]
     try:
         with Progress(*columns, console=console) as progress:
             summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,

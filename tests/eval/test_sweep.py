@@ -184,7 +184,7 @@ def test_a_config_that_kills_the_context_is_quarantined_and_its_shape_completes_
 
 
 def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
-    from rooftune.eval.sweep import GemmMeasurer
+    from rooftune.eval.sweep import gemm_measurer
     from rooftune.kernels import check, context
 
     shape = SHAPES[2]
@@ -199,7 +199,7 @@ def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
 
     monkeypatch.setattr(check, "check_gemm", fake_check)
     monkeypatch.setattr(context, "context_error", lambda device="cuda": "AcceleratorError: illegal" if dead else None)
-    measurer = GemmMeasurer(PROFILE, device="cpu", workers=0)
+    measurer = gemm_measurer(PROFILE, device="cpu", workers=0)
     compiled = {c: 0.1 for c in configs}
     with pytest.raises(ContextLost) as lost:
         measurer._check(shape, configs, compiled)
@@ -211,7 +211,7 @@ def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
 
 
 def test_the_gpu_measurer_keeps_one_pool_and_bounds_each_batch(monkeypatch):
-    from rooftune.eval.sweep import GemmMeasurer
+    from rooftune.eval.sweep import gemm_measurer
 
     class FakePool:
         workers, closed, timeouts = 16, False, []
@@ -223,7 +223,7 @@ def test_the_gpu_measurer_keeps_one_pool_and_bounds_each_batch(monkeypatch):
         def close(self, kill=False):
             self.closed = True
 
-    with GemmMeasurer(PROFILE, device="cpu") as measurer:
+    with gemm_measurer(PROFILE, device="cpu") as measurer:
         measurer.pool = pool = FakePool()
         jobs = [(SHAPES[0], c) for c in legal_configs(GEMM_SPACE, SHAPES[0], PROFILE).configs[:32]]
         measurer.compile(jobs)

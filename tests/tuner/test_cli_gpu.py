@@ -19,6 +19,9 @@ def _has_cuda():
 
 
 no_gpu_only = pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU error")
+ATTENTION_LIST = [{"batch": 1, "heads": 2, "seq": 64, "head_dim": 64}]
+# kernel -> (its library function in eval/sweep.py, a valid shape list)
+KERNELS = {"gemm": ("sweep_gemm", [{"m": 1, "n": 64, "k": 64}]), "attention": ("sweep_attention", ATTENTION_LIST)}
 
 
 def test_help_lists_gpu_commands_without_importing_torch():
@@ -37,10 +40,11 @@ def test_hwprobe_without_gpu_fails_clearly():
 
 
 @no_gpu_only
-def test_sweep_without_gpu_fails_clearly(tmp_path):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sweep_without_gpu_fails_clearly(tmp_path, kernel):
     shapes = tmp_path / "s.json"
-    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
-    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d")])
+    shapes.write_text(json.dumps(KERNELS[kernel][1]))
+    result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", str(tmp_path / "d")])
     assert result.exit_code == 2 and "no CUDA GPU" in result.output
     assert not (tmp_path / "d").exists()
 
@@ -54,23 +58,31 @@ def test_sweep_input_errors(tmp_path):
     assert result.exit_code == 2 and "unknown or unsupported kernel" in result.output
 
 
-def test_sweep_calls_the_library_and_reports(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sweep_calls_the_library_and_reports(tmp_path, monkeypatch, kernel):
     from rooftune.eval import sweep
 
     seen = {}
 
-    def fake_sweep_gemm(shapes, out, profile, **kwargs):
+    def fake_sweep(shapes, out, profile, **kwargs):
         seen.update(shapes=shapes, out=out, profile=profile.name, **kwargs)
         return sweep.SweepSummary(done=3, skipped=1, remaining=2, stopped_early=True, seconds=42.0)
 
-    monkeypatch.setattr(sweep, "sweep_gemm", fake_sweep_gemm)
+    def wrong_kernel(*args, **kwargs):
+        raise AssertionError(f"`sweep {kernel}` ran another kernel's sweep")
+
+    for name, _ in KERNELS.values():
+        monkeypatch.setattr(sweep, name, wrong_kernel)
+    name, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, name, fake_sweep)
     shapes = tmp_path / "s.json"
-    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
-    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", "d", "--sms", "66",
-                                 "--max-minutes", "8"])
+    shapes.write_text(json.dumps(listed))
+    result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d", "--sms", "66",
+                                 "--max-minutes", "8", "--workers", "4"])
     assert result.exit_code == 0, result.output
     assert "done 3" in result.output and "time budget reached" in result.output
     assert seen["sms"] == 66 and seen["max_minutes"] == 8.0 and seen["profile"] == "NVIDIA H200"
+    assert seen["workers"] == 4 and seen["out"] == "d"
 
 
 @no_gpu_only
@@ -108,7 +120,8 @@ def test_backfill_flag_calls_the_backfill_and_reports(tmp_path, monkeypatch):
     assert seen["out"] == "d" and seen["max_minutes"] == 8.5 and seen["profile"] == "NVIDIA H200"
 
 
-def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monkeypatch, kernel):
     from rooftune.eval import sweep
     from rooftune.eval.quarantine import ContextQuarantined
 
@@ -116,9 +129,29 @@ def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monke
         raise ContextQuarantined("64x4096x4096-nk-bf16: config BLOCK_M=64 killed the CUDA context (illegal "
                                  "memory access); it is quarantined in d/quarantine.json. Run the same command again")
 
-    monkeypatch.setattr(sweep, "sweep_gemm", dies)
+    name, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, name, dies)
     shapes = tmp_path / "s.json"
-    shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
-    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", "d"])
+    shapes.write_text(json.dumps(listed))
+    result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d"])
     out = " ".join(result.output.split())
     assert result.exit_code == 3 and "quarantined in d/quarantine.json" in out and "Traceback" not in out
+
+
+def test_attention_sweep_input_errors(tmp_path, monkeypatch):
+    from rooftune.eval import sweep
+
+    def no_sweep(*args, **kwargs):
+        raise AssertionError("a bad list must fail before any GPU work")
+
+    monkeypatch.setattr(sweep, "sweep_attention", no_sweep)
+    bad = tmp_path / "bad.json"
+    for text, message in (('[{"m": 1, "n": 2, "k": 3}]', "keys batch, heads, seq, head_dim"),
+                          (json.dumps([{**ATTENTION_LIST[0], "head_dim": 48}]), "entry 0")):
+        bad.write_text(text)
+        result = runner.invoke(app, ["sweep", "attention", "--shapes", str(bad), "--out", str(tmp_path / "d")])
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+    bad.write_text(json.dumps(ATTENTION_LIST))
+    result = runner.invoke(app, ["sweep", "attention", "--shapes", str(bad), "--out", "d", "--backfill-extras"])
+    assert result.exit_code == 2 and "gemm only" in result.output
+

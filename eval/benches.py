@@ -1,0 +1,145 @@
+"""Per kernel, what the sweep runs: space, extra configs; on the GPU inputs, launchers, check, baseline.
+
+`SweepKernel` is the GPU-free part (`run_sweep` and the manifest read it); a bench (`GemmBench`,
+`AttentionBench`) is what `KernelMeasurer` (eval/sweep.py) asks of the kernel while it measures:
+everything else (checking every config, the interleaved passes, the final re-timing, repeatability,
+clock ranges) is the same code for every kernel. torch and the Triton kernels are imported inside
+the benches, so this module loads without them.
+
+Baselines: GEMM is timed beside cuBLAS (`torch.mm`, key "cublas"); attention beside PyTorch's
+`scaled_dot_product_attention` with `is_causal` as the shape says (key "sdpa", whatever backend
+PyTorch picks: on an H200 for bf16/fp16, FlashAttention). A shape's `baselines_us` and its meta's
+`<key>_first_us` (the screening pass) carry the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Protocol
+
+from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, GemmShape
+from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.shapes import DTYPE_BYTES
+from rooftune.candidates.space import SearchSpace
+
+Shape = GemmShape | AttentionShape
+
+
+def no_extras(shape: Shape, configs: list[Config]) -> list[Config]:
+    return []
+
+
+@dataclass(frozen=True)
+class SweepKernel:
+    """A kernel's sweep without the GPU: `name` for the manifest, the published `space`, `extras(shape,
+    legal configs)` -> configs outside the space timed beside it (rows with in_space = 0), the
+    library baseline's key and its name in prose (the manifest's timing method)."""
+
+    name: str
+    space: SearchSpace
+    extras: Callable[[Shape, list[Config]], list[Config]]
+    baseline: str
+    baseline_label: str
+
+
+GEMM_SWEEP = SweepKernel("gemm", GEMM_SPACE, gemm_baseline_extras, "cublas", "cuBLAS")
+ATTENTION_SWEEP = SweepKernel("attention", ATTENTION_SPACE, no_extras, "sdpa", "SDPA")
+
+
+class Bench(Protocol):
+    """The kernel-specific steps of a measurement. `module` is the Triton kernel's module: its
+    `warmup` compiles for the CompilePool, its `specialization_key` groups shapes that share binaries,
+    its source file's digest goes into each shape's meta."""
+
+    kernel: SweepKernel
+    module: ModuleType
+
+    def check(self, config: Config, shape: Shape, device: str, seed: int) -> str | None: ...
+
+    def bytes_per_set(self, shape: Shape) -> int: ...
+
+    def inputs(self, shape: Shape, device: str, seed: int) -> tuple: ...
+
+    def output(self, shape: Shape, device: str): ...
+
+    def launcher(self, config: Config, shape: Shape, inputs: list[tuple], out) -> Callable[[int], None]: ...
+
+    def baseline(self, shape: Shape, inputs: list[tuple], out) -> Callable[[int], None]: ...
+
+
+class GemmBench:
+    """C = A @ B with kernels/gemm.py; baseline cuBLAS (`torch.mm` into the same output)."""
+
+    kernel = GEMM_SWEEP
+
+    def __init__(self):
+        from rooftune.kernels import gemm
+
+        self.module = gemm
+
+    def check(self, config, shape, device, seed):
+        from rooftune.kernels.check import check_gemm
+
+        return check_gemm(config, shape, shape.layout, device, seed)
+
+    def bytes_per_set(self, shape):
+        """A and B: dtype bytes · (M·K + K·N)."""
+        return DTYPE_BYTES[shape.dtype] * (shape.m * shape.k + shape.k * shape.n)
+
+    def inputs(self, shape, device, seed):
+        return self.module.make_inputs(shape, device, seed)
+
+    def output(self, shape, device):
+        import torch
+
+        return torch.empty(shape.m, shape.n, device=device, dtype=self.module.TORCH_DTYPES[shape.dtype])
+
+    def launcher(self, config, shape, inputs, out):
+        return self.module.make_launcher(config, shape.layout, inputs, out)
+
+    def baseline(self, shape, inputs, out):
+        import torch
+
+        operands = [(a, b.t() if shape.layout == "nk" else b) for a, b in inputs]
+        return lambda i: torch.mm(*operands[i % len(operands)], out=out)
+
+
+class AttentionBench:
+    """softmax(Q Kᵀ / √d) V with kernels/attention.py; baseline PyTorch's SDPA (same scale and mask)."""
+
+    kernel = ATTENTION_SWEEP
+
+    def __init__(self):
+        from rooftune.kernels import attention
+
+        self.module = attention
+
+    def check(self, config, shape, device, seed):
+        from rooftune.kernels.check import check_attention
+
+        return check_attention(config, shape, device, seed)
+
+    def bytes_per_set(self, shape):
+        """Q, K and V: 3 · dtype bytes · batch·heads·seq·head_dim."""
+        return 3 * DTYPE_BYTES[shape.dtype] * shape.batch * shape.heads * shape.seq * shape.head_dim
+
+    def inputs(self, shape, device, seed):
+        return self.module.make_inputs(shape, device, seed)
+
+    def output(self, shape, device):
+        import torch
+
+        dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+        return torch.empty(dims, device=device, dtype=self.module.TORCH_DTYPES[shape.dtype])
+
+    def launcher(self, config, shape, inputs, out):
+        return self.module.make_launcher(config, shape, inputs, out)
+
+    def baseline(self, shape, inputs, out):
+        # SDPA has no out= argument: it allocates its output, which a CUDA graph capture serves from
+        # the graph's private pool, so the launch still neither syncs nor allocates at replay.
+        from torch.nn.functional import scaled_dot_product_attention
+
+        return lambda i: scaled_dot_product_attention(*inputs[i % len(inputs)], is_causal=shape.causal)
