@@ -114,6 +114,7 @@ def test_a_config_that_kills_the_context_is_quarantined_and_the_shape_completes_
     assert row.error == QUARANTINED and row.time_us is None and result.meta["quarantined"] == 1
 
 
+@pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # the interpreter
 def test_the_attention_bench_runs_the_kernel_and_sdpa_alike_on_the_cpu():
     import torch
 

@@ -75,6 +75,7 @@ def test_probe_fills_every_profile_field_on_the_cpu():
     assert all(v.startswith("probed") != (k in UNPROBED_FIELDS) for k, v in sources.items())
 
 
+@pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # the interpreter
 def test_l2_read_kernel_sums_what_each_program_reads():
     """The L2 probe's kernel (in the interpreter without a GPU): program p sums `iters` blocks from
     block p mod n_blocks on, wrapping around, so the bytes it is credited with are really loaded."""
