@@ -1,4 +1,4 @@
-"""GPU commands of the CLI: `hwprobe` and `sweep` (thin: parse, call one library function, print)."""
+"""GPU commands of the CLI: `hwprobe`, `sweep` and `tune` (thin: parse, call one library function, print)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rooftune.tuner.args import fail
 
 console = Console()
+tune_app = typer.Typer(help="Tune a shape live on this GPU: the model's top configs compiled and timed.",
+                       no_args_is_help=True)
 
 
 class RichReporter:
@@ -109,6 +111,71 @@ def sweep_cmd(
                       f"{summary.seconds:.0f} s")
 
 
+@tune_app.command("gemm")
+def tune_gemm_cmd(
+    shape: str = typer.Option(..., "--shape", help="MxNxK"),
+    layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
+    budget: int = typer.Option(20, "--budget", help="how many of the model's top configs to compile and time"),
+    gpu: str = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality and the model"),
+    sms: int = typer.Option(None, "--sms", help="tune inside a green context of this many SMs"),
+    cache: str = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU"),
+    json_out: str = typer.Option(None, "--json", help="also write the result as JSON to this file"),
+) -> None:
+    """Compile and time the model's top --budget configs beside cuBLAS, as the sweep times them; print
+    the trials in model order and the winner. Exit code 1: every planned config failed; 3: a config
+    killed the CUDA context or the compile workers hung."""
+    import json
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from rooftune.hwprofiles.hwprobe import NoGpuError
+    from rooftune.kernels.compile import CompileStalled
+    from rooftune.kernels.context import ContextLost
+    from rooftune.tuner.args import load_gpu, parse_shape
+    from rooftune.tuner.cli_model import config_label
+    from rooftune.tuner.tune import TuneError, result_to_dict, tune_gemm
+
+    problem = parse_shape("gemm", shape, layout)
+    profile = load_gpu(gpu)
+    if budget < 1:
+        fail(f"--budget must be at least 1, got {budget}")
+    try:
+        with console.status(f"tuning {problem}: compiling and timing the model's top {budget} configs"):
+            result = tune_gemm(problem, profile, budget, cache=cache, sms=sms)
+    except ValueError as exc:  # the budget's upper bound, --sms, a corrupt cache
+        fail(str(exc).replace("budget must", "--budget must", 1))
+    except (NoGpuError, TuneError) as exc:
+        fail(str(exc), code=2 if isinstance(exc, NoGpuError) else 1)
+    except (ContextLost, CompileStalled) as exc:
+        fail(str(exc), code=3)
+    cached = " (from the cache)" if result.cached else ""
+    table = Table(title=f"gemm {problem} on {result.profile}: the model's top {budget}{cached}")
+    for col in ("#", "config", "predicted µs", "measured µs"):
+        table.add_column(col, justify="left" if col == "config" else "right", no_wrap=col == "config")
+    for t in result.trials:
+        win = t.config == result.winner
+        measured = f"{t.time_us:.2f}" if t.error is None else f"[red]{t.error[:60]}[/]"
+        table.add_row(f"{t.rank}{' *' if win else ''}", config_label(t.config), f"{t.predicted_us:.2f}", measured,
+                      style="bold green" if win else None)
+    console.print(table)
+    cublas = (f"cuBLAS {result.cublas_us:.2f} µs, cuBLAS/winner {result.cublas_us / result.time_us:.3f}"
+              if result.cublas_us else "cuBLAS not timed")
+    console.print(f"winner (*) rank {next(t.rank for t in result.trials if t.config == result.winner)}: "
+                  f"{result.winner}  {result.time_us:.2f} µs = {result.tflops:.1f} TFLOP/s; {cublas}; "
+                  f"compile {result.compile_s:.1f} s, measure {result.measure_s:.1f} s")
+    if json_out:
+        Path(json_out).write_text(json.dumps({**result_to_dict(result), "cached": result.cached,
+                                              "tflops": result.tflops}, indent=2) + "\n")
+
+
+@tune_app.command("attention", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def tune_attention_cmd() -> None:
+    """Not available yet."""
+    fail("tune attention is not available yet")
+
+
 def register(app) -> None:
     app.command("hwprobe")(hwprobe_cmd)
     app.command("sweep")(sweep_cmd)
+    app.add_typer(tune_app, name="tune")
