@@ -143,8 +143,8 @@ def tune_gemm_cmd(
     try:
         with console.status(f"tuning {problem}: compiling and timing the model's top {budget} configs"):
             result = tune_gemm(problem, profile, budget, cache=cache, sms=sms)
-    except ValueError as exc:  # the budget's upper bound, --sms, a corrupt cache
-        fail(str(exc).replace("budget must", "--budget must", 1))
+    except ValueError as exc:  # --sms, a corrupt cache
+        fail(str(exc))
     except (NoGpuError, TuneError) as exc:
         fail(str(exc), code=2 if isinstance(exc, NoGpuError) else 1)
     except (ContextLost, CompileStalled) as exc:

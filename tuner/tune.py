@@ -8,14 +8,13 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
-from rooftune.candidates import GEMM_SPACE, Config, GemmShape, configs_to_columns, legal_configs
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
+from rooftune.eval.benches import GEMM_SWEEP
 from rooftune.eval.dataset import atomic_write_bytes, shape_id
+from rooftune.tuner.strategies import model_ranking
 from rooftune.hwprofiles import HardwareProfile
 
 CACHE_FORMAT = "rooftune-tune-cache-1"
-BASELINE = "cublas"
 
 
 class TuneError(RuntimeError):
@@ -69,20 +68,14 @@ class TuneResult:
 
 
 def plan(shape: GemmShape, profile: HardwareProfile, budget: int = 20) -> list[Ranked]:
-    """The first `budget` legal configs of GEMM_SPACE in the model's order, as `model_order` measures
-    them (stable sort by predicted time; configs the model judges impossible on `profile` skipped).
-    Raises ValueError unless 1 <= budget <= the number of such configs."""
-    from rooftune.roofline import predict
-
-    configs = legal_configs(GEMM_SPACE, shape, profile).configs
-    if not configs:
+    """The first `budget` legal configs of GEMM_SPACE in the model's order (`model_ranking`, the order
+    `model_order` measures), or all of them where the shape has fewer. Raises ValueError for budget < 1."""
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1, got {budget}")
+    ranking = model_ranking(shape, legal_configs(GEMM_SPACE, shape, profile).configs, profile)
+    if not ranking:
         raise ValueError(f"no legal gemm config for {shape} on {profile.name}")
-    bd = predict(shape, configs_to_columns(configs), profile)
-    order = [int(i) for i in np.argsort(bd.time_us, kind="stable") if bd.fits[i]]
-    if not 1 <= budget <= len(order):
-        raise ValueError(f"budget must be between 1 and {len(order)} (the legal configs of {shape} on "
-                         f"{profile.name}), got {budget}")
-    return [Ranked(configs[i], float(bd.time_us[i]), rank) for rank, i in enumerate(order[:budget], start=1)]
+    return [Ranked(c, us, rank) for rank, (c, us) in enumerate(ranking[:budget], start=1)]
 
 
 def kernel_digest() -> str:
@@ -156,7 +149,8 @@ def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, m
     (an SM partition of it with `sms`). With `cache`, a stored result for the same key is returned
     without measuring, and a new one is stored (atomically). Raises ValueError (budget), NoGpuError,
     TuneCacheError, TuneError."""
-    ranked = plan(shape, profile, budget)
+    # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
+    ranked = plan(shape, profile if sms is None else replace(profile, sm_count=sms), budget)
     path = Path(cache) if cache is not None else None
     key = cache_key(shape, profile, budget, sms) if path else None
     if path:
@@ -191,7 +185,7 @@ def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, m
                         f"{trials[0].error}")
     best = min(ok, key=lambda t: t.time_us)
     result = TuneResult(shape=shape, winner=best.config, time_us=best.time_us,
-                        cublas_us=shape_result.baselines_us.get(BASELINE), trials=tuple(trials),
+                        cublas_us=shape_result.baselines_us.get(GEMM_SWEEP.baseline), trials=tuple(trials),
                         space_version=GEMM_SPACE.version, profile=profile.name,
                         compile_s=round(compile_s, 3), measure_s=round(measure_s, 3))
     if path:

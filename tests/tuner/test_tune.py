@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rooftune.candidates import GEMM_SPACE, Trial, configs_to_columns, legal_configs, parse_gemm_shape
+from rooftune.candidates import GEMM_SPACE, GemmShape, Trial, configs_to_columns, legal_configs, parse_gemm_shape
 from rooftune.eval.dataset import ConfigResult, ShapeResult
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner import tune
@@ -69,9 +69,23 @@ def test_plan_ranks_like_model_order_and_explain():
 def test_plan_budget_bounds():
     legal = len(legal_configs(GEMM_SPACE, SHAPE, PROFILE))
     assert len(tune.plan(SHAPE, PROFILE, budget=1)) == 1
-    for bad in (0, -3, legal + 1):
-        with pytest.raises(ValueError, match="budget must be between 1 and"):
+    # a budget above the shape's legal count plans all of them (as model_order measures them all)
+    assert 0 < len(tune.plan(SHAPE, PROFILE, budget=legal + 1)) <= legal
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match="budget must be at least 1"):
             tune.plan(SHAPE, PROFILE, budget=bad)
+
+
+def test_plan_on_an_sm_partition_ranks_for_its_sms():
+    """`tune_gemm(..., sms=N)` plans with the profile's sm_count set to N: waves and split-K differ."""
+    from dataclasses import replace
+
+    shape = GemmShape(64, 4096, 4096)
+    full, part = tune.plan(shape, PROFILE, budget=20), tune.plan(shape, replace(PROFILE, sm_count=16), budget=20)
+    assert [r.config for r in full] != [r.config for r in part]
+    fake = FakeMeasurer()
+    tune.tune_gemm(shape, PROFILE, budget=20, measurer=fake, sms=16)
+    assert fake.measured[0][1] == [r.config for r in part]
 
 
 def test_tune_gemm_measures_exactly_the_plan_and_picks_the_fastest_ok():
@@ -135,7 +149,6 @@ def test_cli_without_gpu_fails_like_sweep():
     (["tune", "gemm", "--shape", "512x0x512"], "n must be"),
     (["tune", "gemm", "--shape", "512x512"], "MxNxK"),
     (["tune", "gemm", "--shape", "512x512x512", "--budget", "0"], "--budget"),
-    (["tune", "gemm", "--shape", "512x512x512", "--budget", "1000000"], "--budget must be between 1 and"),
     (["tune", "gemm", "--shape", "512x512x512", "--gpu", "nope"], "unknown GPU profile"),
     (["tune", "gemm", "--shape", "512x512x512", "--layout", "xy"], "layout"),
     (["tune", "attention", "--shape", "1x2x64x64"], "tune attention is not available yet"),
