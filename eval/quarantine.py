@@ -25,6 +25,11 @@ class ContextQuarantined(RuntimeError):
     """A config killed the CUDA context and is now quarantined; this process can measure no more."""
 
 
+class ContextLostUnattributed(RuntimeError):
+    """The CUDA context died under something that is not one config (the baseline, or an interleaved
+    round of many): nothing could be quarantined, so running the same command again repeats it."""
+
+
 def read_quarantine(root: str | Path) -> dict[str, dict[Config, str]]:
     """shape id -> {config: the error it left}; empty without a quarantine file."""
     path = Path(root) / QUARANTINE
@@ -56,8 +61,10 @@ def quarantining(root: str | Path, work: Callable[[GemmShape, dict], None]) -> C
             work(shape, compiled)
         except ContextLost as exc:
             if not isinstance(exc.culprit, Config):  # e.g. cuBLAS: nothing to leave out next time
-                raise ContextQuarantined(f"{shape_id(shape)}: the CUDA context died while running "
-                                         f"{exc.culprit!r} ({exc.reason}); nothing quarantined") from exc
+                raise ContextLostUnattributed(
+                    f"{shape_id(shape)}: the CUDA context died while running {exc.culprit!r} ({exc.reason}); "
+                    "no single config is to blame, so nothing is quarantined and running the same command "
+                    "again would repeat it: take the shape out of the list, or report it") from exc
             path = quarantine(root, shape, exc.culprit, exc.reason)
             raise ContextQuarantined(
                 f"{shape_id(shape)}: config {exc.culprit} killed the CUDA context ({exc.reason}); it is "

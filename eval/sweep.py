@@ -155,7 +155,7 @@ def order_by_group(shapes: Sequence[Shape], key: Callable[[Shape], Hashable]) ->
 
 
 def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: Measurer, profile: HardwareProfile,
-              *, kernel: SweepKernel = GEMM_SWEEP, manifest: dict | None = None,
+              *, kernel: SweepKernel | None = None, manifest: dict | None = None,
               max_minutes: float | None = None, lookahead: int = 8,
               reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
               first_shape_s: float = 30.0, compile_s_per_config: float = 0.05) -> SweepSummary:
@@ -167,6 +167,10 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: Measurer, prof
     context (the measurer raises ContextLost) is quarantined and the run ends (ContextQuarantined);
     quarantined configs are not measured, their rows carry the error `QUARANTINED`.
     """
+    own = getattr(measurer, "kernel", None)  # a KernelMeasurer knows its kernel; fakes may not
+    if kernel is not None and own is not None and kernel != own:
+        raise ValueError(f"run_sweep: kernel {kernel.name!r} given for a measurer of {own.name!r}")
+    kernel = kernel or own or GEMM_SWEEP
     started = now()
     reporter = reporter or SilentReporter()
     open_dataset(out, {"kernel": kernel.name, "space_version": kernel.space.version,
@@ -281,6 +285,7 @@ class KernelMeasurer:
         from rooftune.kernels.compile import CompilePool
 
         self.bench, self.profile, self.settings = bench, profile, settings
+        self.kernel = bench.kernel  # what run_sweep sweeps with this measurer
         self.baseline = bench.kernel.baseline
         self.kernel_sha = file_digest(bench.module.__file__)
         self.device = device

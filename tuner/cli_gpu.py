@@ -71,11 +71,12 @@ def sweep_cmd(
     --backfill-extras, add the Triton tutorial's configs outside the space to finished shapes swept
     without them (timed beside their final configs, on the dataset's scale); resumable too.
     Exit code 3: a config killed the CUDA context (it is quarantined: run again to continue) or the
-    compile workers hung."""
+    compile workers hung. Exit code 4: the CUDA context died under no single config (the baseline, or
+    an interleaved round): nothing is quarantined and a rerun would repeat it."""
     from rooftune.eval.backfill import backfill_gemm
     from rooftune.eval.dataset import DatasetError
-    from rooftune.eval.quarantine import ContextQuarantined
     from rooftune.candidates.shapes import ShapeListError, load_attention_shapes, load_shapes
+    from rooftune.eval.quarantine import ContextLostUnattributed, ContextQuarantined
     from rooftune.eval import sweep
     from rooftune.hwprofiles.hwprobe import NoGpuError
     from rooftune.kernels.compile import CompileStalled
@@ -101,6 +102,8 @@ def sweep_cmd(
         fail(str(exc))
     except (ContextQuarantined, CompileStalled) as exc:
         fail(str(exc), code=3)
+    except ContextLostUnattributed as exc:
+        fail(str(exc), code=4)
     budget = " (time budget reached)" if summary.stopped_early else ""
     if backfill_extras:
         console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "

@@ -183,6 +183,25 @@ def test_a_config_that_kills_the_context_is_quarantined_and_its_shape_completes_
     assert all(p.read_bytes() == before[p.name] for p in shape_files(tmp_path) if p.name in before)
 
 
+def test_a_context_lost_under_no_single_config_quarantines_nothing(tmp_path):
+    """The baseline, or an interleaved round of many, killed the context: no config can be left out
+    next time, so the run stops with ContextLostUnattributed (a rerun would repeat it), not exit-3's
+    ContextQuarantined."""
+    from rooftune.eval.quarantine import ContextLostUnattributed
+
+    victim = SHAPES[2]
+
+    class BaselineKills(DeadContext):
+        def measure(self, shape, configs, compiled):
+            if shape == self.victim:
+                raise ContextLost(self.culprit, ILLEGAL)
+            return FakeMeasurer.measure(self, shape, configs, compiled)
+
+    with pytest.raises(ContextLostUnattributed, match="nothing is quarantined") as stop:
+        run_sweep(SHAPES, tmp_path, BaselineKills(victim, "cublas"), PROFILE)
+    assert shape_id(victim) in str(stop.value) and read_quarantine(tmp_path) == {}
+
+
 def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
     from rooftune.eval.sweep import gemm_measurer
     from rooftune.kernels import check, context

@@ -138,6 +138,22 @@ def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monke
     assert result.exit_code == 3 and "quarantined in d/quarantine.json" in out and "Traceback" not in out
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sweep_stops_with_code_4_when_the_context_dies_under_no_single_config(tmp_path, monkeypatch, kernel):
+    from rooftune.eval import sweep
+    from rooftune.eval.quarantine import ContextLostUnattributed
+
+    def dies(shapes, out, profile, **kwargs):
+        raise ContextLostUnattributed("64x4096x4096-nk-bf16: the CUDA context died while running 'cublas'")
+
+    name, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, name, dies)
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps(listed))
+    result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d"])
+    assert result.exit_code == 4 and "'cublas'" in result.output and "Traceback" not in result.output
+
+
 def test_attention_sweep_input_errors(tmp_path, monkeypatch):
     from rooftune.eval import sweep
 
