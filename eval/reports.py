@@ -80,14 +80,18 @@ def geomean(values) -> float:
 def summary(rows: list[ShapeRow]) -> dict[str, float | int]:
     """Geometric-mean best/cuBLAS throughput (all shapes, LLM layers, random shapes) and noise."""
     llm = [r.vs_cublas for r in rows if r.source and not r.source.startswith("random")]
-    llm_aligned = [r.vs_cublas for r in rows if r.aligned and r.source and not r.source.startswith("random")]
+    llm_aligned = [r for r in rows if r.aligned and r.source and not r.source.startswith("random")]
+    phase = {p: [r.vs_cublas for r in llm_aligned if p in r.source.split()] for p in ("decode", "prefill")}
     rnd = [r.vs_cublas for r in rows if r.source.startswith("random")]
     reps = [r for r in rows if r.ratio_median is not None]
     return {
         "shapes": len(rows),
         "vs_cublas_geomean": geomean(r.vs_cublas for r in rows),
         "vs_cublas_geomean_llm": geomean(llm), "llm_shapes": len(llm),
-        "vs_cublas_geomean_llm_aligned": geomean(llm_aligned), "llm_aligned_shapes": len(llm_aligned),
+        "vs_cublas_geomean_llm_aligned": geomean(r.vs_cublas for r in llm_aligned),
+        "llm_aligned_shapes": len(llm_aligned),
+        **{f"vs_cublas_geomean_{p}_aligned": geomean(v) for p, v in phase.items()},
+        **{f"{p}_aligned_shapes": len(v) for p, v in phase.items()},
         "vs_cublas_geomean_random": geomean(rnd), "random_shapes": len(rnd),
         "repeat_ratio_median": statistics.median(r.ratio_median for r in reps) if reps else math.nan,
         "repeat_ratio_p90_median": statistics.median(r.ratio_p90 for r in reps) if reps else math.nan,
@@ -131,7 +135,9 @@ def markdown_table(rows: list[ShapeRow], totals: dict, title: str) -> str:
              f"Geometric mean of cuBLAS time / best time: all {totals['vs_cublas_geomean']:.3f}, "
              f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']} shapes; "
              f"{totals['vs_cublas_geomean_llm_aligned']:.3f} over the {totals['llm_aligned_shapes']} whose N and K "
-             f"rows are 16-byte aligned, where cuBLAS runs its fast kernels), random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']} shapes).", "",
+             f"rows are 16-byte aligned, where cuBLAS runs its fast kernels: decode "
+             f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
+             f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']} shapes).", "",
              "| shape | source | legal configs | errors | best µs | cuBLAS µs | cuBLAS / best | Δratio median | Δratio p90 |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r.vs_cublas is None, r.vs_cublas or 0)):

@@ -267,17 +267,19 @@ def unpack(tar_path: str | os.PathLike, cache_dir: str | os.PathLike | None = No
             built_with = json.load(tar.extractfile(MANIFEST))
         except KeyError:
             raise PrebuildError(f"{tar_path}: no {MANIFEST}; not made by `prebuild build`") from None
+        except (ValueError, tarfile.TarError) as exc:
+            raise PrebuildError(f"{tar_path}: unreadable {MANIFEST} ({exc})") from None
+        if not isinstance(built_with, dict):
+            raise PrebuildError(f"{tar_path}: {MANIFEST} is not a JSON object")
         members = [m for m in tar.getmembers() if m.isfile() and m.name != MANIFEST]
         cache.mkdir(parents=True, exist_ok=True)
         tar.extractall(cache, members=members, filter="data")
-    old = Path(built_with["cache_dir"])
     groups = [cache / m.name for m in members if Path(m.name).name.startswith(GROUP_PREFIX)]
     for group in groups:
         children = json.loads(group.read_text())["child_paths"]
-        try:
-            moved = {c: str(cache / Path(p).relative_to(old)) for c, p in children.items()}
-        except ValueError:
-            raise PrebuildError(f"{group}: lists a file outside the build's cache dir {old}") from None
+        # Triton writes a group's children beside the group file (one directory per cache key), so the
+        # new path is the group's directory and the child's name, whatever the build's cache dir was.
+        moved = {c: str(group.parent / Path(p).name) for c, p in children.items()}
         temp = group.with_suffix(".tmp")
         temp.write_text(json.dumps({"child_paths": {c: p for c, p in moved.items() if Path(p).is_file()}}))
         os.replace(temp, group)  # a Triton reading the cache meanwhile sees the old or the new file

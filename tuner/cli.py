@@ -105,7 +105,9 @@ def report_cmd(
     console.print(
         f"{totals['shapes']} shapes; best/cuBLAS throughput, geometric mean: all {totals['vs_cublas_geomean']:.3f}, "
         f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']}; aligned rows "
-        f"{totals['vs_cublas_geomean_llm_aligned']:.3f} ({totals['llm_aligned_shapes']})), "
+        f"{totals['vs_cublas_geomean_llm_aligned']:.3f} ({totals['llm_aligned_shapes']}): decode "
+        f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
+        f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), "
         f"random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']}); errors {totals['errors']}")
     if rep.get("shapes"):
         console.print(

@@ -45,6 +45,9 @@ def test_rows_and_summary(dataset):
     assert big.aligned and not rows["16x50257x768 (nk, bf16)"].aligned
     assert totals["vs_cublas_geomean_llm"] == pytest.approx(geomean([0.9, 5.0]))
     assert (totals["vs_cublas_geomean_llm_aligned"], totals["llm_aligned_shapes"]) == (pytest.approx(0.9), 1)
+    # by phase, from the source label: the aligned decode shape; no aligned prefill shape
+    assert (totals["vs_cublas_geomean_decode_aligned"], totals["decode_aligned_shapes"]) == (pytest.approx(0.9), 1)
+    assert totals["prefill_aligned_shapes"] == 0
     assert totals["vs_cublas_geomean_random"] == pytest.approx(2.0)
     assert totals["vs_cublas_geomean"] == pytest.approx(geomean([0.9, 2.0, 5.0]))
     assert totals["errors"] == 1
