@@ -65,7 +65,8 @@ class GemmShape:
 
 @dataclass(frozen=True)
 class AttentionShape:
-    """Attention forward over Q, K, V of shape [batch, heads, seq, head_dim]."""
+    """Attention forward over Q [batch, heads, seq, head_dim] and K, V [batch, kv_heads, seq, head_dim];
+    kv_heads (default: heads) divides heads, and kv_heads < heads is grouped-query attention."""
 
     batch: int
     heads: int
@@ -73,10 +74,15 @@ class AttentionShape:
     head_dim: int
     causal: bool = True
     dtype: str = "bf16"
+    kv_heads: int | None = None
 
     def __post_init__(self):
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
         _check_dims("attention shape", batch=self.batch, heads=self.heads, seq=self.seq,
-                    head_dim=self.head_dim)
+                    head_dim=self.head_dim, kv_heads=self.kv_heads)
+        if self.heads % self.kv_heads:
+            raise ShapeError(f"attention kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
         if self.head_dim not in (16, 32, 64, 128, 256):
             raise ShapeError(f"attention head_dim must be a power of two from 16 to 256, got {self.head_dim}")
         if self.dtype not in DTYPES:
@@ -89,18 +95,21 @@ class AttentionShape:
         return full // 2 if self.causal else full
 
     def __str__(self) -> str:
-        return f"{self.batch}x{self.heads}x{self.seq}x{self.head_dim}" + ("" if self.causal else " (non-causal)")
+        kv = "" if self.kv_heads == self.heads else f"x{self.kv_heads}"
+        return f"{self.batch}x{self.heads}x{self.seq}x{self.head_dim}{kv}" + ("" if self.causal else " (non-causal)")
 
 
 _DIMS = re.compile(r"^\s*\d+(\s*[x×,]\s*\d+)*\s*$")
 
 
-def _split_dims(text: str, count: int, what: str) -> list[int]:
+def _split_dims(text: str, count: int, what: str, optional: int = 0) -> list[int]:
+    """`count` integers joined by 'x' (or up to `optional` more)."""
+    expected = f"{count}" if not optional else f"{count} to {count + optional}"
     if not isinstance(text, str) or not _DIMS.match(text):
-        raise ShapeError(f"cannot parse {what} shape {text!r}: expected {count} positive integers joined by 'x'")
+        raise ShapeError(f"cannot parse {what} shape {text!r}: expected {expected} positive integers joined by 'x'")
     dims = [int(part) for part in re.split(r"\s*[x×,]\s*", text.strip())]
-    if len(dims) != count:
-        raise ShapeError(f"{what} shape {text!r} has {len(dims)} dimension(s), expected {count}")
+    if not count <= len(dims) <= count + optional:
+        raise ShapeError(f"{what} shape {text!r} has {len(dims)} dimension(s), expected {expected}")
     return dims
 
 
@@ -111,9 +120,10 @@ def parse_gemm_shape(text: str, layout: str = "kn", dtype: str = "bf16", a_layou
 
 
 def parse_attention_shape(text: str, causal: bool = True, dtype: str = "bf16") -> AttentionShape:
-    """'2x32x4096x128' -> AttentionShape(batch=2, heads=32, seq=4096, head_dim=128)."""
-    b, h, s, d = _split_dims(text, 4, "attention (BxHxSxD)")
-    return AttentionShape(b, h, s, d, causal=causal, dtype=dtype)
+    """'2x32x4096x128' -> AttentionShape(batch=2, heads=32, seq=4096, head_dim=128); a fifth number is
+    kv_heads ('2x32x4096x128x8': grouped-query attention, 8 K/V heads)."""
+    b, h, s, d, *kv = _split_dims(text, 4, "attention (BxHxSxD[xKV])", optional=1)
+    return AttentionShape(b, h, s, d, causal=causal, dtype=dtype, kv_heads=kv[0] if kv else None)
 
 
 class ShapeListError(ValueError):
@@ -157,11 +167,11 @@ def _attention_entry(entry: dict) -> AttentionShape:
     if not isinstance(causal, bool):  # 0/1 or "false" would otherwise pass as truthy values
         raise ShapeError(f"causal must be true or false, got {causal!r}")
     return AttentionShape(entry["batch"], entry["heads"], entry["seq"], entry["head_dim"], causal=causal,
-                          dtype=entry.get("dtype", "bf16"))
+                          dtype=entry.get("dtype", "bf16"), kv_heads=entry.get("kv_heads"))
 
 
 def load_attention_shapes(path: str | Path) -> list[AttentionShape]:
     """Read a JSON list of objects with integer keys batch, heads, seq, head_dim (optional causal,
-    default true, and dtype, default 'bf16'; other keys ignored) as AttentionShapes; errors name the
-    file and the entry."""
+    default true, dtype, default 'bf16', and kv_heads, default heads; other keys ignored) as
+    AttentionShapes; errors name the file and the entry."""
     return _load_list(path, ("batch", "heads", "seq", "head_dim"), _attention_entry)

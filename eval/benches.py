@@ -7,8 +7,9 @@ clock ranges) is the same code for every kernel. torch and the Triton kernels ar
 the benches, so this module loads without them.
 
 Baselines: GEMM is timed beside cuBLAS (`torch.mm`, key "cublas"); attention beside PyTorch's
-`scaled_dot_product_attention` with `is_causal` as the shape says (key "sdpa", whatever backend
-PyTorch picks: on an H200 for bf16/fp16, FlashAttention). A shape's `baselines_us` and its meta's
+`scaled_dot_product_attention` with `is_causal` as the shape says and `enable_gqa` where kv_heads < heads
+(key "sdpa", whatever backend PyTorch picks: with torch 2.11 on an H200, cuDNN for bf16, the fastest
+backend there; datasets/h200/attention/NOTES.md). A shape's `baselines_us` and its meta's
 `<key>_first_us` (the screening pass) carry the key.
 """
 
@@ -122,8 +123,9 @@ class AttentionBench:
         return check_attention(config, shape, device, seed)
 
     def bytes_per_set(self, shape):
-        """Q, K and V: 3 · dtype bytes · batch·heads·seq·head_dim."""
-        return 3 * DTYPE_BYTES[shape.dtype] * shape.batch * shape.heads * shape.seq * shape.head_dim
+        """Q, K and V: dtype bytes · batch·(heads + 2·kv_heads)·seq·head_dim."""
+        return (DTYPE_BYTES[shape.dtype] * shape.batch * (shape.heads + 2 * shape.kv_heads) * shape.seq
+                * shape.head_dim)
 
     def inputs(self, shape, device, seed):
         return self.module.make_inputs(shape, device, seed)
@@ -142,4 +144,6 @@ class AttentionBench:
         # the graph's private pool, so the launch still neither syncs nor allocates at replay.
         from torch.nn.functional import scaled_dot_product_attention
 
-        return lambda i: scaled_dot_product_attention(*inputs[i % len(inputs)], is_causal=shape.causal)
+        gqa = shape.kv_heads != shape.heads
+        return lambda i: scaled_dot_product_attention(*inputs[i % len(inputs)], is_causal=shape.causal,
+                                                      enable_gqa=gqa)

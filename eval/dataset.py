@@ -76,10 +76,12 @@ class ShapeResult:
 
 def shape_id(shape: GemmShape | AttentionShape) -> str:
     """File-name key of a shape: GEMM '4096x4096x4096-nk-bf16'; attention (four dimensions, so never a
-    GEMM id) '4x32x4096x128-causal-bf16', or '-full-' without the causal mask."""
+    GEMM id) '4x32x4096x128-causal-bf16', or '-full-' without the causal mask; with fewer K/V heads a
+    fifth number, '1x32x8192x128x8-causal-bf16'."""
     if isinstance(shape, AttentionShape):
         mask = "causal" if shape.causal else "full"
-        return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}-{mask}-{shape.dtype}"
+        kv = "" if shape.kv_heads == shape.heads else f"x{shape.kv_heads}"
+        return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}-{mask}-{shape.dtype}"
     return f"{shape.m}x{shape.n}x{shape.k}-{shape.layout}-{shape.dtype}"
 
 
@@ -88,9 +90,12 @@ _GEMM_KEYS = ("m", "n", "k", "layout", "dtype")
 
 
 def _shape_header(shape: GemmShape | AttentionShape) -> dict:
-    """The header's "shape": the fields that rebuild it (`_header_shape`)."""
+    """The header's "shape": the fields that rebuild it (`_header_shape`); kv_heads only where it is not heads."""
     keys = _ATTENTION_KEYS if isinstance(shape, AttentionShape) else _GEMM_KEYS
-    return {k: getattr(shape, k) for k in keys}
+    fields = {k: getattr(shape, k) for k in keys}
+    if isinstance(shape, AttentionShape) and shape.kv_heads != shape.heads:
+        fields["kv_heads"] = shape.kv_heads
+    return fields
 
 
 def _header_shape(fields: dict) -> GemmShape | AttentionShape:

@@ -152,7 +152,8 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
             + bm * bn * elem // (REGISTER_BYTES * threads)
             + np.where(stages <= 1, 2 * bn * d * elem // (REGISTER_BYTES * threads), 0))
     spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
-    smem_cta = attention_smem_bytes({"BLOCK_M": bm, "BLOCK_N": bn, "num_stages": stages}, d, elem)
+    tma = np.asarray(columns.get("TMA", np.zeros_like(bm)), np.int64)
+    smem_cta = attention_smem_bytes({"BLOCK_M": bm, "BLOCK_N": bn, "num_stages": stages, "TMA": tma}, d, elem)
     resident, limiter = ctas_per_sm(smem_cta, np.minimum(regs, profile.regs_per_thread_max), warps, profile)
     slots = profile.sm_count * resident
 
@@ -175,10 +176,12 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
 
     # K and V stay in L2 across the programs that share them when the live heads' K/V fit.
     live_heads = np.where(order & ORDER_HEADS_FASTEST, np.minimum(heads, slots), cdiv(slots, q_blocks).clip(1, heads))
-    kv_live = live_heads * 2.0 * s * d * elem
+    # Grouped-query attention: a K/V head serves `group` query heads, so K and V are heads/group of Q's size.
+    group = shape.heads // shape.kv_heads
+    kv_live = cdiv(live_heads, group) * 2.0 * s * d * elem
     kv_reuse = kv_live <= profile.l2_bytes / 2
     qo_bytes = 2.0 * heads * s * d * elem
-    kv_once = 2.0 * heads * s * d * elem
+    kv_once = 2.0 * (heads // group) * s * d * elem
     l2_bytes = key_blocks * (kv_bytes + spill_blk) + qo_bytes
     dram_bytes = np.where(kv_reuse, kv_once, key_blocks * kv_bytes) + qo_bytes
     # A load's latency: an L2 hit, or DRAM for the first of the reads of each K/V block. Counted as

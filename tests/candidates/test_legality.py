@@ -51,7 +51,9 @@ def test_space_sizes_on_the_h200():
     for shape in (GemmShape(1, 4096, 4096), GemmShape(16, 14336, 4096, layout="nk"), GemmShape(777, 2048, 3072)):
         assert 100 <= len(legal_configs(GEMM_SPACE, shape, H200)) <= 3000
     attn = legal_configs(ATTENTION_SPACE, AttentionShape(2, 32, 4096, 128), H200)
-    assert 100 <= len(attn) <= 500
+    assert 200 <= len(attn) <= 1000 and sum(attn.columns["TMA"]) * 2 == len(attn)  # pointer and TMA twins
+    a100 = legal_configs(ATTENTION_SPACE, AttentionShape(2, 32, 4096, 128), load_profile("a100_sxm4_80gb"))
+    assert len(a100) > 0 and not a100.columns["TMA"].any()  # no TMA before compute capability 9.0
 
 
 def test_every_legal_config_passes_every_rule():

@@ -125,3 +125,15 @@ def test_load_attention_shapes_reads_and_rejects(tmp_path):
         assert str(bad) in str(err.value)
     with pytest.raises(ShapeListError, match="no such file"):
         load_attention_shapes(tmp_path / "absent.json")
+
+
+def test_attention_kv_heads_default_parse_and_text():
+    from rooftune.candidates.shapes import ShapeError, parse_attention_shape
+
+    plain = parse_attention_shape("2x32x4096x128")
+    assert plain.kv_heads == 32 and plain == AttentionShape(2, 32, 4096, 128, kv_heads=32) and str(plain) == "2x32x4096x128"
+    gqa = parse_attention_shape("2x32x4096x128x8")
+    assert gqa.kv_heads == 8 and str(gqa) == "2x32x4096x128x8" and gqa.flops == plain.flops
+    for bad in ("2x32x4096x128x5", "2x32x4096x128x0", "2x32x4096x128x8x1", "2x32x4096"):
+        with pytest.raises(ShapeError):
+            parse_attention_shape(bad)

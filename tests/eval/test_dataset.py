@@ -145,3 +145,13 @@ def test_attention_shapes_round_trip_with_their_own_ids(tmp_path):
     records = {r.shape: r for r in read_dataset(tmp_path)}
     assert set(records) == {causal, full} and records[full].aliases == {}
     assert records[causal].best_us == 41.5 and records[causal].baselines_us == {"sdpa": 40.25}
+
+
+def test_attention_ids_keep_the_four_number_form_and_name_kv_heads():
+    from rooftune.candidates import AttentionShape
+    from rooftune.eval.dataset import _header_shape, _shape_header, shape_id
+
+    plain, gqa = AttentionShape(4, 32, 4096, 128), AttentionShape(1, 32, 8192, 128, kv_heads=8)
+    assert shape_id(plain) == "4x32x4096x128-causal-bf16" and "kv_heads" not in _shape_header(plain)
+    assert shape_id(gqa) == "1x32x8192x128x8-causal-bf16"
+    assert _header_shape(_shape_header(gqa)) == gqa and _header_shape(_shape_header(plain)) == plain

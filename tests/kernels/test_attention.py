@@ -1,4 +1,5 @@
-"""The Triton attention forward against an fp64 reference: causal or not, odd seq, every ORDER, the check, compiling.
+"""The Triton attention forward against an fp64 reference: causal or not, odd seq, every ORDER, pointer
+loads and TMA, grouped-query attention, the check, compiling.
 
 On the CPU these run in Triton's interpreter (fp16/fp32 inputs: it mishandles bf16); GPU-only tests are marked."""
 
@@ -15,17 +16,19 @@ import triton
 import triton.language as tl
 
 from rooftune.candidates import AttentionShape, Config
-from rooftune.candidates.attention_space import attention_smem_bytes
+from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, attention_smem_bytes
 from rooftune.kernels import attention as attn
 from rooftune.kernels.check import TOLERANCE, check_attention, relative_error
+from triton.runtime.jit import MockTensor
+from triton.tools.tensor_descriptor import TensorDescriptor
 from rooftune.roofline.attention import program_sequence
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
-def cfg(bm: int = 32, bn: int = 16, order: int = 0, warps: int = 4, stages: int = 2) -> Config:
-    return Config.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, ORDER=order)
+def cfg(bm: int = 32, bn: int = 16, order: int = 0, warps: int = 4, stages: int = 2, tma: int = 0) -> Config:
+    return Config.make(warps, stages, BLOCK_M=bm, BLOCK_N=bn, ORDER=order, TMA=tma)
 
 
 def assert_matches(shape: AttentionShape, config: Config, seed: int = 0) -> torch.Tensor:
@@ -49,10 +52,44 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("tma", [0, 1], ids=["pointers", "tma"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("dims, config", CASES, ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
-def test_matches_reference(dims, config, causal):
-    assert_matches(AttentionShape(*dims[:4], causal=causal, dtype=dims[4]), config)
+def test_matches_reference(dims, config, causal, tma):
+    assert_matches(AttentionShape(*dims[:4], causal=causal, dtype=dims[4]), Config.make(
+        config.num_warps, config.num_stages, **{**config.kernel_params(), "TMA": tma}))
+
+
+# Grouped-query attention: (batch, heads, kv_heads, seq, head_dim), ratios 1 (kv_heads = heads), 2, 4, 8.
+GQA_CASES = [(1, 8, 1, 37, 16), (2, 4, 2, 65, 32), (1, 8, 2, 130, 64), (1, 2, 2, 20, 16)]
+
+
+@pytest.mark.parametrize("tma", [0, 1], ids=["pointers", "tma"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("dims", GQA_CASES, ids=lambda d: "x".join(map(str, d)))
+def test_grouped_query_attention_matches_sdpa_and_the_reference(dims, causal, tma):
+    batch, heads, kv_heads, seq, head_dim = dims
+    shape = AttentionShape(batch, heads, seq, head_dim, causal=causal, dtype="fp32", kv_heads=kv_heads)
+    q, k, v = attn.make_inputs(shape, DEVICE, 3)
+    assert k.shape == v.shape == (batch, kv_heads, seq, head_dim)
+    out = attn.attention(q, k, v, cfg(32, 16, 3, tma=tma), causal=causal)
+    ref = attn.reference(q, k, v, causal)
+    assert relative_error(out, ref) <= TOLERANCE[torch.float32]
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal,
+                                                            enable_gqa=True)
+    assert relative_error(ref, sdpa) < 1e-6  # the repeated-K/V reference is SDPA's grouped-query attention
+
+
+def test_tma_config_on_tensors_descriptors_cannot_address_runs_with_pointers():
+    shape = AttentionShape(1, 2, 24, 16, dtype="fp32")
+    q, k, v = attn.make_inputs(shape, DEVICE, 6)
+    storage = torch.empty(q.numel() + 1, dtype=q.dtype, device=DEVICE)
+    q_odd = storage[1:].view(q.shape).copy_(q)  # base 4 bytes past 16-byte alignment
+    assert attn.tma_ready(q, k, v) and not attn.tma_ready(q_odd)
+    out = attn.attention(q_odd, k, v, cfg(32, 16, 1, tma=1))
+    assert relative_error(out, attn.reference(q, k, v)) <= TOLERANCE[torch.float32]
+    with pytest.raises(ValueError, match="TMA config needs"):
+        attn.make_launcher(cfg(tma=1), shape, [(q_odd, k, v)], torch.empty_like(q))
 
 
 def test_block_n_larger_than_block_m_is_still_correct():
@@ -100,12 +137,18 @@ def test_bad_inputs_raise():
         attn.attention(q[:, :, :0], k[:, :, :0], v[:, :, :0], cfg())
     with pytest.raises(ValueError, match="out must be"):
         attn.attention(q, k, v, cfg(), out=torch.empty_like(q, dtype=torch.float32))
+    with pytest.raises(ValueError, match="must divide"):
+        attn.attention(torch.cat([q, q[:, :1]], 1), k, v, cfg())
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        attn.attention(q, k, v, cfg(), scale=-0.5)
     with pytest.raises(ValueError, match="lse must be"):
         attn.attention(q, k, v, cfg(), lse=torch.empty(1, 2, 8, dtype=torch.float16))
     with pytest.raises(ValueError, match="at least one"):
         attn.make_launcher(cfg(), AttentionShape(1, 2, 8, 16), [], torch.empty_like(q))
     with pytest.raises(ValueError, match="every input set"):
         attn.make_launcher(cfg(), AttentionShape(1, 2, 9, 16), [(q, k, v)], torch.empty_like(q))
+    with pytest.raises(ValueError, match="every input set"):
+        attn.make_launcher(cfg(), AttentionShape(1, 2, 8, 16, kv_heads=1), [(q, k, v)], torch.empty_like(q))
 
 
 def test_launcher_rotates_input_sets():
@@ -234,7 +277,9 @@ def _binary_selectors(args, unspecialized):
     16 and int64 (only int64 where not specialized), float type, constexprs and options as given."""
     sel = []
     for i, value in enumerate(args):
-        if isinstance(value, (torch.Tensor, torch.dtype)):
+        if isinstance(value, TensorDescriptor):  # its shape and strides are runtime values
+            sel.append((value.base.dtype, tuple(value.block_shape)))
+        elif isinstance(value, (torch.Tensor, torch.dtype, MockTensor)):
             sel.append(getattr(value, "dtype", value))
         elif isinstance(value, float):
             sel.append(float)
@@ -247,19 +292,21 @@ def _binary_selectors(args, unspecialized):
     return sel
 
 
-@pytest.mark.parametrize("dims", [(1, 1, 1, 16), (2, 3, 100, 64), (1, 2, 4096, 128)], ids=str)
-def test_warmup_compiles_what_a_launch_uses(monkeypatch, dims):
+@pytest.mark.parametrize("tma", [0, 1], ids=["pointers", "tma"])
+@pytest.mark.parametrize("dims", [(1, 1, 1, 16, 1), (2, 3, 100, 64, 3), (1, 8, 4096, 128, 2)], ids=str)
+def test_warmup_compiles_what_a_launch_uses(monkeypatch, dims, tma):
     rec = _Recorder()
     monkeypatch.setattr(attn, "_attn_fwd", rec)
     monkeypatch.setattr(torch.cuda, "device", lambda device: torch.cpu.StreamContext(None))
-    shape = AttentionShape(*dims, causal=dims[2] != 100, dtype="fp16")
-    config = cfg(64, 32, 3, warps=8, stages=3)
+    batch, heads, seq, head_dim, kv_heads = dims
+    shape = AttentionShape(batch, heads, seq, head_dim, causal=seq != 100, dtype="fp16", kv_heads=kv_heads)
+    config = cfg(64, 32, 3, warps=8, stages=3, tma=tma)
     attn.warmup(shape, config, device="cpu")
-    inputs = [tuple(torch.empty(dims, dtype=torch.float16) for _ in range(3))]
-    attn.make_launcher(config, shape, inputs, torch.empty(dims, dtype=torch.float16))(0)
+    q, k, v = attn.make_inputs(shape, "cpu", 0, dtype=torch.float16)
+    attn.make_launcher(config, shape, [(q, k, v)], torch.empty_like(q))(0)
     assert len(rec.calls) == 2
-    heads_seq = {21, 22}  # positions of `heads` and `seq`
-    assert _binary_selectors(rec.calls[0], heads_seq) == _binary_selectors(rec.calls[1], heads_seq)
+    heads_group_seq = {21, 22, 23}  # positions of `heads`, `kv_group` and `seq`
+    assert _binary_selectors(rec.calls[0], heads_group_seq) == _binary_selectors(rec.calls[1], heads_group_seq)
 
 
 # Compiled for sm_90 on the CPU (Triton's bundled ptxas, no GPU), in a process without the interpreter.
@@ -278,7 +325,7 @@ for shape, config in json.loads(sys.argv[1]):
     with offline_target(arch=90):
         kernel = attention.compile_kernels(AttentionShape(*shape), parse_config(config))[0]
     ptx = kernel.asm["ptx"]
-    results.append({"shared": kernel.metadata.shared,
+    results.append({"shared": kernel.metadata.shared, "tma_copies": ptx.count("cp.async.bulk.tensor"),
                     "cp_async_bytes": sorted({int(b, 0) for b in CP_ASYNC.findall(ptx)}),
                     "global_loads": sorted({op for op in GLOBAL_LD_ST.findall(ptx) if op.startswith("ld.")})})
 print(json.dumps(results))
@@ -287,13 +334,16 @@ print(json.dumps(results))
 SM90_JOBS = [((2, 4, 1000, 64, True, "bf16"), cfg(128, 64, 1, warps=8, stages=3)),
              ((1, 2, 77, 256, False, "bf16"), cfg(64, 32, 2, stages=2)),
              ((1, 2, 4096, 128, True, "fp32"), cfg(64, 32, 0, stages=4)),
-             ((1, 2, 1000, 64, False, "fp16"), cfg(64, 32, 3, stages=1))]
+             ((1, 2, 1000, 64, False, "fp16"), cfg(64, 32, 3, stages=1)),
+             ((4, 8, 1000, 128, True, "bf16"), cfg(128, 64, 1, stages=2, tma=1)),
+             ((1, 2, 77, 64, False, "bf16"), cfg(64, 64, 3, stages=3, tma=1))]
 
 
 def test_sm90_shared_memory_is_what_the_space_assumes(tmp_path):
     """The pipelined K/V buffers of both loops share one region: shared memory = attention_smem_bytes
     (Q once, K and V per stage) with num_stages >= 2, less with 1 (no pipeline, one buffer for K then V);
-    with seq left unspecialized (1000, 77) the copies stay 16-byte cp.async (16-byte loads without a pipeline)."""
+    with seq left unspecialized (1000, 77) the copies stay 16-byte cp.async (16-byte loads without a pipeline).
+    With TMA, the copies are bulk tensor copies and the barriers add at most TMA_BARRIER_BYTES."""
     if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
         pytest.skip("this triton has no bundled ptxas")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -305,7 +355,10 @@ def test_sm90_shared_memory_is_what_the_space_assumes(tmp_path):
     for (shape, config), result in zip(SM90_JOBS, json.loads(done.stdout)):
         elem = 4 if shape[5] == "fp32" else 2
         assumed = int(attention_smem_bytes(dict(config), shape[3], elem))
-        if config.num_stages >= 2:
+        if config["TMA"]:
+            barriers = assumed - result["shared"]  # TMA_BARRIER_BYTES is their upper bound
+            assert 0 <= barriers < TMA_BARRIER_BYTES and result["tma_copies"] > 0 and not result["cp_async_bytes"], result
+        elif config.num_stages >= 2:
             # fp32 (TF32 dots) also copies some elements one at a time (4 bytes): [4, 16].
             copies = [16] if elem == 2 else [4, 16]
             assert result["shared"] == assumed and result["cp_async_bytes"] == copies, (shape, str(config), result)
@@ -316,7 +369,9 @@ def test_sm90_shared_memory_is_what_the_space_assumes(tmp_path):
 # --- on a GPU -----------------------------------------------------------------------------------
 
 GPU_CONFIGS = [cfg(128, 64, 1, warps=8, stages=3), cfg(64, 64, 3, warps=4, stages=2), cfg(256, 128, 2, warps=8, stages=2),
-               cfg(32, 16, 0, warps=4, stages=5), cfg(128, 32, 3, warps=4, stages=1)]
+               cfg(32, 16, 0, warps=4, stages=5), cfg(128, 32, 3, warps=4, stages=1),
+               cfg(128, 64, 1, warps=4, stages=2, tma=1), cfg(64, 64, 3, warps=4, stages=3, tma=1),
+               cfg(256, 128, 2, warps=8, stages=2, tma=1), cfg(32, 16, 0, warps=4, stages=5, tma=1)]
 GPU_SHAPES = [(2, 8, 1024, 128), (1, 4, 1000, 64), (3, 2, 77, 256), (1, 16, 1, 128), (2, 4, 4097, 32)]
 
 
@@ -343,3 +398,16 @@ def test_warmup_compiles_the_one_binary_every_batch_heads_and_seq_reuse():
     for dims in [(2, 4, 300, 64), (1, 1, 1, 64), (3, 5, 1024, 64), (1, 2, 77, 64)]:
         assert check_attention(config, AttentionShape(*dims), "cuda", seed=0) is None
     assert len(device_cache) == compiled
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [cfg(128, 64, 1, warps=4, stages=2, tma=1), cfg(64, 64, 3, warps=4, stages=3)], ids=str)
+@pytest.mark.parametrize("dims", [(2, 32, 8, 1000, 128), (1, 16, 2, 4097, 64), (3, 8, 8, 77, 128)],
+                         ids=lambda d: "x".join(map(str, d)))
+def test_grouped_query_bf16_on_gpu_matches_sdpa(dims, config):
+    batch, heads, kv_heads, seq, head_dim = dims
+    shape = AttentionShape(batch, heads, seq, head_dim, kv_heads=kv_heads)
+    assert check_attention(config, shape, "cuda", seed=2) is None
+    q, k, v = attn.make_inputs(shape, "cuda", 3)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert relative_error(attn.attention(q, k, v, config), sdpa.float()) <= TOLERANCE[torch.bfloat16]
