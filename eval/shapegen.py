@@ -153,8 +153,8 @@ def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     return _interleave(train, rng), _interleave(heldout, rng)
 
 
-def write_lists(out: Path, seed: int = SEED) -> tuple[Path, Path]:
-    train, heldout = generate(seed)
+def write_shape_lists(out: Path, train: list[dict], heldout: list[dict]) -> tuple[Path, Path]:
+    """shapes_train.json and shapes_heldout.json in `out`: a JSON list, one shape object a line."""
     out.mkdir(parents=True, exist_ok=True)
     paths = out / "shapes_train.json", out / "shapes_heldout.json"
     for path, shapes in zip(paths, (train, heldout)):
@@ -162,13 +162,22 @@ def write_lists(out: Path, seed: int = SEED) -> tuple[Path, Path]:
     return paths
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("datasets/h200/gemm"))
-    parser.add_argument("--seed", type=int, default=SEED)
+def write_lists(out: Path, seed: int = SEED) -> tuple[Path, Path]:
+    return write_shape_lists(out, *generate(seed))
+
+
+def run_cli(argv: list[str] | None, description: str, default_out: Path, default_seed: int, write) -> None:
+    """`--out DIR --seed N` -> write(out, seed), naming the files written (each generator's `main`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument("--seed", type=int, default=default_seed)
     args = parser.parse_args(argv)
-    for path in write_lists(args.out, args.seed):
+    for path in write(args.out, args.seed):
         print(f"wrote {path} ({len(json.loads(path.read_text()))} shapes)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_cli(argv, __doc__.splitlines()[0], Path("datasets/h200/gemm"), SEED, write_lists)
 
 
 if __name__ == "__main__":
