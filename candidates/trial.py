@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from rooftune.candidates.config import Config
 
@@ -16,6 +17,7 @@ class Trial:
     time_us: float | None
     error: str | None = None
     compile_s: float | None = None
+    predicted_us: float | None = None  # the model's (corrected) prediction, where a tuner attached it
 
     def __post_init__(self):
         if (self.time_us is None) == (self.error is None):
@@ -24,3 +26,12 @@ class Trial:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class Measurer(Protocol):
+    """The one measurement seam: a batch of configs of one shape in, one Trial per config out, in order
+    (a live GPU measurer compiles the batch in parallel, checks each config against the reference and
+    times them together; a recorded measurer looks them up in a dataset). A config may be asked for
+    again: a live measurer re-times it beside the others, a recorded one returns the same record."""
+
+    def measure(self, shape, configs: list[Config]) -> list[Trial]: ...

@@ -1,4 +1,4 @@
-"""Replay evaluation: run a strategy against recorded timings and score its picks per shape."""
+"""Replay: the recorded measurer (a dataset behind the same seam as the live GPU) and scoring picks."""
 
 from __future__ import annotations
 
@@ -7,51 +7,53 @@ from dataclasses import dataclass
 import numpy as np
 
 from rooftune.candidates import Config, Trial
-from rooftune.eval.metrics import spearman, summarize
+from rooftune.eval.metrics import spearman
 from rooftune.eval.records import ShapeRecords
 from rooftune.hwprofiles import HardwareProfile
 
 NOT_RECORDED = "not recorded in the dataset"
 
 
-def recorded_measure(records: ShapeRecords):
-    """measure(config) -> the recorded Trial; a config never recorded becomes a failed trial."""
-    table = records.lookup()
+class RecordedMeasurer:
+    """`Measurer` over one shape's records: each config's recorded Trial; a config never recorded
+    becomes a failed trial. Asked again for a config, it returns the same record (a live measurer
+    would re-time it)."""
 
-    def measure(config: Config) -> Trial:
-        trial = table.get(config)
+    def __init__(self, records: ShapeRecords):
+        self.records = records
+        self._table = records.lookup()
+
+    def measure(self, shape, configs: list[Config]) -> list[Trial]:
+        if shape != self.records.shape:
+            raise ValueError(f"recorded measurer of {self.records.shape} asked for {shape}")
+        return [self._one(c) for c in configs]
+
+    def _one(self, config: Config) -> Trial:
+        trial = self._table.get(config)
         return trial if trial is not None else Trial(config, None, error=NOT_RECORDED)
 
-    return measure
+
+def recorded_measure(records: ShapeRecords):
+    """measure(config) -> the recorded Trial, one config at a time (tests and ad-hoc lookups)."""
+    measurer = RecordedMeasurer(records)
+    return lambda config: measurer.measure(records.shape, [config])[0]
 
 
 @dataclass(frozen=True)
 class ShapeScore:
-    """One shape's replay: the trials made, and best recorded time / time of the strategy's pick."""
+    """One shape's replay: the trials made, and best recorded time / recorded time of the pick."""
 
     records: ShapeRecords
     trials: tuple[Trial, ...]
     score: float
 
 
-def replay_shape(records: ShapeRecords, strategy, budget: int, profile: HardwareProfile) -> ShapeScore:
-    """Score = best recorded time in the space / recorded time of the strategy's fastest successful
-    trial (0 if none). The strategy chooses from the records' candidates (the space); `measure` finds
-    any recorded config, so a baseline whose configs lie outside the space (the Triton tutorial's)
-    can score above 1 where it beats every config of the space."""
-    candidates = records.candidate_configs()
-    trials = tuple(strategy(records.shape, candidates, recorded_measure(records), budget, profile))
-    if len(trials) > budget:
-        raise ValueError(f"strategy made {len(trials)} trials with a budget of {budget}")
+def score_trials(records: ShapeRecords, trials: tuple[Trial, ...] | list[Trial]) -> ShapeScore:
+    """Score = best recorded time in the space / recorded time of the fastest successful trial (0 if
+    none). A baseline's configs outside the space (the Triton tutorial's) can score above 1."""
     ok = [t.time_us for t in trials if t.ok]
     best = records.best_candidate_us
-    score = best / min(ok) if ok and best else 0.0
-    return ShapeScore(records, trials, score)
-
-
-def replay(records: list[ShapeRecords], strategy, budget: int, profile: HardwareProfile) -> list[ShapeScore]:
-    """Replay `strategy` on every shape whose space has at least one successful recorded config."""
-    return [replay_shape(r, strategy, budget, profile) for r in records if r.best_candidate_us is not None]
+    return ShapeScore(records, tuple(trials), best / min(ok) if ok and best else 0.0)
 
 
 def model_spearman(records: list[ShapeRecords], profile: HardwareProfile) -> float:
@@ -70,18 +72,3 @@ def model_spearman(records: list[ShapeRecords], profile: HardwareProfile) -> flo
         if not np.isnan(rho):
             values.append(rho)
     return float(np.mean(values)) if values else float("nan")
-
-
-def evaluate(records: list[ShapeRecords], budget: int, profile: HardwareProfile, methods: dict) -> dict:
-    """The `rooftune eval` summary: per method, mean / p10 / worst-decile mean of the per-shape scores.
-
-    `methods` maps a name to a strategy, or to a list of strategies (e.g. random seeds) whose
-    per-shape scores are averaged before summarizing. Also reports the model's mean Spearman."""
-    records = [r for r in records if r.best_candidate_us is not None]
-    summary = {}
-    for name, strategies in methods.items():
-        runs = strategies if isinstance(strategies, (list, tuple)) else [strategies]
-        per_run = [[s.score for s in replay(records, strategy, budget, profile)] for strategy in runs]
-        summary[name] = summarize(np.mean(np.array(per_run), axis=0) if records else [])
-    return {"n_shapes": len(records), "budget": budget, "methods": summary,
-            "spearman": model_spearman(records, profile)}

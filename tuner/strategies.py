@@ -1,8 +1,14 @@
-"""Search strategies: plain functions that propose configs to `measure` and return the trials made."""
+"""Search strategies: plain functions that choose configs, measure them in batches and return the trials.
+
+strategy(shape, candidates, measure, budget, profile) -> trials, where measure(configs) -> trials is
+one shape's measurer (live GPU or recorded dataset). `rooftune` is the product (tuner/search.py on the
+model + residual prior); the others are the baselines `rooftune eval` compares it with.
+"""
 
 from __future__ import annotations
 
 import itertools
+import zlib
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -10,10 +16,11 @@ import numpy as np
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, configs_to_columns
 from rooftune.candidates.baselines import tutorial_configs
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.tuner.search import SearchSettings, config_embedding, search
 
-Measure = Callable[[Config], Trial]
+MeasureBatch = Callable[[list[Config]], list[Trial]]
 # strategy(shape, candidates, measure, budget, profile) -> the trials it made, in order
-Strategy = Callable[[object, list[Config], Measure, int, HardwareProfile], list[Trial]]
+Strategy = Callable[[object, list[Config], MeasureBatch, int, HardwareProfile], list[Trial]]
 
 RANDOM_SEEDS = tuple(range(10))
 # Share of the tutorial's configs every shape of a dataset must have recorded for the tutorial method.
@@ -26,9 +33,10 @@ def best_trial(trials: list[Trial]) -> Trial | None:
     return min(ok, key=lambda t: t.time_us) if ok else None
 
 
-def _measure_in_order(configs: Iterable[Config], measure: Measure, budget: int) -> list[Trial]:
-    # islice: a strategy's order may be lazy over the whole space; only the first `budget` are drawn.
-    return [measure(c) for c in itertools.islice(configs, max(budget, 0))]
+def _measure_in_order(configs: Iterable[Config], measure: MeasureBatch, budget: int) -> list[Trial]:
+    """The first `budget` configs (islice: an order may be lazy over the whole space), as one batch."""
+    batch = list(itertools.islice(configs, max(budget, 0)))
+    return measure(batch) if batch else []
 
 
 def model_ranking(shape, candidates: list[Config], profile: HardwareProfile) -> list[tuple[Config, float]]:
@@ -43,17 +51,58 @@ def model_ranking(shape, candidates: list[Config], profile: HardwareProfile) -> 
     return [(candidates[i], float(breakdown.time_us[i])) for i in order if breakdown.fits[i]]
 
 
-def model_order(shape, candidates: list[Config], measure: Measure, budget: int,
+def corrected_prior(shape, candidates: list[Config], profile: HardwareProfile, residual) -> tuple[list[Config], np.ndarray]:
+    """The launchable candidates and their corrected predicted log time, log(model µs) + residual
+    correction (the model alone where `residual` is None)."""
+    from rooftune.roofline import predict
+
+    if not candidates:
+        return [], np.zeros(0)
+    columns = configs_to_columns(candidates)
+    bd = predict(shape, columns, profile)
+    prior = np.log(bd.time_us)
+    if residual is not None:
+        prior = prior + residual.correction(shape, columns, bd)
+    keep = np.flatnonzero(bd.fits)
+    return [candidates[i] for i in keep], prior[keep]
+
+
+def zero_trial_pick(shape, candidates: list[Config], profile: HardwareProfile, residual) -> Config | None:
+    """The config rooftune would run without measuring: the corrected model's best."""
+    configs, prior = corrected_prior(shape, candidates, profile, residual)
+    return configs[int(np.argmin(prior))] if configs else None
+
+
+def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strategy:
+    """The product: the corrected model's best first, then Gaussian-process rounds (tuner/search.py),
+    with the search constants fitted beside the residual (defaults without one)."""
+    if settings is None:
+        settings = SearchSettings.from_dict(residual.strategy) if residual is not None else SearchSettings()
+
+    def strategy(shape, candidates, measure, budget, profile):
+        configs, prior = corrected_prior(shape, candidates, profile, residual)
+        return search(configs, prior, measure, budget, settings)
+
+    strategy.__name__ = "rooftune"
+    return strategy
+
+
+def model_order(shape, candidates: list[Config], measure: MeasureBatch, budget: int,
                 profile: HardwareProfile) -> list[Trial]:
-    """Measure the `budget` candidates the model predicts fastest (`model_ranking`)."""
+    """Measure the `budget` candidates the model predicts fastest (`model_ranking`), no residual."""
     return _measure_in_order((c for c, _ in model_ranking(shape, candidates, profile)), measure, budget)
 
 
+def _shape_salt(shape) -> int:
+    return zlib.crc32(str(shape).encode())
+
+
 def random_order(seed: int) -> Strategy:
-    """A strategy that measures `budget` candidates drawn uniformly without replacement."""
+    """`budget` candidates drawn uniformly without replacement, drawn independently per shape (the seed
+    is mixed with the shape, so shapes with as many candidates do not share one permutation)."""
 
     def strategy(shape, candidates, measure, budget, profile):
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng([seed, _shape_salt(shape)])
         order = rng.permutation(len(candidates))
         return _measure_in_order((candidates[i] for i in order), measure, budget)
 
@@ -61,20 +110,56 @@ def random_order(seed: int) -> Strategy:
     return strategy
 
 
-def tutorial(shape, candidates: list[Config], measure: Measure, budget: int, profile: HardwareProfile) -> list[Trial]:
+def tutorial(shape, candidates: list[Config], measure: MeasureBatch, budget: int, profile: HardwareProfile) -> list[Trial]:
     """The Triton tutorial's 8 GEMM configs in their listed order (candidates are ignored)."""
     if not isinstance(shape, GemmShape):
         raise TypeError("the tutorial strategy only knows GEMM configs")
     return _measure_in_order(tutorial_configs(), measure, budget)
 
 
-def gemm_eval_methods(records, seeds=RANDOM_SEEDS) -> dict:
-    """The methods `rooftune eval gemm` compares: `model`, `random` (one strategy per seed, averaged),
-    and `tutorial` where every shape recorded most of the tutorial's configs (the probe; a rooftune
-    dataset whose shapes carry the tutorial's configs outside the space). Not where some shapes lack
-    them (an AutoHeuristic log holds one or two; a dataset swept before the extras and not yet fully
-    backfilled), where the method would mostly measure unrecorded configs, as failures."""
-    methods: dict = {"model": model_order, "random": [random_order(seed) for seed in seeds]}
+def nearest_legal_twins(listed: list[Config], candidates: list[Config]) -> list[Config]:
+    """Each listed config itself where it is among `candidates`, else (illegal for this shape) the
+    candidate nearest to it in the search's embedding (first on ties)."""
+    if not candidates or not listed:
+        return []
+    have = set(candidates)
+    z = config_embedding(candidates)
+    away = [i for i, c in enumerate(listed) if c not in have]
+    twins = list(listed)
+    if away:
+        d = ((config_embedding([listed[i] for i in away])[:, None, :] - z[None, :, :]) ** 2).sum(-1)
+        for i, j in zip(away, d.argmin(axis=1)):
+            twins[i] = candidates[int(j)]
+    return twins
+
+
+def nearest_legal(listed: list[Config], candidates: list[Config]) -> list[Config]:
+    """`nearest_legal_twins` without repeats, in list order."""
+    return list(dict.fromkeys(nearest_legal_twins(listed, candidates)))
+
+
+def static_list(configs: list[Config]) -> Strategy:
+    """A fixed list (learned on training data: tuner/static.py), illegal entries replaced by their
+    nearest legal twin."""
+
+    def strategy(shape, candidates, measure, budget, profile):
+        return _measure_in_order(nearest_legal(configs, candidates), measure, budget)
+
+    strategy.__name__ = "static"
+    return strategy
+
+
+def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
+    """The methods `rooftune eval gemm` compares: `rooftune` (the product: model + residual + search),
+    `model` (model order alone), `static` (a list learned on training data, where one is given),
+    `random` (one strategy per seed, each summarized, summaries averaged), and `tutorial` where every
+    shape recorded most of the tutorial's configs (the probe; a rooftune dataset whose shapes carry the
+    tutorial's configs outside the space); not where some shapes lack them (an AutoHeuristic log holds
+    one or two), where the method would mostly measure unrecorded configs, as failures."""
+    methods: dict = {"rooftune": rooftune_strategy(residual), "model": model_order}
+    if static:
+        methods["static"] = static_list(static)
+    methods["random"] = [random_order(seed) for seed in seeds]
     tutorial_set = set(tutorial_configs())
     fewest = min((len(tutorial_set & set(r.lookup())) for r in records), default=0)
     if records and fewest >= TUTORIAL_MIN_RECORDED * len(tutorial_set):
@@ -93,7 +178,7 @@ def static_attention_configs() -> list[Config]:
     return [Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, ORDER=0) for bm, bn, s, w in STATIC_ATTENTION]
 
 
-def static_attention(shape, candidates: list[Config], measure: Measure, budget: int,
+def static_attention(shape, candidates: list[Config], measure: MeasureBatch, budget: int,
                      profile: HardwareProfile) -> list[Trial]:
     """The static attention list in its order (candidates are ignored)."""
     if not isinstance(shape, AttentionShape):
@@ -101,7 +186,8 @@ def static_attention(shape, candidates: list[Config], measure: Measure, budget: 
     return _measure_in_order(static_attention_configs(), measure, budget)
 
 
-def attention_eval_methods(records, seeds=RANDOM_SEEDS) -> dict:
-    """The methods `rooftune eval attention` compares: `model`, `random` (averaged over seeds) and
-    `static`, the tutorial-style list, as a baseline."""
-    return {"model": model_order, "random": [random_order(seed) for seed in seeds], "static": static_attention}
+def attention_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static=None) -> dict:
+    """The methods `rooftune eval attention` compares: `rooftune` (model + search; no attention
+    residual yet), `model`, `random` (averaged over seeds) and `static`, the tutorial-style list."""
+    return {"rooftune": rooftune_strategy(residual), "model": model_order,
+            "random": [random_order(seed) for seed in seeds], "static": static_attention}

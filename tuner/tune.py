@@ -1,24 +1,31 @@
-"""Live tuning: the model's top configs of a GEMM shape compiled and timed on this GPU, with a JSON cache."""
+"""Tuning one shape: `tune` runs a strategy against a measurer (the live GPU or a recorded dataset: the
+same code either way), confirms the winner, and keeps results in a JSON cache.
+
+`rooftune tune` calls `tune` with the live measurer and the `rooftune` strategy; `rooftune eval`
+calls it with a dataset's recorded measurer for every method it compares.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
-from rooftune.eval.benches import GEMM_SWEEP
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape, Measurer, Trial, legal_configs, parse_config
 from rooftune.eval.dataset import atomic_write_bytes, shape_id
-from rooftune.tuner.strategies import model_ranking
 from rooftune.hwprofiles import HardwareProfile
 
-CACHE_FORMAT = "rooftune-tune-cache-1"
+CACHE_FORMAT = "rooftune-tune-cache-2"
+# The fastest few trials are timed again side by side before the winner is named: trials of
+# different rounds were timed apart, under clocks that may have drifted between them.
+CONFIRM_TOP = 3
 
 
 class TuneError(RuntimeError):
-    """Tuning produced no usable config (every planned config failed)."""
+    """Tuning produced no usable config (every measured config failed)."""
 
 
 class TuneCacheError(ValueError):
@@ -26,39 +33,19 @@ class TuneCacheError(ValueError):
 
 
 @dataclass(frozen=True)
-class Ranked:
-    """A legal config with the model's predicted time (µs) and its rank (1 = predicted fastest)."""
-
-    config: Config
-    predicted_us: float
-    rank: int
-
-
-@dataclass(frozen=True)
-class TuneTrial:
-    """One planned config as measured: a time (µs per launch) or an error, never both."""
-
-    config: Config
-    predicted_us: float
-    rank: int
-    time_us: float | None
-    error: str | None = None
-    compile_s: float | None = None
-
-
-@dataclass(frozen=True)
 class TuneResult:
-    """The outcome of `tune_gemm`: the winner, cuBLAS beside it, every trial in model order."""
+    """The outcome of `tune`: the winner and every trial in the order measured (with the model's
+    corrected prediction where the strategy made one), the baseline beside it (live only)."""
 
-    shape: GemmShape
+    shape: object
     winner: Config
     time_us: float
-    cublas_us: float | None
-    trials: tuple[TuneTrial, ...]
-    space_version: str
+    trials: tuple[Trial, ...]
+    strategy: str
     profile: str
-    compile_s: float
-    measure_s: float
+    space_version: str
+    baseline_us: float | None = None
+    phases_s: dict | None = None  # live: start-up, compile, measure, confirm seconds
     cached: bool = False
 
     @property
@@ -67,33 +54,97 @@ class TuneResult:
         return self.shape.flops / self.time_us / 1e6
 
 
-def plan(shape: GemmShape, profile: HardwareProfile, budget: int = 20) -> list[Ranked]:
-    """The first `budget` legal configs of GEMM_SPACE in the model's order (`model_ranking`, the order
-    `model_order` measures), or all of them where the shape has fewer. Raises ValueError for budget < 1."""
+class _Budgeted:
+    """One shape's batch measure for a strategy: counts distinct configs against the budget, records
+    every trial, and attaches the prior prediction where known."""
+
+    def __init__(self, measurer: Measurer, shape, budget: int):
+        self.measurer, self.shape, self.budget = measurer, shape, budget
+        self.trials: list[Trial] = []
+        self.measure_s = 0.0
+
+    def __call__(self, configs: list[Config]) -> list[Trial]:
+        new = [c for c in configs if c not in {t.config for t in self.trials}]
+        if len(self.trials) + len(new) > self.budget:
+            raise ValueError(f"strategy asked for {len(self.trials) + len(new)} configs with a budget of {self.budget}")
+        t0 = time.perf_counter()
+        measured = self.measurer.measure(self.shape, list(configs))
+        self.measure_s += time.perf_counter() - t0
+        if len(measured) != len(configs):
+            raise ValueError(f"measurer returned {len(measured)} trials for {len(configs)} configs")
+        seen = {t.config for t in self.trials}
+        self.trials.extend(t for t in measured if t.config not in seen)
+        return measured
+
+
+def run_strategy(shape, measurer: Measurer, strategy, budget: int, profile: HardwareProfile,
+                 candidates: list[Config]) -> tuple[list[Trial], float]:
+    """The strategy's trials on `shape` (distinct configs, at most `budget`) and the seconds spent measuring."""
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
-    ranking = model_ranking(shape, legal_configs(GEMM_SPACE, shape, profile).configs, profile)
-    if not ranking:
-        raise ValueError(f"no legal gemm config for {shape} on {profile.name}")
-    return [Ranked(c, us, rank) for rank, (c, us) in enumerate(ranking[:budget], start=1)]
+    budgeted = _Budgeted(measurer, shape, budget)
+    strategy(shape, candidates, budgeted, budget, profile)
+    return budgeted.trials, budgeted.measure_s
 
 
-def kernel_digest() -> str:
-    """Digest of kernels/gemm.py, found without importing it (that would import torch and triton)."""
-    from rooftune.eval.sweep import file_digest
+def confirm(shape, measurer: Measurer, trials: list[Trial], top: int = CONFIRM_TOP) -> Trial | None:
+    """The winner: the `top` fastest successful trials timed again side by side, the fastest of that
+    pass (its time from that pass). A recorded measurer returns the recorded times: the fastest trial."""
+    ok = sorted((t for t in trials if t.ok), key=lambda t: t.time_us)[:top]
+    if not ok:
+        return None
+    if len(ok) == 1:
+        return ok[0]
+    again = [t for t in measurer.measure(shape, [t.config for t in ok]) if t.ok]
+    return min(again, key=lambda t: t.time_us) if again else ok[0]
 
-    return file_digest(importlib.util.find_spec("rooftune.kernels.gemm").origin)
+
+def tune(shape, measurer: Measurer, strategy, budget: int, *, profile: HardwareProfile,
+         candidates: list[Config] | None = None, space=GEMM_SPACE, baseline=None) -> TuneResult:
+    """Run `strategy` on `shape` through `measurer` within `budget` distinct configs, then confirm the
+    winner (`confirm`). `candidates`: the configs to choose from (default: the space's legal configs
+    for the shape on `profile`; replay passes the dataset's). `baseline()`: a library time to report
+    beside the winner (live: cuBLAS), if any. Raises ValueError (budget, no candidates), TuneError."""
+    if candidates is None:
+        candidates = legal_configs(space, shape, profile).configs
+        if not candidates:
+            raise ValueError(f"no legal config for {shape} on {profile.name}")
+    trials, measure_s = run_strategy(shape, measurer, strategy, budget, profile, list(candidates))
+    t0 = time.perf_counter()
+    winner = confirm(shape, measurer, trials)
+    if winner is None:
+        first = next((t.error for t in trials), "no trial")
+        raise TuneError(f"all {len(trials)} measured configs failed for {shape} on {profile.name}; first error: {first}")
+    phases = {"measure_s": round(measure_s, 3), "confirm_s": round(time.perf_counter() - t0, 3)}
+    return TuneResult(shape, winner.config, winner.time_us, tuple(trials), getattr(strategy, "__name__", "strategy"),
+                      profile.name, space.version, baseline() if baseline else None, phases)
 
 
-def cache_key(shape: GemmShape, profile: HardwareProfile, budget: int, sms: int | None = None,
-              space_version: str | None = None, digest: str | None = None) -> str:
-    """GPU (the profile's name, with the SM partition), shape id, space version, kernel digest, budget."""
+# --- the cache -----------------------------------------------------------------------------------------
+
+def kernel_digest(module: str = "rooftune.kernels.gemm") -> str:
+    """Digest of a kernel's source, found without importing it (that would import torch and triton)."""
+    path = importlib.util.find_spec(module).origin
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def residual_digest(residual) -> str:
+    if residual is None:
+        return "model-only"
+    from rooftune.roofline.residual import residual_to_dict
+
+    return hashlib.sha256(json.dumps(residual_to_dict(residual), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def cache_key(shape, profile: HardwareProfile, budget: int, sms: int | None = None, *, space_version: str,
+              digest: str, tuner: str) -> str:
+    """GPU (the profile's name, with the SM partition), shape id, space version, kernel digest, the
+    tuner (strategy and residual digest), budget."""
     gpu = profile.name if sms is None else f"{profile.name} ({sms} SMs)"
-    return "|".join((gpu, shape_id(shape), space_version or GEMM_SPACE.version, digest or kernel_digest(),
-                     f"budget={budget}"))
+    return "|".join((gpu, shape_id(shape), space_version, digest, tuner, f"budget={budget}"))
 
 
-def _read_cache(path: Path) -> dict:
+def read_cache(path: Path) -> dict:
     if not path.exists():
         return {"format": CACHE_FORMAT, "entries": {}}
     try:
@@ -107,89 +158,80 @@ def _read_cache(path: Path) -> dict:
     return data
 
 
-def _config_json(config: Config) -> dict:
-    return dict(config.items())
-
-
-def _config_from(d: dict) -> Config:
-    d = dict(d)
-    return Config.make(d.pop("num_warps"), d.pop("num_stages"), **d)
-
-
 def result_to_dict(result: TuneResult) -> dict:
-    """A JSON-ready form of `result` (configs as {parameter: value}); `result_from_dict` reads it back."""
+    """A JSON-ready form of `result` (configs in their string form); `result_from_dict` reads it back."""
     d = asdict(result)
     d["shape"] = asdict(result.shape)
-    d["winner"] = _config_json(result.winner)
-    d["trials"] = [{**asdict(t), "config": _config_json(t.config)} for t in result.trials]
+    d["winner"] = str(result.winner)
+    d["trials"] = [{**asdict(t), "config": str(t.config)} for t in result.trials]
     d.pop("cached")
     return d
 
 
 def result_from_dict(d: dict) -> TuneResult:
-    return TuneResult(**{**d, "shape": GemmShape(**d["shape"]), "winner": _config_from(d["winner"]),
-                         "trials": tuple(TuneTrial(**{**t, "config": _config_from(t["config"])})
-                                         for t in d["trials"])})
+    return TuneResult(**{**d, "shape": GemmShape(**d["shape"]), "winner": parse_config(d["winner"]),
+                         "trials": tuple(Trial(**{**t, "config": parse_config(t["config"])}) for t in d["trials"])})
 
 
-def _measure(shape, planned: list[Config], measurer) -> tuple[object, dict, float, float]:
-    t0 = time.perf_counter()
-    compiled = measurer.compile([(shape, c) for c in planned])
-    t1 = time.perf_counter()
-    result = measurer.measure(shape, planned, compiled)
-    return result, compiled, t1 - t0, time.perf_counter() - t1
+def cached_result(path: Path, key: str) -> TuneResult | None:
+    stored = read_cache(path)["entries"].get(key)
+    if stored is None:
+        return None
+    try:
+        return replace(result_from_dict(stored), cached=True)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TuneCacheError(f"{path}: entry {key!r} is malformed ({exc}); delete the file") from exc
 
 
-def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, measurer=None,
-              cache: str | Path | None = None, sms: int | None = None) -> TuneResult:
-    """Compile and time the `budget` configs the model ranks first (`plan`) as the sweep does
-    (`KernelMeasurer`: reference check, interleaved CUDA-graph passes, the fastest re-timed beside cuBLAS);
-    the winner is the fastest config without an error. Failing configs are trials with an error; if all
-    fail, TuneError. `measurer`: a `Measurer` (tests pass a fake); by default `gemm_measurer` on this GPU
-    (an SM partition of it with `sms`). With `cache`, a stored result for the same key is returned
-    without measuring, and a new one is stored (atomically). Raises ValueError (budget), NoGpuError,
-    TuneCacheError, TuneError."""
+def store_result(path: Path, key: str, result: TuneResult) -> None:
+    data = read_cache(path)  # again: another run may have written since
+    data["entries"][key] = result_to_dict(result)
+    atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+
+
+# --- live GEMM tuning ----------------------------------------------------------------------------------
+
+def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, measurer: Measurer | None = None,
+              cache: str | Path | None = None, sms: int | None = None, residual="shipped") -> TuneResult:
+    """Tune `shape` live with the `rooftune` strategy (model + residual + search). `measurer`: by default
+    the live GPU measurer on this GPU (an SM partition of it with `sms`); tests pass a recorded one.
+    With `cache`, a stored result for the same key is returned without measuring, and a new one is
+    stored atomically. `residual`: "shipped" (the one fitted for this GPU, if any), None, or a Residual.
+    Raises ValueError (budget), NoGpuError, TuneCacheError, TuneError."""
+    from rooftune.roofline.residual import load_residual
+    from rooftune.tuner.strategies import rooftune_strategy
+
+    t_start = time.perf_counter()
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1, got {budget}")
+    if residual == "shipped":
+        residual = load_residual("gemm", profile)
+    strategy = rooftune_strategy(residual)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
-    ranked = plan(shape, profile if sms is None else replace(profile, sm_count=sms), budget)
+    model_profile = profile if sms is None else replace(profile, sm_count=sms)
     path = Path(cache) if cache is not None else None
-    key = cache_key(shape, profile, budget, sms) if path else None
+    key = None
     if path:
-        stored = _read_cache(path)["entries"].get(key)
-        if stored is not None:
-            try:
-                return replace(result_from_dict(stored), cached=True)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise TuneCacheError(f"{path}: entry {key!r} is malformed ({exc}); delete the file") from exc
-    planned = [r.config for r in ranked]
+        key = cache_key(shape, profile, budget, sms, space_version=GEMM_SPACE.version, digest=kernel_digest(),
+                        tuner=f"rooftune:{residual_digest(residual)}")
+        hit = cached_result(path, key)
+        if hit is not None:
+            return hit
     if measurer is not None:
-        shape_result, compiled, compile_s, measure_s = _measure(shape, planned, measurer)
+        result = tune(shape, measurer, strategy, budget, profile=model_profile)
     else:
-        from rooftune.eval.sweep import SweepSettings, gemm_measurer
+        from rooftune.eval.live import live_measurer
         from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
 
         require_cuda()
-        with sm_partition(sms), gemm_measurer(profile, SweepSettings()) as live:
-            shape_result, compiled, compile_s, measure_s = _measure(shape, planned, live)
-    rows = {row.config: row for row in shape_result.rows}
-    trials = []
-    for r in ranked:
-        row = rows.get(r.config)
-        error = "not measured" if row is None else row.error
-        if error is None and row.time_us is None:
-            error = "no time recorded"
-        compile_s_of = compiled.get(r.config) if isinstance(compiled.get(r.config), float) else None
-        trials.append(TuneTrial(r.config, r.predicted_us, r.rank, None if error else row.time_us, error, compile_s_of))
-    ok = [t for t in trials if t.error is None]
-    if not ok:
-        raise TuneError(f"all {len(trials)} planned configs failed for {shape} on {profile.name}; first error: "
-                        f"{trials[0].error}")
-    best = min(ok, key=lambda t: t.time_us)
-    result = TuneResult(shape=shape, winner=best.config, time_us=best.time_us,
-                        cublas_us=shape_result.baselines_us.get(GEMM_SWEEP.baseline), trials=tuple(trials),
-                        space_version=GEMM_SPACE.version, profile=profile.name,
-                        compile_s=round(compile_s, 3), measure_s=round(measure_s, 3))
+        with sm_partition(sms), live_measurer("gemm", profile) as live:
+            t_ready = time.perf_counter()
+            result = tune(shape, live, strategy, budget, profile=model_profile, baseline=live.baseline_us)
+            phases = {"startup_s": round(t_ready - t_start, 3), "compile_s": round(live.compile_s, 3),
+                      **(result.phases_s or {})}
+            phases["measure_s"] = round(phases["measure_s"] - live.compile_s, 3)
+            result = replace(result, phases_s=phases)
+    result = replace(result, phases_s={**(result.phases_s or {}), "total_s": round(time.perf_counter() - t_start, 3)})
     if path:
-        data = _read_cache(path)  # again: another run may have written since
-        data["entries"][key] = result_to_dict(result)
-        atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+        store_result(path, key, result)
     return result

@@ -23,7 +23,8 @@ from rooftune.eval.dataset import (
     write_shape,
 )
 from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
-from rooftune.eval.replay import evaluate, recorded_measure
+from rooftune.eval.replay import recorded_measure
+from rooftune.tuner.evaluation import evaluate
 from rooftune.eval.sweep import RetimePasses
 from rooftune.eval.backfill import backfill_extras, backfilled_shape
 from rooftune.hwprofiles import load_profile

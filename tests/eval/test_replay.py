@@ -8,8 +8,9 @@ import pytest
 from rooftune.candidates import Config, GemmShape, Trial
 from rooftune.eval.metrics import spearman, summarize
 from rooftune.eval.records import ShapeRecords
-from rooftune.eval.replay import NOT_RECORDED, evaluate, recorded_measure, replay, replay_shape
+from rooftune.eval.replay import NOT_RECORDED, RecordedMeasurer, recorded_measure
 from rooftune.hwprofiles import load_profile
+from rooftune.tuner.evaluation import evaluate, replay, replay_shape
 from rooftune.tuner.strategies import best_trial, gemm_eval_methods, model_order, random_order, tutorial, tutorial_configs
 
 H200 = load_profile("h200")
@@ -28,8 +29,13 @@ def fixture():
 
 def fixed_order(configs):
     def strategy(shape, candidates, measure, budget, profile):
-        return [measure(x) for x in configs[:budget]]
+        return measure(configs[:budget])
     return strategy
+
+
+def batch(records):
+    """A strategy's measure(configs) over one shape's records."""
+    return lambda configs: RecordedMeasurer(records).measure(records.shape, configs)
 
 
 def test_score_is_best_over_pick():
@@ -48,7 +54,7 @@ def test_measure_reports_unrecorded_as_failed():
 
 def test_model_order_skips_configs_that_cannot_launch_and_finds_the_best():
     r = fixture()
-    trials = model_order(r.shape, [t.config for t in r.trials], recorded_measure(r), 4, H200)
+    trials = model_order(r.shape, [t.config for t in r.trials], batch(r), 4, H200)
     assert c(256, 256, 128, s=5) not in [t.config for t in trials]  # 2·256·128·5·2 B of smem > limit
     assert trials[0].config == c(128, 256, 64, w=8)
     assert best_trial(trials).time_us == 200.0
@@ -57,14 +63,14 @@ def test_model_order_skips_configs_that_cannot_launch_and_finds_the_best():
 def test_random_order_is_seeded_and_within_budget():
     r = fixture()
     cands = [t.config for t in r.trials]
-    a = random_order(3)(r.shape, cands, recorded_measure(r), 2, H200)
-    b = random_order(3)(r.shape, cands, recorded_measure(r), 2, H200)
+    a = random_order(3)(r.shape, cands, batch(r), 2, H200)
+    b = random_order(3)(r.shape, cands, batch(r), 2, H200)
     assert [t.config for t in a] == [t.config for t in b] and len(a) == 2
 
 
 def test_tutorial_measures_its_own_configs():
     r = fixture()
-    trials = tutorial(r.shape, [], recorded_measure(r), 8, H200)
+    trials = tutorial(r.shape, [], batch(r), 8, H200)
     assert [t.config for t in trials] == tutorial_configs()
     assert best_trial(trials).time_us == 200.0  # 128x256x64 w8 s3 GROUP_M=8 is the tutorial's first
 
@@ -109,7 +115,7 @@ def test_strategies_choose_from_candidates_while_measure_finds_every_recorded_co
 
     def first_two(shape, candidates, measure, budget, profile):
         offered.extend(candidates)
-        return [measure(x) for x in candidates[:budget]]
+        return measure(candidates[:budget])
 
     score = replay_shape(r, first_two, 2, H200)
     assert offered == [twin, c(128, 128, 64, gm=1)]
@@ -121,4 +127,4 @@ def test_strategies_choose_from_candidates_while_measure_finds_every_recorded_co
     assert measure(outside).time_us == 180.0
     aliased = measure(c(128, 256, 64, w=8))
     assert aliased.time_us == 200.0 and aliased.config == c(128, 256, 64, w=8)
-    assert best_trial(tutorial(shape, [], measure, 8, H200)).time_us == 180.0
+    assert best_trial(tutorial(shape, [], batch(r), 8, H200)).time_us == 180.0

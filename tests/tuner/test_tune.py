@@ -1,192 +1,141 @@
-"""Live tuning on the CPU: the plan, tune_gemm with a fake measurer, the cache, and `rooftune tune`."""
+"""`tune` on the CPU: one function for live and replay, the budget, the confirm pass, the cache, the CLI."""
 
 import json
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rooftune.candidates import GEMM_SPACE, GemmShape, Trial, configs_to_columns, legal_configs, parse_gemm_shape
-from rooftune.eval.dataset import ConfigResult, ShapeResult
+from rooftune.candidates import GEMM_SPACE, Trial, legal_configs, parse_gemm_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner import tune
 from rooftune.tuner.cli import app
-from rooftune.tuner.strategies import model_order
+from rooftune.tuner.evaluation import replay_shape
+from rooftune.tuner.strategies import model_order, rooftune_strategy, zero_trial_pick
+
 
 runner = CliRunner()
 PROFILE = load_profile("h200")
 SHAPE = parse_gemm_shape("512x512x512")
 
 
-def _has_cuda():
-    import torch
-
-    return torch.cuda.is_available()
-
-
-class FakeMeasurer:
-    """Records what it is asked to compile and measure; times = predicted rank order reversed, so the
-    last planned config wins; configs in `failing` get an error; cuBLAS at 10 µs."""
-
-    def __init__(self, failing=(), compile_error=()):
-        self.compiled, self.measured = [], []
-        self.failing, self.compile_error = set(failing), set(compile_error)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def compile(self, jobs, timeout_s=None):
-        self.compiled.append(list(jobs))
-        return {c: "boom" if c in self.compile_error else 0.5 for _, c in jobs}
-
-    def measure(self, shape, configs, compiled):
-        self.measured.append((shape, list(configs), compiled))
-        rows = []
-        for i, c in enumerate(configs):
-            err = "compile: boom" if isinstance(compiled[c], str) else ("check: wrong" if c in self.failing else None)
-            rows.append(ConfigResult(config=c, time_us=None if err else 100.0 - i, error=err,
-                                     compile_s=compiled[c] if not err else None))
-        return ShapeResult(shape=shape, rows=tuple(rows), baselines_us={"cublas": 10.0})
+@pytest.fixture
+def records(synthetic):
+    return synthetic(SHAPE, PROFILE)
 
 
-def test_plan_ranks_like_model_order_and_explain():
-    ranked = tune.plan(SHAPE, PROFILE, budget=8)
+def test_tune_and_eval_run_the_same_code(records, counting):
+    """`rooftune eval` scores exactly what `tune` picks with the recorded measurer."""
+    strategy = rooftune_strategy(None)
+    result = tune.tune(SHAPE, counting(records), strategy, 10, profile=PROFILE)
+    score = replay_shape(records, strategy, 10, PROFILE)
+    assert [t.config for t in score.trials] == [result.winner]
+    assert score.score == pytest.approx(records.best_candidate_us / result.time_us)
+
+
+def test_budget_counts_distinct_configs_and_confirm_retimes_the_top(records, counting):
+    m = counting(records)
+    result = tune.tune(SHAPE, m, rooftune_strategy(None), 7, profile=PROFILE)
+    measured = [c for batch in m.batches[:-1] for c in batch]
+    assert len(measured) == len(set(measured)) == 7 == len(result.trials)
+    confirm = m.batches[-1]  # the fastest few again, side by side
+    fastest = sorted((t for t in result.trials if t.ok), key=lambda t: t.time_us)[:tune.CONFIRM_TOP]
+    assert confirm == [t.config for t in fastest] and result.winner == fastest[0].config
+
+
+def test_budget_one_is_the_zero_trial_pick(records, counting):
+    result = tune.tune(SHAPE, counting(records), rooftune_strategy(None), 1, profile=PROFILE)
     configs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs
-    seen = model_order(SHAPE, configs, lambda c: Trial(c, 1.0), 8, PROFILE)
-    assert [r.config for r in ranked] == [t.config for t in seen]
-    assert [r.rank for r in ranked] == list(range(1, 9))
-    from rooftune.roofline import predict
-
-    bd = predict(SHAPE, configs_to_columns(configs), PROFILE)
-    best = int(np.argsort(bd.time_us, kind="stable")[0])  # `rooftune explain`'s first row
-    assert ranked[0].config == configs[best] and ranked[0].predicted_us == pytest.approx(bd.time_us[best])
-    assert all(a.predicted_us <= b.predicted_us for a, b in zip(ranked, ranked[1:]))
+    assert result.winner == zero_trial_pick(SHAPE, configs, PROFILE, None)
 
 
-def test_plan_budget_bounds():
-    legal = len(legal_configs(GEMM_SPACE, SHAPE, PROFILE))
-    assert len(tune.plan(SHAPE, PROFILE, budget=1)) == 1
-    # a budget above the shape's legal count plans all of them (as model_order measures them all)
-    assert 0 < len(tune.plan(SHAPE, PROFILE, budget=legal + 1)) <= legal
-    for bad in (0, -3):
-        with pytest.raises(ValueError, match="budget must be at least 1"):
-            tune.plan(SHAPE, PROFILE, budget=bad)
+def test_a_strategy_over_budget_is_refused(records, counting):
+    def greedy(shape, candidates, measure, budget, profile):
+        return measure(candidates[: budget + 1])
+
+    with pytest.raises(ValueError, match="budget of 3"):
+        tune.tune(SHAPE, counting(records), greedy, 3, profile=PROFILE)
 
 
-def test_plan_on_an_sm_partition_ranks_for_its_sms():
-    """`tune_gemm(..., sms=N)` plans with the profile's sm_count set to N: waves and split-K differ."""
-    from dataclasses import replace
-
-    shape = GemmShape(64, 4096, 4096)
-    full, part = tune.plan(shape, PROFILE, budget=20), tune.plan(shape, replace(PROFILE, sm_count=16), budget=20)
-    assert [r.config for r in full] != [r.config for r in part]
-    fake = FakeMeasurer()
-    tune.tune_gemm(shape, PROFILE, budget=20, measurer=fake, sms=16)
-    assert fake.measured[0][1] == [r.config for r in part]
+def test_all_failing_is_a_clear_error(counting, synthetic):
+    configs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs
+    failing = synthetic(SHAPE, PROFILE, failing=set(configs))
+    with pytest.raises(tune.TuneError, match="all 3 measured configs failed"):
+        tune.tune(SHAPE, counting(failing), model_order, 3, profile=PROFILE)
 
 
-def test_tune_gemm_measures_exactly_the_plan_and_picks_the_fastest_ok():
-    planned = [r.config for r in tune.plan(SHAPE, PROFILE, budget=5)]
-    fake = FakeMeasurer(failing={planned[4]}, compile_error={planned[2]})
-    result = tune.tune_gemm(SHAPE, PROFILE, budget=5, measurer=fake)
-    assert fake.compiled == [[(SHAPE, c) for c in planned]]
-    assert [m[1] for m in fake.measured] == [planned]
-    assert result.winner == planned[3] and result.time_us == 97.0  # planned[4] (96 µs) failed its check
-    assert result.cublas_us == 10.0 and result.profile == PROFILE.name
-    assert result.space_version == GEMM_SPACE.version and not result.cached
-    assert [t.config for t in result.trials] == planned and [t.rank for t in result.trials] == [1, 2, 3, 4, 5]
-    assert result.trials[2].error == "compile: boom" and result.trials[2].time_us is None
-    assert result.trials[2].compile_s is None and result.trials[0].compile_s == 0.5
-    assert result.trials[4].error == "check: wrong"
-    assert result.tflops == pytest.approx(SHAPE.flops / 97.0 / 1e6)
+def test_failed_trials_are_kept_and_never_win(records, counting, synthetic):
+    configs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs
+    first = zero_trial_pick(SHAPE, configs, PROFILE, None)
+    rec = synthetic(SHAPE, PROFILE, failing={first})
+    result = tune.tune(SHAPE, counting(rec), rooftune_strategy(None), 5, profile=PROFILE)
+    assert result.trials[0].config == first and not result.trials[0].ok and result.winner != first
 
 
-def test_tune_gemm_all_failing_is_a_clear_error():
-    planned = [r.config for r in tune.plan(SHAPE, PROFILE, budget=3)]
-    with pytest.raises(tune.TuneError, match="all 3 planned configs failed"):
-        tune.tune_gemm(SHAPE, PROFILE, budget=3, measurer=FakeMeasurer(failing=planned))
-
-
-def test_cache_hit_skips_the_measurer_and_key_changes_miss(tmp_path):
+def test_tune_gemm_cache_hit_skips_the_measurer(tmp_path, records, counting):
     path = tmp_path / "tune.json"
-    first = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=FakeMeasurer(), cache=path)
-    hit = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=None, cache=path)  # None: a miss would need a GPU
-    assert hit.cached and hit == tune.replace(first, cached=True)
-    other = FakeMeasurer()
-    tune.tune_gemm(SHAPE, PROFILE, budget=3, measurer=other, cache=path)
-    assert other.measured, "a changed budget must miss"
+    m = counting(records)
+    first = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=m, cache=path, residual=None)
+    hit = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=None, cache=path, residual=None)  # a miss needs a GPU
+    assert hit.cached and hit.winner == first.winner and hit.trials == first.trials
+    other = counting(records)
+    tune.tune_gemm(SHAPE, PROFILE, budget=3, measurer=other, cache=path, residual=None)
+    assert other.batches, "a changed budget must miss"
     data = json.loads(path.read_text())
-    assert len(data["entries"]) == 2
-    # entries stored under an older space version do not match this one
+    assert len(data["entries"]) == 2 and not list(tmp_path.glob("*.tmp"))
     old = {k.replace(GEMM_SPACE.version, "gemm-older"): v for k, v in data["entries"].items()}
     path.write_text(json.dumps({**data, "entries": old}))
-    again = FakeMeasurer()
-    tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=again, cache=path)
-    assert again.measured
-    assert not list(tmp_path.glob(".*.tmp"))
+    again = counting(records)
+    tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=again, cache=path, residual=None)
+    assert again.batches, "entries of another space version do not match"
 
 
-def test_corrupt_cache_names_the_file(tmp_path):
+def test_result_round_trips_through_json(records, counting):
+    result = tune.tune(SHAPE, counting(records), rooftune_strategy(None), 6, profile=PROFILE)
+    back = tune.result_from_dict(json.loads(json.dumps(tune.result_to_dict(result))))
+    assert back == result
+
+
+def test_corrupt_cache_names_the_file(tmp_path, records, counting):
     path = tmp_path / "tune.json"
     path.write_text("{not json")
     with pytest.raises(tune.TuneCacheError, match="tune.json"):
-        tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=FakeMeasurer(), cache=path)
+        tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=counting(records), cache=path)
     path.write_text(json.dumps({"something": "else"}))
     with pytest.raises(tune.TuneCacheError, match="not a rooftune tune cache"):
-        tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=FakeMeasurer(), cache=path)
+        tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=counting(records), cache=path)
 
 
-@pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU error")
-def test_cli_without_gpu_fails_like_sweep():
-    result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--budget", "3"])
-    assert result.exit_code == 2 and "no CUDA GPU" in result.output
+def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, counting):
+    import contextlib
 
-
-@pytest.mark.parametrize("args, field", [
-    (["tune", "gemm", "--shape", "512x0x512"], "n must be"),
-    (["tune", "gemm", "--shape", "512x512"], "MxNxK"),
-    (["tune", "gemm", "--shape", "512x512x512", "--budget", "0"], "--budget"),
-    (["tune", "gemm", "--shape", "512x512x512", "--gpu", "nope"], "unknown GPU profile"),
-    (["tune", "gemm", "--shape", "512x512x512", "--layout", "xy"], "layout"),
-    (["tune", "attention", "--shape", "1x2x64x64"], "tune attention is not available yet"),
-])
-def test_cli_bad_input_exits_2(args, field):
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2 and field in " ".join(result.output.split()), result.output
-
-
-def test_cli_json_with_a_fake_measurer(tmp_path, monkeypatch):
-    from rooftune.eval import sweep
+    from rooftune.eval import live
     from rooftune.hwprofiles import hwprobe
 
-    fake = FakeMeasurer()
+    m = counting(records)
+    m.compile_s = 0.0
+    m.baseline_us = lambda: 10.0
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(sweep, "gemm_measurer", lambda profile, settings: fake)
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile: contextlib.nullcontext(m))
     out, cache = tmp_path / "r.json", tmp_path / "c.json"
     args = ["tune", "gemm", "--shape", "512x512x512", "--budget", "4", "--json", str(out), "--cache", str(cache)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "winner" in text and "97.00 µs" in text and "cuBLAS 10.00 µs" in text and "cuBLAS/winner 0.103" in text
     data = json.loads(out.read_text())
-    planned = [r.config for r in tune.plan(SHAPE, PROFILE, budget=4)]
-    assert data["winner"] == dict(planned[3].items()) and data["time_us"] == 97.0 and data["cublas_us"] == 10.0
-    assert [t["rank"] for t in data["trials"]] == [1, 2, 3, 4] and not data["cached"]
-    assert tune.result_from_dict({k: v for k, v in data.items() if k not in ("cached", "tflops")}).winner == planned[3]
-    monkeypatch.setattr(sweep, "gemm_measurer", lambda profile, settings: pytest.fail("cache hit measured"))
+    assert "winner" in text and f"{data['time_us']:.2f} µs" in text and "cuBLAS 10.00 µs" in text
+    assert data["baseline_us"] == 10.0 and len(data["trials"]) == 4 and not data["cached"]
+    assert set(data["phases_s"]) >= {"startup_s", "compile_s", "measure_s", "confirm_s", "total_s"}
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile: pytest.fail("cache hit measured"))
     result = runner.invoke(app, args)
-    assert result.exit_code == 0 and "from the cache" in " ".join(result.output.split()) and json.loads(out.read_text())["cached"]
+    assert result.exit_code == 0 and "from the cache" in " ".join(result.output.split()), result.output
+    assert json.loads(out.read_text())["cached"]
 
 
 @pytest.mark.gpu
 def test_tune_gemm_on_the_gpu():
     result = tune.tune_gemm(SHAPE, PROFILE, budget=5)
-    assert len(result.trials) == 5 and result.time_us > 0 and result.cublas_us and result.cublas_us > 0
-    assert result.winner in [t.config for t in result.trials if t.error is None]
-
+    assert len(result.trials) == 5 and result.time_us > 0 and result.baseline_us and result.baseline_us > 0
+    assert result.winner in [t.config for t in result.trials if t.ok]
 
 
 def test_tune_help_does_not_import_torch():

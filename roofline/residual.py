@@ -1,0 +1,169 @@
+"""The residual correction: a small linear model of log(measured / predicted time) over the model's own
+breakdown, fitted per GPU (roofline/fit.py) and stored as JSON beside the hardware profiles.
+
+corrected log time = log(model time) + Σ coefficient · feature. Every feature is a named, documented
+function of one config's breakdown, its parameters, or their product with the shape's size (the
+model's systematic misses depend on the regime: decode, tiny K, medium prefill). Ranking happens
+within one shape, so a constant per shape never matters and the residual carries no intercept.
+
+A profile with no residual file runs the model alone (`load_residual` returns None).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from rooftune.candidates import Config, GemmShape, configs_to_columns
+from rooftune.hwprofiles import HardwareProfile
+
+RESIDUAL_FORMAT = "rooftune-residual-1"
+# Bump when a feature's definition changes: a residual fitted on other features cannot be applied.
+GEMM_FEATURES_VERSION = "gemm-features-1"
+RESIDUAL_DIR = "residuals"
+
+# Config parameters whose effect the model misjudges differently by regime: each also enters
+# multiplied by the shape's log2 M, N and K (centred), so the correction can differ between decode,
+# tiny-K and large prefill shapes.
+_REGIME_FEATURES = ("stages", "stages_sq", "log_bm", "log_bn", "log_bk", "log_bk_sq", "warps8", "split_k",
+                    "group_m", "wgmma", "log_waves", "wave_eff")
+# Centres of log2 M, N, K: the middle of the sizes LLM layers span (M 1..16K, N and K 128..64K).
+_SHAPE_CENTRES = {"m": 7.0, "n": 12.0, "k": 12.0}
+_SHAPE_SCALE = 7.0
+
+
+def _config_columns(configs: list[Config] | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return configs if isinstance(configs, dict) else configs_to_columns(configs)
+
+
+def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...], np.ndarray]:
+    """(names, X[config, feature]) for `configs` (a list or columns) of `shape` with the model's
+    `breakdown` of them. Fractions are terms over the predicted time; logs are base 2 and centred on
+    the middle of the space (tile 64, 3 stages), so coefficients read as "per doubling"."""
+    c = _config_columns(configs)
+    bd = breakdown
+    t = bd.time_us
+    log_bm, log_bn, log_bk = (np.log2(c[k]).astype(float) - 6.0 for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    stages = c["num_stages"].astype(float) - 3.0
+    warps8 = (c["num_warps"] == 8).astype(float)
+    k_iters = np.ceil(np.ceil(shape.k / c["SPLIT_K"]) / c["BLOCK_K"])
+    log_k_iters = np.log2(np.maximum(k_iters, 1.0))
+    base = {
+        # Share of the predicted time each term would take alone: where the model's time comes from.
+        "compute_frac": bd.compute_us / t, "memory_frac": bd.memory_us / t, "latency_frac": bd.latency_us / t,
+        "smem_frac": bd.smem_us / t, "l2_frac": bd.l2_us / t, "splitk_frac": bd.splitk_us / t,
+        "launch_frac": bd.launch_us / t,
+        "occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
+        "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency,
+        "pad_eff": bd.padding_efficiency, "wgmma": bd.uses_wgmma.astype(float), "warps8": warps8,
+        "stages": stages, "stages_sq": stages ** 2,
+        "log_bm": log_bm, "log_bn": log_bn, "log_bk": log_bk, "log_bk_sq": log_bk ** 2,
+        "log_bm_sq": log_bm ** 2, "log_bn_sq": log_bn ** 2, "bm_x_bn": log_bm * log_bn,
+        "split_k": np.log2(c["SPLIT_K"]).astype(float), "group_m": (c["GROUP_M"] > 1).astype(float),
+        # Few K iterations leave deep pipelines nothing to overlap.
+        "log_k_iters": log_k_iters, "stages_x_k_iters": stages * np.minimum(log_k_iters, 4.0),
+        "regs": bd.regs_per_thread / 255.0, "warps8_x_tile": warps8 * (log_bm + log_bn),
+    }
+    names = list(base)
+    columns = [np.asarray(base[k], dtype=float) for k in names]
+    for dim in ("m", "n", "k"):
+        scale = (np.log2(getattr(shape, dim)) - _SHAPE_CENTRES[dim]) / _SHAPE_SCALE
+        for k in _REGIME_FEATURES:
+            names.append(f"{k}*log_{dim}")
+            columns.append(np.asarray(base[k], dtype=float) * scale)
+    return tuple(names), np.stack(columns, axis=1)
+
+
+@dataclass(frozen=True)
+class Residual:
+    """A fitted correction for one kernel on one GPU: coefficients by feature name, plus what it was
+    fitted on and how (fit data, cross-validated scores, the strategy constants chosen with it)."""
+
+    kernel: str
+    profile: str                  # HardwareProfile.name it was fitted for
+    features_version: str
+    coefficients: dict[str, float]
+    strategy: dict[str, float] = field(default_factory=dict)   # the search's constants (tuner/search.py)
+    fit: dict = field(default_factory=dict)                    # data, settings, cross-validated scores
+
+    def correction(self, shape, configs, breakdown) -> np.ndarray:
+        """Additive correction to log(predicted time) per config."""
+        names, x = gemm_features(shape, configs, breakdown)
+        coef = np.array([self.coefficients.get(n, 0.0) for n in names])
+        return x @ coef
+
+    def contributions(self, shape, configs, breakdown, top: int = 5) -> list[list[tuple[str, float]]]:
+        """Per config, the `top` largest terms of the correction (feature, coefficient · value), for `explain`."""
+        names, x = gemm_features(shape, configs, breakdown)
+        coef = np.array([self.coefficients.get(n, 0.0) for n in names])
+        terms = x * coef
+        order = np.argsort(-np.abs(terms), axis=1)[:, :top]
+        return [[(names[j], float(terms[i, j])) for j in row] for i, row in enumerate(order)]
+
+
+def residual_to_dict(residual: Residual) -> dict:
+    return {"format": RESIDUAL_FORMAT, "kernel": residual.kernel, "profile": residual.profile,
+            "features_version": residual.features_version, "coefficients": residual.coefficients,
+            "strategy": residual.strategy, "fit": residual.fit}
+
+
+class ResidualError(ValueError):
+    """A residual file that cannot be used."""
+
+
+def residual_from_dict(data: dict, origin: str) -> Residual:
+    if not isinstance(data, dict) or data.get("format") != RESIDUAL_FORMAT:
+        raise ResidualError(f"{origin}: not a rooftune residual (expected format {RESIDUAL_FORMAT!r})")
+    if data.get("features_version") != GEMM_FEATURES_VERSION:
+        raise ResidualError(f"{origin}: fitted on features {data.get('features_version')!r}, this rooftune "
+                            f"computes {GEMM_FEATURES_VERSION!r}; refit with `rooftune fit`")
+    try:
+        coefficients = {str(k): float(v) for k, v in data["coefficients"].items()}
+        strategy = {str(k): float(v) for k, v in data.get("strategy", {}).items()}
+        return Residual(str(data["kernel"]), str(data["profile"]), data["features_version"], coefficients,
+                        strategy, dict(data.get("fit", {})))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ResidualError(f"{origin}: malformed residual ({exc})") from exc
+
+
+def residual_file_name(kernel: str, profile: HardwareProfile) -> str:
+    """'gemm-NVIDIA_H200.json': one file per kernel and GPU (the profile's name, spaces as '_')."""
+    return f"{kernel}-{profile.name.replace(' ', '_')}.json"
+
+
+def shipped_residual_path(kernel: str, profile: HardwareProfile) -> Path:
+    return Path(str(resources.files("rooftune.hwprofiles"))) / RESIDUAL_DIR / residual_file_name(kernel, profile)
+
+
+def read_residual(path: str | os.PathLike) -> Residual:
+    path = Path(path)
+    if not path.is_file():
+        raise ResidualError(f"{path}: no such residual file")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResidualError(f"{path}: not valid JSON ({exc})") from exc
+    return residual_from_dict(data, str(path))
+
+
+def load_residual(kernel: str, profile: HardwareProfile) -> Residual | None:
+    """The shipped residual fitted for this kernel on this profile's GPU, or None (the model alone)."""
+    path = shipped_residual_path(kernel, profile)
+    return read_residual(path) if path.is_file() else None
+
+
+def write_residual(residual: Residual, path: str | os.PathLike) -> None:
+    """Write atomically (a temporary file renamed into place)."""
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(residual_to_dict(residual), indent=1, sort_keys=False) + "\n")
+    os.replace(tmp, path)

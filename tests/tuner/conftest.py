@@ -1,0 +1,49 @@
+"""A synthetic recorded shape for CPU tests of the tuner: every legal config 'measured' at its predicted
+time times a deterministic per-config factor (so the model's first is not always the best)."""
+
+import zlib
+
+import pytest
+
+from rooftune.candidates import GEMM_SPACE, Trial, configs_to_columns, legal_configs
+from rooftune.eval.records import ShapeRecords
+from rooftune.roofline import predict
+
+
+def factor(config) -> float:
+    """0.8 .. 1.4, a fixed function of the config."""
+    return 0.8 + 0.6 * (zlib.crc32(str(config).encode()) % 1000) / 1000
+
+
+def synthetic_records(shape, profile, failing=()) -> ShapeRecords:
+    configs = legal_configs(GEMM_SPACE, shape, profile).configs
+    predicted = predict(shape, configs_to_columns(configs), profile).time_us
+    trials = tuple(Trial(c, None, error="check: wrong") if c in failing else Trial(c, float(t) * factor(c))
+                   for c, t in zip(configs, predicted))
+    return ShapeRecords(shape, trials)
+
+
+class CountingMeasurer:
+    """A measurer over records that remembers every batch it was asked for."""
+
+    def __init__(self, records):
+        from rooftune.eval.replay import RecordedMeasurer
+
+        self.inner = RecordedMeasurer(records)
+        self.batches = []
+
+    def measure(self, shape, configs):
+        self.batches.append(list(configs))
+        return self.inner.measure(shape, configs)
+
+
+@pytest.fixture
+def synthetic():
+    """synthetic_records(shape, profile, failing=())"""
+    return synthetic_records
+
+
+@pytest.fixture
+def counting():
+    """CountingMeasurer(records)"""
+    return CountingMeasurer

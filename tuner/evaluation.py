@@ -1,0 +1,45 @@
+"""`rooftune eval`: every method replayed through `tune` (the code `rooftune tune` runs) with each shape's
+recorded measurer, and scored against the exhaustive best."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rooftune.eval.metrics import summarize
+from rooftune.eval.records import ShapeRecords
+from rooftune.eval.replay import RecordedMeasurer, ShapeScore, model_spearman, score_trials
+from rooftune.hwprofiles import HardwareProfile
+from rooftune.tuner.tune import TuneError, tune
+
+
+def replay_shape(records: ShapeRecords, strategy, budget: int, profile: HardwareProfile) -> ShapeScore:
+    """One shape tuned from its records: `tune` with the recorded measurer, choosing among the records'
+    candidates (the space); the pick's recorded time scores it (0 when every trial failed)."""
+    try:
+        result = tune(records.shape, RecordedMeasurer(records), strategy, budget, profile=profile,
+                      candidates=records.candidate_configs())
+    except TuneError:
+        return ShapeScore(records, (), 0.0)
+    return score_trials(records, [t for t in result.trials if t.config == result.winner] or result.trials)
+
+
+def replay(records: list[ShapeRecords], strategy, budget: int, profile: HardwareProfile) -> list[ShapeScore]:
+    """Replay `strategy` on every shape whose space has at least one successful recorded config."""
+    return [replay_shape(r, strategy, budget, profile) for r in records if r.best_candidate_us is not None]
+
+
+def evaluate(records: list[ShapeRecords], budget: int, profile: HardwareProfile, methods: dict) -> dict:
+    """Per method, mean / p10 / worst-decile mean of the per-shape scores, and the model's mean Spearman.
+
+    `methods` maps a name to a strategy, or to a list of strategies (random seeds): each run is
+    summarized on its own and the summaries averaged (so the tail is a run's tail, not the tail of
+    per-shape averages); `runs` says how many."""
+    records = [r for r in records if r.best_candidate_us is not None]
+    summary = {}
+    for name, strategies in methods.items():
+        runs = strategies if isinstance(strategies, (list, tuple)) else [strategies]
+        per_run = [summarize([s.score for s in replay(records, strategy, budget, profile)]) for strategy in runs]
+        summary[name] = {k: float(np.mean([p[k] for p in per_run])) for k in per_run[0]} if records else summarize([])
+        summary[name]["runs"] = len(runs)
+    return {"n_shapes": len(records), "budget": budget, "methods": summary,
+            "spearman": model_spearman(records, profile)}

@@ -1,0 +1,152 @@
+"""`rooftune fit`: the residual and the search constants, chosen together by cross-validation on a
+training dataset and written as one JSON beside the hardware profiles.
+
+Cross-validation is by shape: the training shapes are split into folds; for each candidate setting
+(ridge penalty, near-best weighting, search constants) the residual is fitted on the other folds and
+the search (tuner/search.py, the code `rooftune tune` runs) is replayed on the held-back fold at
+every budget. The setting with the best score over budgets wins and is refitted on every training
+shape. Held-out data are refused: a dataset whose shape list is a held-out list never reaches here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from rooftune.candidates import Trial
+from rooftune.eval.metrics import summarize
+from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.fit import FitShape, Prepared, RidgeSettings, fit_coefficients, make_residual, prepare
+from rooftune.roofline.residual import Residual
+from rooftune.tuner.search import SearchSettings, search
+
+CV_BUDGETS = (1, 5, 10, 20)
+FOLDS = 5
+FOLD_SEED = 0
+RIDGE_GRID = (RidgeSettings(0.1, 5.0), RidgeSettings(1.0, 5.0))
+SEARCH_GRID = {"first_round": (4, 6), "kappa": (1.0, 2.0)}
+
+
+class HeldOutError(ValueError):
+    """Fitting was asked to read a held-out dataset."""
+
+
+def refuse_held_out(manifest: dict, where: str) -> None:
+    """Held-out datasets are swept from a list named shapes_heldout*.json; fitting must never read one."""
+    listed = str(manifest.get("shapes_file", ""))
+    if "heldout" in listed.replace("-", "").replace("_", "").lower():
+        raise HeldOutError(f"{where} was swept from {listed}, a held-out list: fitting reads training data only")
+
+
+def fit_shapes_from_records(records) -> list[FitShape]:
+    """Each shape's candidate configs (the space) with their recorded times (NaN where failed)."""
+    out = []
+    for r in records:
+        table = r.lookup()
+        configs = tuple(r.candidate_configs())
+        times = np.array([table[c].time_us if table[c].ok else np.nan for c in configs], dtype=float)
+        if np.isfinite(times).any():
+            out.append(FitShape(r.shape, configs, times))
+    return out
+
+
+def prior_log_us(d: Prepared, coefficients: dict[str, float]) -> np.ndarray:
+    """log(model µs) + correction; configs that cannot launch get +inf (never chosen)."""
+    coef = np.array([coefficients.get(n, 0.0) for n in d.names])
+    return np.where(d.fits, d.log_predicted + d.x @ coef, np.inf)
+
+
+def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchSettings,
+                  budget: int = max(CV_BUDGETS)) -> list[Trial]:
+    """The search on one recorded shape (launchable configs only, as `rooftune tune` sees them)."""
+    keep = np.flatnonzero(d.fits)
+    configs = [d.source.configs[i] for i in keep]
+    times = {c: d.source.time_us[i] for c, i in zip(configs, keep)}
+
+    def measure(batch):
+        return [Trial(c, float(times[c])) if math.isfinite(times[c]) else Trial(c, None, error="failed")
+                for c in batch]
+
+    return search(configs, prior_log_us(d, coefficients)[keep], measure, budget, settings)
+
+
+def prefix_scores(d: Prepared, trials: list[Trial], budgets: Sequence[int]) -> list[float]:
+    """best recorded / best of the first B trials, per budget B (0 when none succeeded)."""
+    best = float(np.nanmin(d.source.time_us))
+    out = []
+    for b in budgets:
+        ok = [t.time_us for t in trials[:b] if t.ok]
+        out.append(best / min(ok) if ok else 0.0)
+    return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    ridge: RidgeSettings
+    search: SearchSettings
+
+
+def cross_validate(data: list[Prepared], candidate: Candidate, folds: int = FOLDS,
+                   budgets: Sequence[int] = CV_BUDGETS) -> dict[int, dict[str, float]]:
+    """Per budget, summary (mean, p10, worst-decile mean) of held-back-fold scores."""
+    order = np.random.default_rng(FOLD_SEED).permutation(len(data))
+    scores = np.zeros((len(data), len(budgets)))
+    for f in range(min(folds, len(data))):
+        test = set(order[f::folds].tolist())
+        train = [d for i, d in enumerate(data) if i not in test]
+        coef = fit_coefficients(train, candidate.ridge)
+        for i in test:
+            scores[i] = prefix_scores(data[i], replay_search(data[i], coef, candidate.search), budgets)
+    return {b: summarize(scores[:, j]) for j, b in enumerate(budgets)}
+
+
+def objective(cv: dict[int, dict[str, float]]) -> float:
+    """What CV maximizes: the mean plus the worst-decile mean, summed over budgets."""
+    return sum(s["mean"] + s["worst_decile_mean"] for s in cv.values())
+
+
+def candidates_grid(base: SearchSettings = SearchSettings()) -> list[Candidate]:
+    keys = list(SEARCH_GRID)
+    out = []
+    for ridge in RIDGE_GRID:
+        for values in itertools.product(*(SEARCH_GRID[k] for k in keys)):
+            out.append(Candidate(ridge, replace(base, **dict(zip(keys, values)))))
+    return out
+
+
+@dataclass(frozen=True)
+class FitReport:
+    residual: Residual
+    chosen: Candidate
+    cv: dict[int, dict[str, float]]
+    tried: list[tuple[Candidate, float]]
+
+
+def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, data_label: str,
+               grid: list[Candidate] | None = None, progress=None) -> FitReport:
+    """Choose a setting by cross-validation, refit the residual on every shape, return it with the CV figures."""
+    if len(shapes) < 2:
+        raise ValueError(f"fitting needs at least 2 shapes with measurements, got {len(shapes)}")
+    data = prepare(shapes, profile)
+    grid = grid or candidates_grid()
+    tried, best = [], None
+    for cand in grid:
+        cv = cross_validate(data, cand)
+        score = objective(cv)
+        tried.append((cand, score))
+        if best is None or score > best[1]:
+            best = (cand, score, cv)
+        if progress:
+            progress(cand, score)
+    chosen, _, cv = best
+    coef = fit_coefficients(data, chosen.ridge)
+    fit = {"data": data_label, "shapes": len(shapes), "folds": FOLDS, "fold_seed": FOLD_SEED,
+           "ridge": chosen.ridge.ridge, "near_best_weight": chosen.ridge.near_best_weight,
+           "settings_tried": len(grid),
+           "cv": {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in cv.items()}}
+    residual = make_residual(kernel, profile, coef, chosen.search.to_dict(), fit)
+    return FitReport(residual, chosen, cv, tried)
