@@ -17,6 +17,8 @@ from rooftune.eval.sweep import KernelMeasurer, SweepSettings, attention_measure
 from rooftune.hwprofiles import HardwareProfile
 
 TUNE_SETTINGS = SweepSettings(rounds=5, retime_top=4, retime_rounds=7, retime_target_ms=1.0)
+# Compile workers for tuning: a round compiles a handful of configs (tuner/search.py's rounds of 4).
+TUNE_WORKERS = 8
 
 
 class LiveMeasurer:
@@ -27,6 +29,14 @@ class LiveMeasurer:
         self.km = kernel_measurer
         self.compile_s = 0.0
         self.last_baseline_us: float | None = None
+
+    def start(self, device: str = "cuda") -> None:
+        """Start the compile workers, then this process's CUDA context while they load."""
+        import torch
+
+        self.km.pool.start()
+        torch.zeros(1, device=device)
+        torch.cuda.synchronize(device)
 
     def measure(self, shape, configs: list[Config]) -> list[Trial]:
         t0 = time.perf_counter()
@@ -46,5 +56,8 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
     """A LiveMeasurer for 'gemm' (against cuBLAS) or 'attention' (against SDPA) on this GPU; its compile
     workers close with the block."""
     make = {"gemm": gemm_measurer, "attention": attention_measurer}[kernel]
+    kwargs.setdefault("workers", TUNE_WORKERS)
     with make(profile, settings, **kwargs) as km:
-        yield LiveMeasurer(km)
+        live = LiveMeasurer(km)
+        live.start(km.device)
+        yield live

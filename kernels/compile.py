@@ -44,6 +44,13 @@ def _compile_one(warmup: Warmup, shape, config, device: str) -> CompileResult:
     return float(seconds) if seconds is not None else time.perf_counter() - started
 
 
+def _load_module(name: str) -> None:
+    """Import `name` in a worker (the kernel module: torch, triton and the kernel's source)."""
+    import importlib
+
+    importlib.import_module(name)
+
+
 class CompilePool:
     """`warmup` in a spawn pool of `workers` processes (default os.cpu_count(); 0 = in this process),
     kept across `compile` calls until `close` (or the end of a `with` block)."""
@@ -82,6 +89,15 @@ class CompilePool:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
             self.pools_started += 1
         return self._pool
+
+    def start(self, workers: int | None = None) -> None:
+        """Spawn up to `workers` worker processes now and load the kernel's module in each, without
+        waiting: a caller with start-up work of its own (a CUDA context) overlaps the two."""
+        if self.workers == 0:
+            return
+        pool = self._executor()
+        for _ in range(min(workers or self.workers, self.workers)):
+            pool.submit(_load_module, self.warmup.__module__)
 
     def compile(self, jobs: Sequence[tuple[object, Hashable]], *, timeout_s: float | None = None,
                 on_done: Callable[[int], None] | None = None) -> dict[Hashable, CompileResult]:

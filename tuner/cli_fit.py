@@ -41,8 +41,8 @@ def fit_gemm(
         report = fit_kernel("gemm", shapes, profile, str(data),
                             progress=lambda cand, score: console.print(
                                 f"  ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, "
-                                f"first {cand.search.first_round}, κ {cand.search.kappa:g}, "
-                                f"length {cand.search.length_scale:g}: CV objective {score:.4f}"))
+                                f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "
+                                f"prior sd {cand.search.prior_sd:g}: CV objective {score:.4f}"))
         static = learn_static(shapes)
         residual = report.residual
         residual.fit["static_list"] = [str(c) for c in static]  # the `static` baseline of `rooftune eval`

@@ -1,0 +1,77 @@
+"""`rooftune fit`: cross-validation picks the setting, the held-out data are never read, the output is usable."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.hwprofiles import load_profile
+from rooftune.roofline.fit import RidgeSettings
+from rooftune.roofline.residual import read_residual
+from rooftune.tuner import fitting
+from rooftune.tuner.cli import app
+from rooftune.tuner.search import SearchSettings
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN, HELDOUT = REPO / "datasets/h200/gemm/train", REPO / "datasets/h200/gemm/heldout"
+PROFILE = load_profile("h200")
+runner = CliRunner()
+
+
+def test_held_out_datasets_are_refused():
+    with pytest.raises(fitting.HeldOutError, match="held-out"):
+        fitting.refuse_held_out({"shapes_file": "shapes_heldout.json"}, "x")
+    fitting.refuse_held_out({"shapes_file": "shapes_train.json"}, "x")
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(HELDOUT), "--out", "/tmp/never.json"])
+    assert result.exit_code == 2 and "held-out" in " ".join(result.output.split())
+
+
+_OPENED: list[str] = []
+_AUDITING = [False]
+
+
+def _audit(event, args):
+    if _AUDITING[0] and event == "open" and args and isinstance(args[0], (str, bytes, Path)):
+        _OPENED.append(str(args[0]))
+
+
+sys.addaudithook(_audit)  # audit hooks stay for the process; it records only while _AUDITING is set
+
+
+def test_fit_reads_training_data_only_and_writes_a_usable_residual(tmp_path, monkeypatch):
+    """The whole `rooftune fit gemm` run (one CV setting, to keep it short) opens no file of the
+    held-out set, and what it writes is a residual that `eval` takes."""
+    one = [fitting.Candidate(RidgeSettings(0.1, 5.0), SearchSettings())]
+    monkeypatch.setattr(fitting, "candidates_grid", lambda: one)
+    out = tmp_path / "residual.json"
+    _OPENED.clear()
+    _AUDITING[0] = True
+    try:
+        result = runner.invoke(app, ["fit", "gemm", "--data", str(TRAIN), "--out", str(out)])
+    finally:
+        _AUDITING[0] = False
+    assert result.exit_code == 0, result.output
+    opened = [p for p in _OPENED if "datasets" in p]
+    assert any("train" in p for p in opened) and not [p for p in opened if "heldout" in p]
+    residual = read_residual(out)
+    assert residual.fit["data"] == str(TRAIN) and residual.fit["shapes"] == 120
+    assert set(residual.fit["cv"]) == {"1", "5", "10", "20"} and len(residual.fit["static_list"]) == 20
+    assert residual.strategy == SearchSettings().to_dict()
+    summary = tmp_path / "s.json"
+    probe = REPO.parent / "shared" / "datasets" / "h200-probe"
+    if probe.is_dir():  # eval takes the written residual
+        r = runner.invoke(app, ["eval", "gemm", "--data", str(probe), "--budget", "5", "--residual", str(out),
+                                "--methods", "rooftune,static", "--json", str(summary)])
+        assert r.exit_code == 0, r.output
+        assert set(json.loads(summary.read_text())["methods"]) == {"rooftune", "static"}
+
+
+def test_cross_validation_chooses_by_its_objective(monkeypatch):
+    shapes = fitting.fit_shapes_from_records(__import__("rooftune.eval.readers", fromlist=["x"]).load_records(TRAIN)[:12])
+    grid = [fitting.Candidate(RidgeSettings(0.1, 5.0), SearchSettings(kappa=k)) for k in (0.5, 2.0)]
+    report = fitting.fit_kernel("gemm", shapes, PROFILE, "train[:12]", grid=grid)
+    scores = dict((c.search.kappa, s) for c, s in report.tried)
+    assert report.chosen.search.kappa == max(scores, key=scores.get)
+    assert fitting.objective(report.cv) == pytest.approx(max(scores.values()))

@@ -1,0 +1,98 @@
+"""The search on the CPU: rounds, the budget, the prefix property, the Gaussian process's belief."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rooftune.candidates import GEMM_SPACE, Trial, legal_configs, parse_gemm_shape
+from rooftune.hwprofiles import load_profile
+from rooftune.tuner.search import Belief, SearchSettings, config_embedding, next_round, search
+from rooftune.tuner.strategies import corrected_prior
+
+PROFILE = load_profile("h200")
+SHAPE = parse_gemm_shape("1024x1024x4096")
+
+
+@pytest.fixture
+def problem(synthetic):
+    records = synthetic(SHAPE, PROFILE)
+    configs, prior = corrected_prior(SHAPE, legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs, PROFILE, None)
+    table = records.lookup()
+    batches = []
+
+    def measure(batch):
+        batches.append(list(batch))
+        return [table[c] for c in batch]
+
+    return configs, prior, measure, batches
+
+
+def test_rounds_stay_within_budget_and_never_repeat(problem):
+    configs, prior, measure, batches = problem
+    s = SearchSettings(first_round=4, round_size=3)
+    trials = search(configs, prior, measure, 11, s)
+    assert len(trials) == 11 and len({t.config for t in trials}) == 11
+    assert [len(b) for b in batches] == [4, 3, 3, 1]
+    assert trials[0].config == configs[int(np.argmin(prior))]  # the corrected model's best comes first
+
+
+def test_a_smaller_budget_is_a_prefix_of_a_larger_one(problem):
+    configs, prior, measure, _ = problem
+    s = SearchSettings(first_round=4, round_size=4)
+    long = [t.config for t in search(configs, prior, measure, 20, s)]
+    for budget in (1, 3, 5, 9, 13):
+        assert [t.config for t in search(configs, prior, measure, budget, s)] == long[:budget]
+
+
+def test_search_is_deterministic_and_handles_failures(problem):
+    configs, prior, measure, _ = problem
+    failing = set(configs[i] for i in np.argsort(prior)[:2])
+
+    def flaky(batch):
+        return [Trial(c, None, error="check: wrong") if c in failing else t for c, t in zip(batch, measure(batch))]
+
+    a = search(configs, prior, flaky, 12, SearchSettings())
+    b = search(configs, prior, flaky, 12, SearchSettings())
+    assert a == b and sum(not t.ok for t in a) == 2 and len(a) == 12
+
+
+def test_the_search_finds_what_the_prior_ranks_low(problem):
+    """Measured evidence moves the belief: with a prior that puts the true best far down, the search
+    still reaches it within 20 trials when its neighbours are measured fast."""
+    configs, prior, measure, _ = problem
+    times = np.array([measure([c])[0].time_us for c in configs])
+    best = int(np.argmin(times))
+    rank = int((prior < prior[best]).sum())
+    trials = search(configs, prior, measure, 20, SearchSettings())
+    found = min(t.time_us for t in trials if t.ok)
+    assert found <= times[best] * 1.05, (rank, found, times[best])
+
+
+def test_belief_posterior_interpolates_and_shrinks_variance():
+    z = np.array([[0.0], [1.0], [10.0]])
+    s = SearchSettings(prior_sd=0.2, length_scale=1.0, offset_sd=0.0, noise_sd=1e-3)
+    b = Belief(np.zeros(3), z, s)
+    m0, sd0 = b.posterior()
+    assert np.allclose(m0, 0) and np.allclose(sd0, 0.2)
+    b.add(0, math.log(2.0))
+    m, sd = b.posterior()
+    assert m[0] == pytest.approx(math.log(2.0), abs=1e-3) and sd[0] < 0.01
+    assert 0 < m[1] < m[0] and abs(m[2]) < 1e-6  # a neighbour moves with it, a distant config does not
+    assert sd[1] < 0.2 and sd[2] == pytest.approx(0.2)
+
+
+def test_a_round_spreads_away_from_its_first_pick():
+    """Two configs the prior cannot tell apart and one distant: with κ > 0 the round's second pick is
+    the distant config, not the twin (its variance shrank with the first pick)."""
+    z = np.array([[0.0], [0.01], [5.0]])
+    b = Belief(np.array([0.0, 0.0, 0.05]), z, SearchSettings(prior_sd=0.1, length_scale=1.0, offset_sd=0.0))
+    assert next_round(b, 2, kappa=2.0) == [0, 2]
+
+
+def test_settings_round_trip_and_embedding_columns():
+    s = SearchSettings(first_round=6, kappa=1.5)
+    assert SearchSettings.from_dict(s.to_dict()) == s
+    assert SearchSettings.from_dict({"kappa": 3, "unknown": 1}).kappa == 3.0
+    cfgs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs[:3]
+    assert config_embedding(cfgs).shape == (3, 8)
