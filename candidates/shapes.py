@@ -29,6 +29,33 @@ def _check_dims(kind: str, **dims: int) -> None:
             raise ShapeError(f"{kind}: {name} must be >= 1, got {value}")
 
 
+# Size limits: what rooftune's kernels can index. kernels/gemm.py and kernels/attention.py put tile
+# origins in 64-bit pointers but keep program ids and offsets inside a tile 32-bit, so:
+# - a row length (GEMM N and K) times the largest tile edge must fit int32: a tile's offset
+#   row·stride (row < 256), and B's step BLOCK_K·N, are int32;
+# - a row index (GEMM M, attention seq) plus the largest tile edge must fit int32: the last
+#   tile's row indices rm0 + row are int32;
+# - the 1-D grid at the smallest tile must fit int32 (program ids; CUDA's grid x limit is 2**31 - 1).
+# They also keep the model's 64-bit integer arithmetic exact (tests/candidates checks both edges).
+INT32_MAX = 2**31 - 1
+MAX_TILE_EDGE = 256  # the largest BLOCK_* value of any published space (tests/candidates checks)
+MAX_ROW_ELEMS = INT32_MAX // MAX_TILE_EDGE  # 8,388,607
+MAX_ROWS = INT32_MAX - MAX_TILE_EDGE
+GEMM_MIN_TILE = 16  # the GEMM space's smallest BLOCK_M and BLOCK_N
+ATTENTION_MIN_BLOCK_M = 32  # the attention space's smallest BLOCK_M
+
+
+def _check_size(kind: str, limits: dict[str, tuple[int, int]], programs: int, grid: str) -> None:
+    """ShapeError naming the first field over its limit (`limits`: name -> (value, max)), or the grid."""
+    for name, (value, most) in limits.items():
+        if value > most:
+            raise ShapeError(f"{kind}: {name} = {value} is over the limit {most:,} (32-bit indexing "
+                             f"in rooftune's kernels; candidates/shapes.py)")
+    if programs > INT32_MAX:
+        raise ShapeError(f"{kind}: {grid} = {programs:,} programs at the smallest tile, over the limit "
+                         f"{INT32_MAX:,} (32-bit program ids; candidates/shapes.py)")
+
+
 @dataclass(frozen=True)
 class GemmShape:
     """C[M, N] = A @ B, with B stored as `layout` ('kn': [K, N], 'nk': [N, K]) and A as `a_layout`
@@ -43,6 +70,8 @@ class GemmShape:
 
     def __post_init__(self):
         _check_dims("GEMM shape", m=self.m, n=self.n, k=self.k)
+        _check_size("GEMM shape", {"m": (self.m, MAX_ROWS), "n": (self.n, MAX_ROW_ELEMS), "k": (self.k, MAX_ROW_ELEMS)},
+                    -(-self.m // GEMM_MIN_TILE) * -(-self.n // GEMM_MIN_TILE), "output tiles (m/16 · n/16)")
         if self.layout not in GEMM_LAYOUTS:
             raise ShapeError(f"GEMM layout must be one of {GEMM_LAYOUTS}, got {self.layout!r}")
         if self.dtype not in DTYPES:
@@ -83,6 +112,8 @@ class AttentionShape:
                     head_dim=self.head_dim, kv_heads=self.kv_heads)
         if self.heads % self.kv_heads:
             raise ShapeError(f"attention kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        _check_size("attention shape", {"seq": (self.seq, MAX_ROWS)},
+                    -(-self.seq // ATTENTION_MIN_BLOCK_M) * self.batch * self.heads, "batch · heads · seq/32")
         if self.head_dim not in (16, 32, 64, 128, 256):
             raise ShapeError(f"attention head_dim must be a power of two from 16 to 256, got {self.head_dim}")
         if self.dtype not in DTYPES:

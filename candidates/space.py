@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooftune.candidates.config import Config
+from rooftune.candidates.config import Config, ConfigError
 from rooftune.hwprofiles import HardwareProfile
 
 # legality(shape, columns, profile) -> {reason: mask of configs rejected for that reason}
@@ -96,6 +96,18 @@ def config_legality(space: SearchSpace, shape, config: Config, profile: Hardware
         raise KeyError(f"config lacks {', '.join(sorted(missing))} for space {space.kernel}")
     columns = {name: np.array([config[name]], dtype=np.int64) for name in space.names}
     return [reason for reason, mask in space.legality(shape, columns, profile).items() if mask[0]]
+
+
+def check_in_grid(space: SearchSpace, config: Config) -> None:
+    """Raise ConfigError naming the first parameter of `config` whose value is not one of `space`'s
+    published values: the model and the legality rules are defined on the grid only (outside it a
+    negative BLOCK_M predicts a negative time, BLOCK_M=0 NaN)."""
+    for name, values in space.grid:
+        if name not in config:
+            raise ConfigError(f"{space.kernel} config lacks {name}")
+        if config[name] not in values:
+            raise ConfigError(f"{name}={config[name]} is not in the {space.kernel} space; "
+                              f"{name} is one of {', '.join(map(str, values))}")
 
 
 def next_pow2(x: np.ndarray | int) -> np.ndarray:

@@ -153,13 +153,24 @@ def _opt_float(text: str) -> float | None:
 
 
 def read_shape(path: str | os.PathLike) -> ShapeResult:
-    """Parse one shape file written by `write_shape`."""
+    """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it."""
     try:
         lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise DatasetError(f"{path}: not a readable gzip file ({exc})") from exc
     if not lines or not lines[0].startswith(_PREFIX):
         raise DatasetError(f"{path}: missing the '{_PREFIX.strip()}' header line")
+    try:
+        return _parse_shape(path, lines)
+    except DatasetError:
+        raise
+    except KeyError as exc:
+        raise DatasetError(f"{path}: no {exc} column or header field") from None
+    except (ValueError, TypeError, IndexError, csv.Error) as exc:  # a bad value, header or shape
+        raise DatasetError(f"{path}: malformed shape file ({exc})") from None
+
+
+def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeResult:
     header = json.loads(lines[0][len(_PREFIX):])
     rows = list(csv.reader(lines[1:]))
     columns = rows[0]
@@ -216,6 +227,8 @@ def read_manifest(root: str | os.PathLike) -> dict:
         manifest = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise DatasetError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != FORMAT:
         raise DatasetError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
     return manifest

@@ -185,9 +185,33 @@ def load_records(path: str | Path, kernel: str = "gemm") -> list[ShapeRecords]:
             return read_dataset(path)
         probe_file = _PROBE_FILES.get(kernel)
         if probe_file is not None and (path / probe_file).is_file():
-            return _READERS[_sniff(path / probe_file)](path / probe_file)
+            return _read_file(path / probe_file)
         raise DatasetFormatError(f"{path}: folder holds neither manifest.json nor {probe_file or 'a probe CSV'}")
-    return _READERS[_sniff(path)](path)
+    return _read_file(path)
+
+
+def _read_file(path: Path) -> list[ShapeRecords]:
+    """The records of one file in whichever format its first lines say; what a damaged or foreign
+    file raises (a truncated or non-gzip file, a missing column, a bad value or shape) becomes a
+    DatasetFormatError naming the file."""
+    try:
+        return _READERS[_sniff(path)](path)
+    except DatasetFormatError:
+        raise
+    except KeyError as exc:
+        raise DatasetFormatError(f"{path}: no {exc} column") from None
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, csv.Error) as exc:
+        raise DatasetFormatError(f"{path}: cannot be read ({exc})") from None
+
+
+def recorded_gpu(path: str | Path) -> str | None:
+    """The GPU (the profile's name) a dataset was recorded on, where it says: a rooftune dataset
+    folder's manifest `gpu_profile`; None for the other formats, which do not record it."""
+    from rooftune.eval.dataset import MANIFEST, read_manifest
+
+    if not (Path(path) / MANIFEST).is_file():
+        return None
+    return read_manifest(path).get("gpu_profile")
 
 
 _PROBE_FILES = {"gemm": PROBE_GEMM_FILE, "attention": PROBE_ATTENTION_FILE}

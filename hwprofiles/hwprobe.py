@@ -40,6 +40,10 @@ class NoGpuError(RuntimeError):
     """The command needs a CUDA GPU and this machine has none (or torch cannot see it)."""
 
 
+class PartitionError(ValueError):
+    """--sms asks for an SM partition (green context) this device cannot make."""
+
+
 def require_cuda():
     """Import torch and check that a CUDA device is visible; raise NoGpuError with a clear message."""
     try:
@@ -64,7 +68,7 @@ def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None
     torch = require_cuda()
     total = torch.cuda.get_device_properties(device).multi_processor_count
     if not 0 < num_sms <= total:
-        raise ValueError(f"--sms must be between 1 and {total} on this device, got {num_sms}")
+        raise PartitionError(f"--sms must be between 1 and {total} on this device, got {num_sms}")
     from torch.cuda.green_contexts import GreenContext
 
     ctx = GreenContext.create(num_sms=num_sms, device_id=device)

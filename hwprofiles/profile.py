@@ -92,7 +92,8 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
         elif key == "compute_capability":
             if (not isinstance(value, (list, tuple)) or len(value) != 2
                     or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
-                raise ProfileError(f"{origin}: field 'compute_capability' must be [major, minor] integers")
+                raise ProfileError(f"{origin}: field 'compute_capability' must be [major, minor] integers, "
+                                   f"got {value!r}")
             value = (int(value[0]), int(value[1]))
         elif key in _INT_FIELDS:
             if not isinstance(value, int) or isinstance(value, bool):
@@ -139,6 +140,8 @@ def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:
     text = str(name_or_path)
     if text.endswith(".json") or os.sep in text or Path(text).is_file():
         path = Path(text)
+        if path.is_dir():
+            raise ProfileError(f"{path}: is a folder, not a profile JSON file")
         if not path.is_file():
             raise ProfileError(f"{path}: no such profile file")
         origin, raw = str(path), path.read_text()

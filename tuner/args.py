@@ -1,39 +1,143 @@
-"""Turning command-line strings into shapes and profiles, with errors a user can act on."""
+"""Turning command-line strings into shapes, profiles and paths, and errors into exit codes, for every command."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 
 import typer
+
+# The CLI's one map from an exception to an exit code, as (module, class, code). `cli_errors` looks a
+# class up only when its module is already imported (an instance of it implies so), so mapping an
+# error never imports torch. 2: bad input, or no GPU for a GPU command (the user's to fix);
+# 1: tuning found no working config; 3: a config killed the CUDA context (quarantined: run again)
+# or the compile workers hung; 4: the context died under no single config (a rerun would repeat it).
+# Any other exception, a plain ValueError included, is a bug: it propagates with its traceback
+# (exit 1) and is never reported as bad input.
+EXIT_CODES = (
+    ("rooftune.candidates.shapes", "ShapeError", 2),
+    ("rooftune.candidates.shapes", "ShapeListError", 2),
+    ("rooftune.candidates.config", "ConfigError", 2),
+    ("rooftune.hwprofiles.profile", "ProfileError", 2),
+    ("rooftune.hwprofiles.hwprobe", "NoGpuError", 2),
+    ("rooftune.hwprofiles.hwprobe", "PartitionError", 2),
+    ("rooftune.eval.dataset", "DatasetError", 2),
+    ("rooftune.eval.readers", "DatasetFormatError", 2),
+    ("rooftune.tuner.tune", "TuneCacheError", 2),
+    ("rooftune.roofline.residual", "ResidualError", 2),
+    ("rooftune.tuner.fitting", "HeldOutError", 2),
+    ("rooftune.tuner.args", "ArgumentError", 2),
+    ("rooftune.tuner.tune", "TuneError", 1),
+    ("rooftune.eval.quarantine", "ContextQuarantined", 3),
+    ("rooftune.kernels.context", "ContextLost", 3),
+    ("rooftune.kernels.compile", "CompileStalled", 3),
+    ("rooftune.eval.quarantine", "ContextLostUnattributed", 4),
+)
+
+
+class ArgumentError(ValueError):
+    """A command-line value the command cannot use: an option out of range, an unwritable output path."""
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a clear error on stderr and exit with `code` (2: bad input), for every CLI command."""
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message}")
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code=code)
 
 
+def warn(message: str) -> None:
+    """Print a warning on stderr; the command goes on."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}")
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code EXIT_CODES gives `exc`, or None (a bug, not the user's to fix)."""
+    for module, name, code in EXIT_CODES:
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, getattr(loaded, name)):
+            return code
+    return None
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Run a command body (or decorate a command) so that a mapped error is printed as `error: ...`
+    and exits with its code, without a traceback; anything else propagates."""
+    try:
+        yield
+    except Exception as exc:
+        code = exit_code(exc)
+        if code is None:
+            raise
+        fail(str(exc), code)
+
+
+# The helpers below exit through `cli_errors` themselves, so a command that calls them reports bad
+# input the same way whether or not its own body runs under `cli_errors`.
+
+
+@cli_errors()
 def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16"):
     """GemmShape for 'gemm' (MxNxK), AttentionShape for 'attention' (BxHxSxD); exits on bad input."""
-    from rooftune.candidates import ShapeError, parse_attention_shape, parse_gemm_shape
+    from rooftune.candidates import parse_attention_shape, parse_gemm_shape
 
-    try:
-        if kernel == "gemm":
-            return parse_gemm_shape(text, layout=layout, dtype=dtype)
-        if kernel == "attention":
-            return parse_attention_shape(text, dtype=dtype)
-    except ShapeError as exc:
-        fail(str(exc))
-    fail(f"unknown kernel {kernel!r}; expected gemm or attention")
+    parsers = {"gemm": lambda: parse_gemm_shape(text, layout=layout, dtype=dtype),
+               "attention": lambda: parse_attention_shape(text, dtype=dtype)}
+    if kernel not in parsers:
+        raise ArgumentError(f"unknown kernel {kernel!r}; expected {' or '.join(parsers)}")
+    return parsers[kernel]()
 
 
+@cli_errors()
 def load_gpu(name_or_path: str):
     """A shipped profile by name or a profile JSON by path; exits with the validation error."""
-    from rooftune.hwprofiles import ProfileError, load_profile
+    from rooftune.hwprofiles import load_profile
 
-    try:
-        return load_profile(name_or_path)
-    except ProfileError as exc:
-        fail(str(exc))
+    return load_profile(name_or_path)
+
+
+@cli_errors()
+def check_sms(sms: int | None, profile=None) -> None:
+    """--sms (an SM partition) must be None or 1 .. the profile's SM count (>= 1 without a profile)."""
+    if sms is None:
+        return
+    most = profile.sm_count if profile is not None else None
+    if sms < 1 or (most is not None and sms > most):
+        limit = f"between 1 and {most} ({profile.name})" if most is not None else "at least 1"
+        raise ArgumentError(f"--sms must be {limit}, got {sms}")
+
+
+@cli_errors()
+def check_output(path: str | os.PathLike | None, option: str, folder: bool = False) -> None:
+    """Before any work: `path` (a file, or a folder to create or resume with `folder`) can be written.
+    A file must not be a folder, and its folder must exist and be writable; a folder must not be a
+    file, and the nearest existing folder above it must be writable. None: the option was not given."""
+    if path is None:
+        return
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise ArgumentError(f"{option} {path}: exists and is not a folder")
+        parent = next((p for p in (path, *path.absolute().parents) if p.exists()), Path("/"))
+    else:
+        if path.is_dir():
+            raise ArgumentError(f"{option} {path}: is a folder; give a file name")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise ArgumentError(f"{option} {path}: file is not writable")
+        parent = path.absolute().parent
+        if not parent.exists():
+            raise ArgumentError(f"{option} {path}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise ArgumentError(f"{option} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ArgumentError(f"{option} {path}: folder {parent} is not writable")

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune.tuner import cli_gpu, cli_model
-from rooftune.tuner.args import fail
+from rooftune.tuner.args import cli_errors, fail
 
 app = typer.Typer(
     name="rooftune",
@@ -38,6 +38,7 @@ def hwprofiles_cmd() -> None:
 
 
 @app.command("space")
+@cli_errors()
 def space_cmd(
     kernel: str = typer.Argument(..., help="gemm or attention"),
     shape: str = typer.Option(..., "--shape", help="MxNxK for gemm, BxHxSxD for attention"),
@@ -70,6 +71,7 @@ def space_cmd(
 
 
 @app.command("report")
+@cli_errors()
 def report_cmd(
     kernel: str = typer.Argument(..., help="gemm"),
     data: str = typer.Option(..., "--data", help="a dataset folder written by `rooftune sweep`"),
@@ -83,9 +85,12 @@ def report_cmd(
     from pathlib import Path
 
     from rooftune.eval.reports import pooled_repeatability, read_results, shape_rows, summary
+    from rooftune.tuner.args import check_output
 
     if kernel != "gemm":
         fail(f"reports exist for gemm datasets only, got {kernel!r}")
+    check_output(json_out, "--json")
+    check_output(markdown, "--markdown")
     if not (Path(data) / "manifest.json").is_file():
         fail(f"{data}: not a rooftune dataset folder (no manifest.json)")
     results = read_results(data)

@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rooftune.tuner.args import fail
+from rooftune.tuner.args import check_output, check_sms, cli_errors, fail
 
 console = Console()
 tune_app = typer.Typer(help="Tune a shape live on this GPU: the model's top configs compiled and timed.",
@@ -30,6 +30,7 @@ class RichReporter:
         self.progress.console.print(f"{shape}  {seconds:.1f} s")
 
 
+@cli_errors()
 def hwprobe_cmd(
     out: str = typer.Option(None, "--out", help="write the profile JSON here (default: print it)"),
     name: str = typer.Option(None, "--name", help="profile name (default: the GPU's name)"),
@@ -39,12 +40,11 @@ def hwprobe_cmd(
     import json
 
     from rooftune.hwprofiles import profile_to_dict, save_profile
-    from rooftune.hwprofiles.hwprobe import NoGpuError, probe
+    from rooftune.hwprofiles.hwprobe import probe
 
-    try:
-        profile = probe(name=name, sms=sms, log=lambda line: console.print(line))
-    except (NoGpuError, ValueError) as exc:
-        fail(str(exc))
+    check_sms(sms)
+    check_output(out, "--out")
+    profile = probe(name=name, sms=sms, log=lambda line: console.print(line))
     if out:
         save_profile(profile, out)
         console.print(f"wrote {out}")
@@ -52,6 +52,7 @@ def hwprobe_cmd(
         console.print_json(json.dumps(profile_to_dict(profile)))
 
 
+@cli_errors()
 def sweep_cmd(
     kernel: str = typer.Argument(..., help="gemm or attention"),
     shapes: str = typer.Option(..., "--shapes", help="JSON list of {m, n, k[, layout]} objects (gemm) or "
@@ -74,12 +75,8 @@ def sweep_cmd(
     compile workers hung. Exit code 4: the CUDA context died under no single config (the baseline, or
     an interleaved round): nothing is quarantined and a rerun would repeat it."""
     from rooftune.eval.backfill import backfill_gemm
-    from rooftune.eval.dataset import DatasetError
-    from rooftune.candidates.shapes import ShapeListError, load_attention_shapes, load_shapes
-    from rooftune.eval.quarantine import ContextLostUnattributed, ContextQuarantined
+    from rooftune.candidates.shapes import load_attention_shapes, load_shapes
     from rooftune.eval import sweep
-    from rooftune.hwprofiles.hwprobe import NoGpuError
-    from rooftune.kernels.compile import CompileStalled
     from rooftune.tuner.args import load_gpu
 
     loaders = {"gemm": load_shapes, "attention": load_attention_shapes}
@@ -87,23 +84,15 @@ def sweep_cmd(
         fail(f"unknown or unsupported kernel {kernel!r}; `sweep` supports {', '.join(loaders)}")
     if backfill_extras and kernel != "gemm":
         fail("--backfill-extras is for gemm only (attention has no configs outside its space to add)")
-    try:
-        loaders[kernel](shapes)  # a bad list fails here, before any GPU work
-    except ShapeListError as exc:
-        fail(str(exc))
+    loaders[kernel](shapes)  # a bad list fails here, before any GPU work
     profile = load_gpu(gpu)
+    check_sms(sms, profile)
+    check_output(out, "--out", folder=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     run = backfill_gemm if backfill_extras else {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention}[kernel]
-    try:
-        with Progress(*columns, console=console) as progress:
-            summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
-                          reporter=RichReporter(progress))
-    except (NoGpuError, DatasetError, ValueError) as exc:
-        fail(str(exc))
-    except (ContextQuarantined, CompileStalled) as exc:
-        fail(str(exc), code=3)
-    except ContextLostUnattributed as exc:
-        fail(str(exc), code=4)
+    with Progress(*columns, console=console) as progress:
+        summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
+                      reporter=RichReporter(progress))
     budget = " (time budget reached)" if summary.stopped_early else ""
     if backfill_extras:
         console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "
@@ -115,6 +104,7 @@ def sweep_cmd(
 
 
 @tune_app.command("gemm")
+@cli_errors()
 def tune_gemm_cmd(
     shape: str = typer.Option(..., "--shape", help="MxNxK"),
     layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
@@ -132,26 +122,19 @@ def tune_gemm_cmd(
 
     from rich.table import Table
 
-    from rooftune.hwprofiles.hwprobe import NoGpuError
-    from rooftune.kernels.compile import CompileStalled
-    from rooftune.kernels.context import ContextLost
     from rooftune.tuner.args import load_gpu, parse_shape
     from rooftune.tuner.cli_model import config_label
-    from rooftune.tuner.tune import TuneError, result_to_dict, tune_gemm
+    from rooftune.tuner.tune import result_to_dict, tune_gemm
 
     problem = parse_shape("gemm", shape, layout)
     profile = load_gpu(gpu)
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
-    try:
-        with console.status(f"tuning {problem}: compiling and timing the model's top {budget} configs"):
-            result = tune_gemm(problem, profile, budget, cache=cache, sms=sms)
-    except ValueError as exc:  # --sms, a corrupt cache
-        fail(str(exc))
-    except (NoGpuError, TuneError) as exc:
-        fail(str(exc), code=2 if isinstance(exc, NoGpuError) else 1)
-    except (ContextLost, CompileStalled) as exc:
-        fail(str(exc), code=3)
+    check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
+    check_output(json_out, "--json")
+    check_output(cache, "--cache")
+    with console.status(f"tuning {problem}: compiling and timing the model's top {budget} configs"):
+        result = tune_gemm(problem, profile, budget, cache=cache, sms=sms)
     cached = " (from the cache)" if result.cached else ""
     table = Table(title=f"gemm {problem} on {result.profile}: the model's top {budget}{cached}")
     for col in ("#", "config", "predicted µs", "measured µs"):

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from rooftune.tuner.args import cli_errors
+
 explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
 eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
 
@@ -21,11 +23,12 @@ def config_label(config) -> str:
     return f"{tile} {rest}"
 
 
+@cli_errors()
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rooftune.candidates import SPACES, ConfigError, config_legality, configs_to_columns, legal_configs, parse_config
+    from rooftune.candidates import SPACES, check_in_grid, config_legality, configs_to_columns, legal_configs, parse_config
     from rooftune.roofline import predict
     from rooftune.roofline.occupancy import LIMITERS
     from rooftune.tuner.args import fail, load_gpu, parse_shape
@@ -35,10 +38,8 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     profile = load_gpu(gpu)
     named = None
     if config_text is not None:
-        try:
-            named = parse_config(config_text, space.param_names)
-        except ConfigError as exc:
-            fail(str(exc))
+        named = parse_config(config_text, space.param_names)
+        check_in_grid(space, named)  # the model is defined on the grid only; illegal-but-in-grid is explained
     legal = legal_configs(space, shape, profile)
     configs = list(legal.configs)
     if named is not None and named not in configs:
@@ -117,24 +118,25 @@ def explain_attention(
     _explain("attention", shape, gpu, top, config, "kn", dtype)
 
 
+@cli_errors()
 def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None) -> None:
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary."""
     from rich.console import Console
     from rich.table import Table
 
     from rooftune.candidates import AttentionShape, GemmShape
-    from rooftune.eval.readers import DatasetFormatError, load_records
+    from rooftune.eval.readers import load_records, recorded_gpu
     from rooftune.eval.replay import evaluate
-    from rooftune.tuner.args import fail, load_gpu
+    from rooftune.tuner.args import check_output, fail, load_gpu, warn
     from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
 
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
                                 "attention": (AttentionShape, attention_eval_methods)}[kernel]
     profile = load_gpu(gpu)
-    try:
-        records = load_records(data, kernel=kernel)
-    except DatasetFormatError as exc:
-        fail(str(exc))
+    check_output(json_out, "--json")
+    records = load_records(data, kernel=kernel)
+    if (recorded := recorded_gpu(data)) not in (None, profile.name):
+        warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {recorded}; scoring with {gpu}'s model")
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")

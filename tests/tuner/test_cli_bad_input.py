@@ -1,0 +1,185 @@
+"""Bad input as a new user gives it: each is one clear error naming the field, exit 2, no traceback."""
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
+from rooftune.tuner.cli import app
+
+runner = CliRunner()
+HELDOUT = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "heldout"
+
+
+def _config(space, **override) -> str:
+    """A config string of `space`: each parameter's first grid value unless overridden."""
+    return ",".join(f"{name}={override.get(name, values[0])}" for name, values in space.grid)
+
+
+def _bad_input(args: list[str], *fields: str) -> str:
+    result = runner.invoke(app, args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "error:" in text and "Traceback" not in text and result.exception is None or isinstance(
+        result.exception, SystemExit), result.output
+    for field in fields:
+        assert field in text, text
+    return text
+
+
+def _dataset(tmp_path: Path, shapes: int = 2) -> Path:
+    """A copy of the first `shapes` shape files of the committed held-out dataset, with its manifest."""
+    root = tmp_path / "ds"
+    (root / "shapes").mkdir(parents=True)
+    shutil.copy(HELDOUT / "manifest.json", root / "manifest.json")
+    for path in sorted((HELDOUT / "shapes").glob("*.csv.gz"))[:shapes]:
+        shutil.copy(path, root / "shapes" / path.name)
+    return root
+
+
+@pytest.mark.parametrize("kernel, override, field", [
+    ("gemm", {"BLOCK_M": -128}, "BLOCK_M=-128"),
+    ("gemm", {"BLOCK_M": 0}, "BLOCK_M=0"),
+    ("gemm", {"BLOCK_M": 100}, "BLOCK_M=100"),
+    ("gemm", {"num_warps": 3}, "num_warps=3"),
+    ("gemm", {"num_stages": 0}, "num_stages=0"),
+    ("attention", {"ORDER": 9}, "ORDER=9"),
+    ("attention", {"BLOCK_M": -64}, "BLOCK_M=-64"),
+])
+def test_explain_config_outside_the_grid(kernel, override, field):
+    space = {"gemm": GEMM_SPACE, "attention": ATTENTION_SPACE}[kernel]
+    shape = {"gemm": "4096x4096x4096", "attention": "2x32x4096x128"}[kernel]
+    name = next(iter(override))
+    allowed = ", ".join(map(str, dict(space.grid)[name]))
+    _bad_input(["explain", kernel, "--shape", shape, "--config", _config(space, **override)], field, allowed)
+
+
+def test_explain_config_in_the_grid_but_illegal_is_still_explained():
+    config = _config(GEMM_SPACE, BLOCK_M=256, BLOCK_N=256, BLOCK_K=256, num_stages=5)
+    result = runner.invoke(app, ["explain", "gemm", "--shape", "64x64x64", "--config", config])
+    assert result.exit_code == 0, result.output
+    assert "illegal:" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("kernel, shape, field", [
+    ("gemm", "99999999999x99999999999x99999999999", "m = 99999999999"),
+    ("gemm", "99999999999x2x2", "m = 99999999999"),
+    ("gemm", "64x64x8388608", "k = 8388608"),
+    ("gemm", "2147483391x272x64", "output tiles"),
+    ("attention", "1x1x99999999999x64", "seq = 99999999999"),
+    ("attention", "65536x1024x1024x64", "batch · heads · seq/32"),
+])
+def test_shape_over_the_size_limit(kernel, shape, field):
+    _bad_input(["explain", kernel, "--shape", shape], field, "limit")
+
+
+def test_damaged_shape_file_in_a_dataset_folder(tmp_path):
+    root = _dataset(tmp_path)
+    victim = sorted((root / "shapes").iterdir())[0]
+    victim.write_bytes(victim.read_bytes()[:300])
+    for args in (["eval", "gemm", "--data", str(root), "--budget", "5"], ["report", "gemm", "--data", str(root)]):
+        _bad_input(args, victim.name, "not a readable gzip file")
+
+
+def test_shape_file_with_wrong_columns(tmp_path):
+    root = _dataset(tmp_path)
+    victim = sorted((root / "shapes").iterdir())[0]
+    header, _, rest = gzip.decompress(victim.read_bytes()).decode().partition("\n")
+    victim.write_bytes(gzip.compress(f"{header}\nBLOCK_M,time_us\n64,1.0\n".encode()))
+    _bad_input(["report", "gemm", "--data", str(root)], victim.name, "num_warps")
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01 not gzip", b"M,N,K\n1,2,3\n"])
+def test_single_file_that_is_not_a_dataset(tmp_path, content):
+    data = tmp_path / "data.csv.gz"
+    data.write_bytes(content)
+    _bad_input(["eval", "gemm", "--data", str(data), "--budget", "5"], "data.csv.gz")
+    _bad_input(["report", "gemm", "--data", str(data)], "data.csv.gz")
+
+
+def test_probe_with_a_bad_value_names_the_file(tmp_path):
+    data = tmp_path / "gemm_probe.csv.gz"
+    data.write_bytes(gzip.compress(b"M,N,K,BM,BN,BK,stages,warps,GM,us,err\n64,64,x,64,64,32,3,4,1,9.0,\n"))
+    _bad_input(["eval", "gemm", "--data", str(data), "--budget", "5"], "gemm_probe.csv.gz", "'x'")
+
+
+def _output_options(tmp_path: Path) -> list[tuple[list[str], str]]:
+    """(a command before its output option, the option) for every command that writes a file."""
+    root = _dataset(tmp_path, shapes=1)
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 64, "n": 64, "k": 64}]))
+    return [(["eval", "gemm", "--data", str(root), "--budget", "2"], "--json"),
+            (["report", "gemm", "--data", str(root)], "--json"),
+            (["report", "gemm", "--data", str(root)], "--markdown"),
+            (["tune", "gemm", "--shape", "64x64x64"], "--json"),
+            (["tune", "gemm", "--shape", "64x64x64"], "--cache"),
+            (["hwprobe"], "--out")]
+
+
+def test_output_path_that_is_a_folder_or_cannot_be_made(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    for args, option in _output_options(tmp_path):
+        _bad_input([*args, option, str(tmp_path)], option, "is a folder")
+        _bad_input([*args, option, str(blocker / "x.json")], option, "is not a folder")
+        _bad_input([*args, option, str(tmp_path / "missing" / "x.json")], option, "does not exist")
+
+
+def test_sweep_out_that_is_a_file(tmp_path):
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 64, "n": 64, "k": 64}]))
+    _bad_input(["sweep", "gemm", "--shapes", str(shapes), "--out", str(shapes)], "--out", "not a folder")
+    _bad_input(["sweep", "gemm", "--shapes", str(shapes), "--out", str(shapes / "d")], "--out", "not a folder")
+
+
+@pytest.mark.parametrize("args, field", [
+    (["tune", "gemm", "--shape", "512x512x512", "--sms", "0"], "--sms must be between 1 and 132"),
+    (["tune", "gemm", "--shape", "512x512x512", "--sms", "133"], "got 133"),
+    (["tune", "gemm", "--shape", "512x512x512", "--budget", "0"], "--budget"),
+    (["hwprobe", "--sms", "0"], "--sms must be at least 1"),
+])
+def test_tune_and_probe_options_are_checked_before_the_gpu(args, field):
+    _bad_input(args, field)
+
+
+def test_sweep_sms_is_checked_against_the_profile(tmp_path):
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"m": 64, "n": 64, "k": 64}]))
+    _bad_input(["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d"), "--sms", "0"], "--sms")
+    assert not (tmp_path / "d").exists()
+
+
+def test_profile_with_a_string_capability_and_a_folder(tmp_path):
+    data = json.loads((Path(__file__).parents[2] / "hwprofiles" / "h200.json").read_text())
+    data["compute_capability"] = "9.0"
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    _bad_input(["space", "gemm", "--shape", "64x64x64", "--gpu", str(path)], "compute_capability",
+               "[major, minor] integers", "'9.0'")
+    _bad_input(["space", "gemm", "--shape", "64x64x64", "--gpu", str(tmp_path)], "is a folder")
+
+
+def test_eval_warns_when_the_profile_is_not_the_data_gpu(tmp_path):
+    root = _dataset(tmp_path, shapes=1)
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "2", "--gpu", "b200"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "warning:" in text and "NVIDIA B200" in text and "recorded on NVIDIA H200" in text
+    same = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "2", "--gpu", "h200"])
+    assert same.exit_code == 0 and "warning:" not in same.output
+
+
+def test_a_library_value_error_is_not_bad_input(monkeypatch):
+    from rooftune import roofline
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug in the model")
+
+    monkeypatch.setattr(roofline, "predict", broken)
+    result = runner.invoke(app, ["explain", "gemm", "--shape", "64x64x64"])
+    assert result.exit_code == 1 and isinstance(result.exception, ValueError)
+    assert "error:" not in result.output
