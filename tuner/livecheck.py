@@ -1,0 +1,130 @@
+"""The live check of `rooftune tune gemm` on a GPU: held-out shapes tuned cold, each in a fresh process
+with an empty Triton cache (what a user's first tune costs), then every winner re-timed side by side with
+that shape's exhaustive best config from the committed dataset, in one process.
+
+    python -m rooftune.tuner.livecheck --data datasets/h200/gemm/heldout --count 20 --out DIR
+
+Writes DIR/livecheck.json (per shape: the tune's wall time and phases, winner, re-timed winner and best,
+fraction = best / winner) and prints a table. Resumable: shapes already in the JSON are not tuned again.
+Needs a GPU; the data's GPU should be this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rooftune.candidates import parse_config
+from rooftune.eval.dataset import atomic_write_bytes, shape_id
+from rooftune.eval.metrics import summarize
+
+
+def pick_shapes(records, count: int) -> list:
+    """`count` shapes spread evenly over the dataset's files in name order (deterministic)."""
+    ordered = sorted(records, key=lambda r: shape_id(r.shape))
+    step = max(1, len(ordered) // count)
+    return ordered[::step][:count]
+
+
+def tune_cold(shape, out_dir: Path, budget: int, gpu: str) -> dict:
+    """`rooftune tune gemm` for `shape` in a fresh process with a fresh Triton cache; wall seconds and its JSON."""
+    json_path = out_dir / f"tune_{shape_id(shape)}.json"
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TRITON_CACHE_DIR": cache}
+        cmd = [sys.executable, "-m", "rooftune.tuner.cli", "tune", "gemm", "--shape", f"{shape.m}x{shape.n}x{shape.k}",
+               "--layout", shape.layout, "--budget", str(budget), "--gpu", gpu, "--json", str(json_path)]
+        t0 = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall_s = time.perf_counter() - t0
+    (out_dir / f"tune_{shape_id(shape)}.log").write_text(run.stdout + run.stderr)
+    if run.returncode != 0:
+        return {"wall_s": wall_s, "error": f"exit {run.returncode}: {(run.stderr or run.stdout)[-300:]}"}
+    return {"wall_s": wall_s, "result": json.loads(json_path.read_text())}
+
+
+def retime(pairs, profile) -> dict:
+    """Each shape's winner and exhaustive best timed side by side (the sweep's method): shape id -> times."""
+    from rooftune.eval.live import live_measurer
+    from rooftune.eval.sweep import SweepSettings
+
+    out = {}
+    with live_measurer("gemm", profile, SweepSettings()) as live:
+        for records, winner, best in pairs:
+            configs = [winner] if winner == best else [winner, best]
+            trials = {t.config: t for t in live.measure(records.shape, configs)}
+            out[shape_id(records.shape)] = {"winner_us": trials[winner].time_us, "best_us": trials[best].time_us,
+                                            "error": trials[winner].error or trials[best].error}
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default="datasets/h200/gemm/heldout")
+    p.add_argument("--count", type=int, default=20)
+    p.add_argument("--budget", type=int, default=20)
+    p.add_argument("--gpu", default="h200")
+    p.add_argument("--out", required=True)
+    p.add_argument("--max-minutes", type=float, default=8.0)
+    args = p.parse_args(argv)
+
+    from rooftune.eval.readers import load_records
+    from rooftune.hwprofiles import load_profile
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "livecheck.json"
+    state = json.loads(path.read_text()) if path.exists() else {"shapes": {}}
+    deadline = time.monotonic() + 60 * args.max_minutes
+    records = pick_shapes(load_records(args.data), args.count)
+    for r in records:
+        sid = shape_id(r.shape)
+        if sid in state["shapes"] or time.monotonic() > deadline:
+            continue
+        state["shapes"][sid] = tune_cold(r.shape, out_dir, args.budget, args.gpu)
+        atomic_write_bytes(path, json.dumps(state, indent=1).encode())
+        entry = state["shapes"][sid]
+        print(f"{sid}: {entry['wall_s']:.1f} s {entry.get('error', '')}", flush=True)
+    # Cache hit: the same shape again with a cache file, twice; the second run's wall time.
+    first = records[0].shape
+    cache = out_dir / "cache.json"
+    for _ in range(2):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "rooftune.tuner.cli", "tune", "gemm", "--shape",
+                        f"{first.m}x{first.n}x{first.k}", "--layout", first.layout, "--budget", str(args.budget),
+                        "--gpu", args.gpu, "--cache", str(cache)], capture_output=True, text=True)
+        state["cache_hit_wall_s"] = time.perf_counter() - t0
+    pairs = []
+    for r in records:
+        entry = state["shapes"].get(shape_id(r.shape), {})
+        if "result" not in entry or "retime" in entry:
+            continue
+        table = r.lookup()
+        best = min((c for c in r.candidate_configs() if table[c].ok), key=lambda c: table[c].time_us)
+        pairs.append((r, parse_config(entry["result"]["winner"]), best))
+    for sid, times in retime(pairs, load_profile(args.gpu)).items():
+        state["shapes"][sid]["retime"] = times
+    atomic_write_bytes(path, json.dumps(state, indent=1).encode())
+    done = [e for e in state["shapes"].values() if "retime" in e and e["retime"]["winner_us"]]
+    fractions = [e["retime"]["best_us"] / e["retime"]["winner_us"] for e in done]
+    walls = [e["wall_s"] for e in state["shapes"].values() if "result" in e]
+    for sid, e in state["shapes"].items():
+        rt = e.get("retime", {})
+        frac = rt["best_us"] / rt["winner_us"] if rt.get("winner_us") else float("nan")
+        phases = e.get("result", {}).get("phases_s", {})
+        print(f"{sid:34s} wall {e['wall_s']:5.1f} s  phases {phases}  best/winner {frac:.3f}")
+    if fractions:
+        s = summarize(fractions)
+        print(f"{len(fractions)} shapes: live fraction mean {s['mean']:.3f}, min {min(fractions):.3f}; cold tune wall "
+              f"median {statistics.median(walls):.1f} s, max {max(walls):.1f} s; cache hit {state.get('cache_hit_wall_s', 0):.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
