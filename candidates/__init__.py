@@ -11,12 +11,12 @@ from rooftune.candidates.shapes import (
     parse_gemm_shape,
 )
 from rooftune.candidates.space import LegalSet, SearchSpace, check_in_grid, config_legality, legal_configs
-from rooftune.candidates.trial import Trial
+from rooftune.candidates.trial import Measurer, Trial
 
 SPACES = {"gemm": GEMM_SPACE, "attention": ATTENTION_SPACE}
 
 __all__ = [
     "ATTENTION_SPACE", "GEMM_SPACE", "SPACES", "AttentionShape", "Config", "ConfigError", "GemmShape",
-    "LegalSet", "SearchSpace", "ShapeError", "Trial", "check_in_grid", "config_legality", "configs_to_columns",
+    "LegalSet", "Measurer", "SearchSpace", "ShapeError", "Trial", "check_in_grid", "config_legality", "configs_to_columns",
     "legal_configs", "parse_attention_shape", "parse_config", "parse_gemm_shape",
 ]

@@ -24,7 +24,9 @@ def config_label(config) -> str:
 
 
 @cli_errors()
-def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str) -> None:
+def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
+             residual_choice: str = "shipped") -> None:
+    import numpy as np
     from rich.console import Console
     from rich.table import Table
 
@@ -47,26 +49,32 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if not configs:
         fail(f"no legal {kernel} config for {shape} on {profile.name}")
     bd = predict(shape, configs_to_columns(configs), profile)
-    order = [int(i) for i in bd.time_us.argsort(kind="stable")]
+    residual = _residual_for(kernel, profile, residual_choice)
+    factor = np.exp(residual.correction(shape, configs, bd)) if residual else np.ones(len(configs))
+    corrected = bd.time_us * factor  # what rooftune ranks by (the model alone without a residual)
+    order = [int(i) for i in corrected.argsort(kind="stable")]
     terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
 
-    table = Table(title=f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs")
-    for col in ("#", "config", "µs", "bound", "dominant", "CTA/SM", "occ", "waves", "wave eff", "pad eff", "wgmma"):
+    fitted = f"model × residual fitted on {residual.fit.get('data')}" if residual else "model alone (no residual)"
+    table = Table(title=f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs; {fitted}")
+    for col in ("#", "config", "µs", "model µs", "resid ×", "bound", "dominant", "CTA/SM", "occ", "waves",
+                "wave eff", "pad eff", "wgmma"):
         table.add_column(col, justify="right" if col not in ("config", "bound", "dominant", "CTA/SM") else "left",
                          no_wrap=col == "config")
 
     def row(rank: int, i: int, style: str | None = None):
-        table.add_row(str(rank), config_label(configs[i]), f"{bd.time_us[i]:.2f}", str(bd.bound[i]), terms[int(bd.dominant[i])],
+        table.add_row(str(rank), config_label(configs[i]), f"{corrected[i]:.2f}", f"{bd.time_us[i]:.2f}",
+                      f"{factor[i]:.3f}", str(bd.bound[i]), terms[int(bd.dominant[i])],
                       f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}", f"{bd.occupancy[i]:.0%}",
                       f"{bd.waves[i]:.2f}", f"{bd.wave_efficiency[i]:.2f}", f"{bd.padding_efficiency[i]:.2f}",
                       "yes" if bd.uses_wgmma[i] else "no", style=style)
 
     for rank, i in enumerate(order[:top], start=1):
         row(rank, i)
-    console = Console(width=max(Console().width, 140))
+    console = Console(width=max(Console().width, 160))
     console.print(table)
     best = order[0]
-    console.print(f"best predicted: {bd.time_us[best]:.2f} µs = {bd.flops[best] / bd.time_us[best] / 1e6:.1f} TFLOP/s; "
+    console.print(f"best predicted: {corrected[best]:.2f} µs (model {bd.time_us[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s); "
                   f"compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
                   f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB")
     if named is not None:
@@ -83,6 +91,10 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
                 value = getattr(bd, field)[i]
                 detail.add_row(field, _fmt(value))
         detail.add_row("dominant", terms[int(bd.dominant[i])])
+        if residual is not None:
+            detail.add_row("residual factor", f"{factor[i]:.4g}")
+            for name, value in residual.contributions(shape, [named], predict(shape, configs_to_columns([named]), profile))[0]:
+                detail.add_row(f"  residual: {name}", f"×{np.exp(value):.4g}")
         console.print(detail)
 
 
@@ -101,9 +113,13 @@ def explain_gemm(
     config: str = typer.Option(None, "--config", help="also explain this config, e.g. 'BLOCK_M=128,...,num_stages=3'"),
     layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16, fp16, tf32 or fp32"),
+    residual: str = typer.Option("shipped", "--residual", help="'shipped' (the residual fitted for --gpu, if "
+                                 "any), 'none' (the model alone), or a residual JSON's path"),
 ) -> None:
-    """Top predicted GEMM configs with their breakdown (dominant term, waves, occupancy)."""
-    _explain("gemm", shape, gpu, top, config, layout, dtype)
+    """Top configs as rooftune ranks them (model × residual) with the model's breakdown (dominant term,
+    waves, occupancy) and the residual's factor; with --config, that config's terms and the residual's
+    largest contributions."""
+    _explain("gemm", shape, gpu, top, config, layout, dtype, residual)
 
 
 @explain_app.command("attention")
@@ -115,19 +131,30 @@ def explain_attention(
     dtype: str = typer.Option("bf16", "--dtype"),
 ) -> None:
     """Top predicted causal-attention configs with their breakdown."""
-    _explain("attention", shape, gpu, top, config, "kn", dtype)
+    _explain("attention", shape, gpu, top, config, "kn", dtype, "none")
+
+
+def _residual_for(kernel: str, profile, choice: str):
+    """'shipped': the residual fitted for `profile`'s GPU, if any; 'none': the model alone; else a path."""
+    from rooftune.roofline.residual import load_residual, read_residual
+
+    if kernel != "gemm" or choice == "none":
+        return None
+    return load_residual(kernel, profile) if choice == "shipped" else read_residual(choice)
 
 
 @cli_errors()
-def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None) -> None:
+def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None, residual_choice: str = "shipped",
+          only: str | None = None) -> None:
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary."""
     from rich.console import Console
     from rich.table import Table
 
     from rooftune.candidates import AttentionShape, GemmShape
     from rooftune.eval.readers import load_records, recorded_gpu
-    from rooftune.eval.replay import evaluate
+    from rooftune.candidates import parse_config
     from rooftune.tuner.args import check_output, fail, load_gpu, warn
+    from rooftune.tuner.evaluation import evaluate
     from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
 
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
@@ -140,7 +167,22 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None)
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
-    summary = evaluate(records, budget, profile, eval_methods(records))
+    residual = _residual_for(kernel, profile, residual_choice)
+    static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
+    methods = eval_methods(records, residual=residual, static=static)
+    if only:
+        wanted = [m.strip() for m in only.split(",") if m.strip()]
+        unknown = [m for m in wanted if m not in methods]
+        if unknown:
+            fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
+        methods = {m: methods[m] for m in wanted}
+    if residual is not None and Path(str(residual.fit.get("data", ""))).resolve() == Path(data).resolve():
+        cv = residual.fit.get("cv", {}).get(str(budget))
+        warn(f"{data} is the residual's training data: the rooftune row is in-sample"
+             + (f"; cross-validated at {budget}: mean {cv['mean']:.3f}, p10 {cv['p10']:.3f}, worst-decile mean "
+                f"{cv['worst_decile_mean']:.3f}" if cv else ""))
+    summary = evaluate(records, budget, profile, methods)
+    summary["residual"] = None if residual is None else {"profile": residual.profile, "fit": residual.fit.get("data")}
     table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
                         f"(score = best recorded / pick)")
     for col in ("method", "mean", "p10", "worst-decile mean"):
@@ -157,6 +199,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None)
 _DATA_HELP = "dataset folder or file (probe, AutoHeuristic log, rooftune dataset)"
 _BUDGET_HELP = "configs each strategy may measure per shape"
 _GPU_HELP = "profile of the GPU the data was recorded on"
+_METHODS_HELP = "comma-separated subset of the methods to replay (default: all that apply)"
 
 
 @eval_app.command("gemm")
@@ -165,9 +208,14 @@ def eval_gemm(
     budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
     gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
     json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
+    residual: str = typer.Option("shipped", "--residual", help="'shipped' (the residual fitted for --gpu, if "
+                                 "any), 'none' (the model alone), or a residual JSON's path"),
+    methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
 ) -> None:
-    """Score strategies (model order, random, tutorial) against recorded timings."""
-    _eval("gemm", data, budget, gpu, json_out)
+    """Replay each method through `tune` (the code `rooftune tune` runs) with the dataset's recorded
+    measurer: rooftune (model + residual + search: the product), model (model order), static (a list
+    learned on train), random (10 independent runs, each summarized, summaries averaged), tutorial."""
+    _eval("gemm", data, budget, gpu, json_out, residual, methods)
 
 
 @eval_app.command("attention")
@@ -176,9 +224,11 @@ def eval_attention(
     budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
     gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
     json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
+    methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
 ) -> None:
-    """Score strategies (model order, random, the static tutorial-style list) against recorded attention timings."""
-    _eval("attention", data, budget, gpu, json_out)
+    """Score strategies (rooftune's search on the model, model order, random, the static tutorial-style
+    list) against recorded attention timings."""
+    _eval("attention", data, budget, gpu, json_out, "none", methods)
 
 
 def register(app) -> None:

@@ -63,9 +63,10 @@ def test_eval_gemm_json(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(out.read_text())
     assert summary["n_shapes"] == 1 and summary["budget"] == 1
-    assert set(summary["methods"]) == {"model", "random", "tutorial"}
+    assert set(summary["methods"]) == {"rooftune", "model", "static", "random", "tutorial"}
     for method in summary["methods"].values():
-        assert set(method) == {"mean", "p10", "worst_decile_mean"}
+        assert set(method) == {"mean", "p10", "worst_decile_mean", "runs"}
+    assert summary["methods"]["random"]["runs"] == 10 and summary["methods"]["model"]["runs"] == 1
     assert summary["methods"]["model"]["mean"] == 1.0
     assert summary["methods"]["tutorial"]["mean"] == 1.0
     assert "spearman" in summary
@@ -92,7 +93,7 @@ def test_eval_attention_json(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(out.read_text())
     assert summary["n_shapes"] == 1 and summary["budget"] == 1
-    assert set(summary["methods"]) == {"model", "random", "static"}
+    assert set(summary["methods"]) == {"rooftune", "model", "random", "static"}
     assert summary["methods"]["static"]["mean"] == 1.0
     assert 0 < summary["methods"]["model"]["mean"] <= 1.0
     assert "spearman" in summary
