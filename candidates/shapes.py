@@ -36,7 +36,7 @@ def _check_dims(kind: str, **dims: int) -> None:
 # - a row index (GEMM M, attention seq) plus the largest tile edge must fit int32: the last
 #   tile's row indices rm0 + row are int32;
 # - the 1-D grid at the smallest tile must fit int32 (program ids; CUDA's grid x limit is 2**31 - 1).
-# They also keep the model's 64-bit integer arithmetic exact (tests/candidates checks both edges).
+# tests/candidates/test_size_limits.py checks these numbers against the published spaces.
 INT32_MAX = 2**31 - 1
 MAX_TILE_EDGE = 256  # the largest BLOCK_* value of any published space (tests/candidates checks)
 MAX_ROW_ELEMS = INT32_MAX // MAX_TILE_EDGE  # 8,388,607
