@@ -1,9 +1,15 @@
 """The live measurer: a batch of configs compiled in parallel, checked against the reference and timed
 on this GPU by the sweep's `KernelMeasurer`, behind the same `Measurer` seam as a recorded dataset.
 
-Tuning times fewer configs per batch than a sweep and needs an answer in seconds, so it uses
-`TUNE_SETTINGS`: fewer screening rounds and a shorter final pass over the few fastest (the final
-pass still interleaves them with the baseline; `tuner/tune.py` re-times the winners side by side).
+Tuning needs an answer in seconds, so:
+- `TUNE_SETTINGS`: fewer screening rounds and a shorter final pass over the few fastest than a sweep
+  (the final pass still interleaves them with the baseline; `tuner/tune.py` re-times the winners
+  side by side);
+- the compile workers start before this process loads torch, and a search may `prefetch` configs it
+  is likely to ask for: they compile in the background while earlier rounds are timed;
+- rounds are timed apart, under clocks that drift (an idle H200 starts at a few hundred MHz), so the
+  first round's fastest config is timed again in every later round as an anchor, and the round's
+  times are scaled by anchor time in round one / anchor time now.
 """
 
 from __future__ import annotations
@@ -11,53 +17,106 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent.futures.process import BrokenProcessPool
 
 from rooftune.candidates import Config, Trial
-from rooftune.eval.sweep import KernelMeasurer, SweepSettings, attention_measurer, gemm_measurer
+from rooftune.eval.sweep import SweepSettings
 from rooftune.hwprofiles import HardwareProfile
 
 TUNE_SETTINGS = SweepSettings(rounds=5, retime_top=4, retime_rounds=7, retime_target_ms=1.0)
-# Compile workers for tuning: a round compiles a handful of configs (tuner/search.py's rounds of 4).
+# Compile workers for tuning: a round compiles a handful of configs, prefetching uses the rest.
 TUNE_WORKERS = 8
+KERNEL_MODULES = {"gemm": "rooftune.kernels.gemm", "attention": "rooftune.kernels.attention"}
 
 
 class LiveMeasurer:
     """`measure(shape, configs)`: compile (in parallel; a config that fails is a failed trial), check,
-    time. Keeps the seconds spent compiling and the baseline's last time (cuBLAS, SDPA)."""
+    time, anchored across rounds; `prefetch(shape, configs)`: compile in the background. Keeps the
+    seconds spent waiting on compiles and the baseline's last time (cuBLAS, SDPA)."""
 
-    def __init__(self, kernel_measurer: KernelMeasurer):
+    def __init__(self, kernel_measurer):
         self.km = kernel_measurer
         self.compile_s = 0.0
         self.last_baseline_us: float | None = None
+        self._futures: dict = {}   # (shape, config) -> Future of compile seconds or error text
+        self._anchor: dict = {}    # shape -> (config, its time in the first round)
 
-    def start(self, device: str = "cuda") -> None:
-        """Start the compile workers, then this process's CUDA context while they load."""
+    def start_cuda(self, device: str = "cuda") -> None:
         import torch
 
-        self.km.pool.start()
         torch.zeros(1, device=device)
         torch.cuda.synchronize(device)
 
-    def measure(self, shape, configs: list[Config]) -> list[Trial]:
+    def prefetch(self, shape, configs: list[Config]) -> None:
+        for c in configs:
+            if (shape, c) not in self._futures:
+                self._futures[(shape, c)] = self.km.pool.submit(shape, c)
+
+    def _compiled(self, shape, configs: list[Config]) -> dict:
+        self.prefetch(shape, configs)
         t0 = time.perf_counter()
-        compiled = self.km.compile([(shape, c) for c in configs])
+        deadline = t0 + self.km.timeout_base_s + self.km.timeout_per_config_s * len(configs)
+        out, again = {}, []
+        for c in configs:
+            try:
+                out[c] = self._futures[(shape, c)].result(timeout=max(0.0, deadline - time.perf_counter()))
+            except BrokenProcessPool:
+                again.append(c)  # a worker died: compile these one at a time, so the crash names its culprit
+            except FuturesTimeout:
+                out[c] = "compile timeout"
+        if again:
+            for c in again:
+                self._futures.pop((shape, c), None)
+            out.update(self.km.compile([(shape, c) for c in again]))
         self.compile_s += time.perf_counter() - t0
-        result = self.km.measure(shape, list(configs), compiled)
+        return out
+
+    def measure(self, shape, configs: list[Config]) -> list[Trial]:
+        anchor = self._anchor.get(shape)
+        timed = list(configs) + ([anchor[0]] if anchor and anchor[0] not in configs else [])
+        result = self.km.measure(shape, timed, self._compiled(shape, timed))
         self.last_baseline_us = result.baselines_us.get(self.km.baseline, self.last_baseline_us)
-        return [Trial(r.config, r.time_us, r.error, r.compile_s) for r in result.rows]
+        rows = {r.config: r for r in result.rows}
+        scale = 1.0
+        if anchor is not None:
+            now = rows[anchor[0]].time_us
+            scale = anchor[1] / now if now else 1.0
+        else:
+            ok = [r for r in result.rows if r.time_us is not None and r.error is None]
+            if ok:
+                first = min(ok, key=lambda r: r.time_us)
+                self._anchor[shape] = (first.config, first.time_us)
+        return [Trial(c, None if rows[c].error else rows[c].time_us * scale, rows[c].error, rows[c].compile_s)
+                for c in configs]
 
     def baseline_us(self) -> float | None:
         return self.last_baseline_us
 
 
 @contextlib.contextmanager
-def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings = TUNE_SETTINGS,
-                  **kwargs) -> Iterator[LiveMeasurer]:
-    """A LiveMeasurer for 'gemm' (against cuBLAS) or 'attention' (against SDPA) on this GPU; its compile
-    workers close with the block."""
-    make = {"gemm": gemm_measurer, "attention": attention_measurer}[kernel]
-    kwargs.setdefault("workers", TUNE_WORKERS)
-    with make(profile, settings, **kwargs) as km:
-        live = LiveMeasurer(km)
-        live.start(km.device)
-        yield live
+def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings = TUNE_SETTINGS, *,
+                  workers: int = TUNE_WORKERS, sms: int | None = None) -> Iterator[LiveMeasurer]:
+    """A LiveMeasurer for 'gemm' (against cuBLAS) or 'attention' (against SDPA) on this GPU (an SM
+    partition of it with `sms`). The compile workers start first, before torch loads here, and close
+    with the block. Raises NoGpuError without a GPU."""
+    from rooftune.hwprofiles.hwprobe import gpu_visible, require_cuda, sm_partition
+    from rooftune.kernels.compile import CompilePool, warmup_by_name
+
+    if not gpu_visible():
+        require_cuda()  # the same clear error, before any worker starts
+    pool = CompilePool(warmup_by_name(KERNEL_MODULES[kernel]), workers=workers)
+    pool.start()
+    failed = True
+    try:
+        from rooftune.eval.sweep import attention_measurer, gemm_measurer
+
+        require_cuda()
+        make = {"gemm": gemm_measurer, "attention": attention_measurer}[kernel]
+        with sm_partition(sms):
+            live = LiveMeasurer(make(profile, settings, pool=pool))
+            live.start_cuda(live.km.device)
+            yield live
+        failed = False
+    finally:
+        pool.close(kill=failed)

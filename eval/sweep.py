@@ -281,7 +281,7 @@ class KernelMeasurer:
 
     def __init__(self, bench: Bench, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
                  device: str = "cuda", workers: int | None = None, timeout_base_s: float = 60.0,
-                 timeout_per_config_s: float = 2.0):
+                 timeout_per_config_s: float = 2.0, pool=None):
         from rooftune.kernels.compile import CompilePool
 
         self.bench, self.profile, self.settings = bench, profile, settings
@@ -289,7 +289,8 @@ class KernelMeasurer:
         self.baseline = bench.kernel.baseline
         self.kernel_sha = file_digest(bench.module.__file__)
         self.device = device
-        self.pool = CompilePool(bench.module.warmup, workers=workers, device=device)
+        # `pool`: a CompilePool already started (live tuning starts it before torch loads here).
+        self.pool = pool if pool is not None else CompilePool(bench.module.warmup, workers=workers, device=device)
         self.timeout_base_s, self.timeout_per_config_s = timeout_base_s, timeout_per_config_s
 
     def __enter__(self) -> KernelMeasurer:

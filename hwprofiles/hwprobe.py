@@ -56,6 +56,21 @@ def require_cuda():
     return torch
 
 
+def gpu_visible() -> bool:
+    """Whether the NVIDIA driver sees a GPU, asked through NVML (milliseconds; no torch, no CUDA
+    context): a fast first check before starting work that `require_cuda` would refuse later."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no library: no GPU
+        return False
+
+
 @contextlib.contextmanager
 def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None]:
     """Run the body in a green context of `num_sms` SMs (None: the whole device, no context).

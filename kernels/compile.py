@@ -18,7 +18,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
@@ -49,6 +49,22 @@ def _load_module(name: str) -> None:
     import importlib
 
     importlib.import_module(name)
+
+
+def _warmup_of(module: str, shape, config, device: str) -> float:
+    import importlib
+
+    return importlib.import_module(module).warmup(shape, config, device)
+
+
+def warmup_by_name(module: str) -> Warmup:
+    """`module`'s `warmup`, referred to by name: a pool can start (and its workers import the kernel)
+    before this process has imported torch or triton."""
+    import functools
+
+    warmup = functools.partial(_warmup_of, module)
+    warmup.__module__ = module  # what `start` loads in each worker
+    return warmup
 
 
 class CompilePool:
@@ -98,6 +114,15 @@ class CompilePool:
         pool = self._executor()
         for _ in range(min(workers or self.workers, self.workers)):
             pool.submit(_load_module, self.warmup.__module__)
+
+    def submit(self, shape, config) -> Future:
+        """Compile one config in the background (a Future of seconds or the error text), e.g. configs a
+        search is likely to ask for next. A worker crash surfaces as BrokenProcessPool from the Future."""
+        if self.workers == 0:
+            done: Future = Future()
+            done.set_result(_compile_one(self.warmup, shape, config, self.device))
+            return done
+        return self._executor().submit(_compile_one, self.warmup, shape, config, self.device)
 
     def compile(self, jobs: Sequence[tuple[object, Hashable]], *, timeout_s: float | None = None,
                 on_done: Callable[[int], None] | None = None) -> dict[Hashable, CompileResult]:

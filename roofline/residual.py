@@ -91,6 +91,11 @@ class Residual:
     strategy: dict[str, float] = field(default_factory=dict)   # the search's constants (tuner/search.py)
     fit: dict = field(default_factory=dict)                    # data, settings, cross-validated scores
 
+    def applies_to(self, space_version: str | None) -> bool:
+        """Fitted on measurements of this space (rooftune's kernel over it)? Data of another kernel or
+        space (the H200 probe, AutoHeuristic logs) get the model alone."""
+        return space_version is not None and self.fit.get("space_version") == space_version
+
     def correction(self, shape, configs, breakdown) -> np.ndarray:
         """Additive correction to log(predicted time) per config."""
         names, x = gemm_features(shape, configs, breakdown)

@@ -33,7 +33,8 @@ def fit_gemm(
     console = Console()
     with cli_errors():
         profile = load_gpu(gpu)
-        refuse_held_out(read_manifest(data), str(data))
+        manifest = read_manifest(data)
+        refuse_held_out(manifest, str(data))
         target = out or shipped_residual_path("gemm", profile)
         check_output(str(target), "--out")
         shapes = fit_shapes_from_records(load_records(data, kernel="gemm"))
@@ -46,6 +47,8 @@ def fit_gemm(
         static = learn_static(shapes)
         residual = report.residual
         residual.fit["static_list"] = [str(c) for c in static]  # the `static` baseline of `rooftune eval`
+        # The residual describes rooftune's kernel over this space: it applies to data of that space only.
+        residual.fit["space_version"] = manifest.get("space_version")
         write_residual(residual, target)
     console.print(f"chosen: {report.chosen.ridge}, {report.chosen.search}")
     for budget, s in report.cv.items():

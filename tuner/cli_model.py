@@ -49,7 +49,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if not configs:
         fail(f"no legal {kernel} config for {shape} on {profile.name}")
     bd = predict(shape, configs_to_columns(configs), profile)
-    residual = _residual_for(kernel, profile, residual_choice)
+    residual = _residual_for(kernel, profile, residual_choice, space.version)
     factor = np.exp(residual.correction(shape, configs, bd)) if residual else np.ones(len(configs))
     corrected = bd.time_us * factor  # what rooftune ranks by (the model alone without a residual)
     order = [int(i) for i in corrected.argsort(kind="stable")]
@@ -134,13 +134,24 @@ def explain_attention(
     _explain("attention", shape, gpu, top, config, "kn", dtype, "none")
 
 
-def _residual_for(kernel: str, profile, choice: str):
-    """'shipped': the residual fitted for `profile`'s GPU, if any; 'none': the model alone; else a path."""
+def _residual_for(kernel: str, profile, choice: str, space_version: str | None):
+    """'shipped': the residual fitted for `profile`'s GPU, if any, where it was fitted on the same space
+    as the data's (`space_version`; None: data of another kernel); 'none': the model alone; else a
+    path, used as given."""
     from rooftune.roofline.residual import load_residual, read_residual
+    from rooftune.tuner.args import warn
 
     if kernel != "gemm" or choice == "none":
         return None
-    return load_residual(kernel, profile) if choice == "shipped" else read_residual(choice)
+    if choice != "shipped":
+        return read_residual(choice)
+    residual = load_residual(kernel, profile)
+    if residual is not None and not residual.applies_to(space_version):
+        warn(f"the shipped residual for {profile.name} was fitted on rooftune's kernel over "
+             f"{residual.fit.get('space_version')}; these data are "
+             f"{space_version or 'of another kernel'}: the model alone (--residual PATH to use it anyway)")
+        return None
+    return residual
 
 
 @cli_errors()
@@ -167,7 +178,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None,
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
-    residual = _residual_for(kernel, profile, residual_choice)
+    residual = _residual_for(kernel, profile, residual_choice, records[0].meta.get("space_version"))
     static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
     methods = eval_methods(records, residual=residual, static=static)
     if only:

@@ -1,8 +1,12 @@
-"""The live check of `rooftune tune gemm` on a GPU: held-out shapes tuned cold, each in a fresh process
-with an empty Triton cache (what a user's first tune costs), then every winner re-timed side by side with
-that shape's exhaustive best config from the committed dataset, in one process.
+"""The live check of `rooftune tune gemm` on a GPU: held-out shapes tuned, each in a fresh process, then
+every winner re-timed side by side with that shape's exhaustive best config from the committed dataset,
+in one process.
 
-    python -m rooftune.tuner.livecheck --data datasets/h200/gemm/heldout --count 20 --out DIR
+The first `--cold` shapes are tuned with an empty Triton cache each (a first tune on a new machine:
+Triton also builds its launcher stubs); the rest share one Triton cache, as a user tuning a model's
+layers one after another would (binaries of earlier shapes with the same specialization are reused).
+
+    python -m rooftune.tuner.livecheck --data datasets/h200/gemm/heldout --count 20 --cold 10 --out DIR
 
 Writes DIR/livecheck.json (per shape: the tune's wall time and phases, winner, re-timed winner and best,
 fraction = best / winner) and prints a table. Resumable: shapes already in the JSON are not tuned again.
@@ -33,11 +37,12 @@ def pick_shapes(records, count: int) -> list:
     return ordered[::step][:count]
 
 
-def tune_cold(shape, out_dir: Path, budget: int, gpu: str) -> dict:
-    """`rooftune tune gemm` for `shape` in a fresh process with a fresh Triton cache; wall seconds and its JSON."""
+def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | None = None) -> dict:
+    """`rooftune tune gemm` for `shape` in a fresh process, with a fresh Triton cache (None) or the
+    given one; wall seconds and its JSON."""
     json_path = out_dir / f"tune_{shape_id(shape)}.json"
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "TRITON_CACHE_DIR": cache}
+    with tempfile.TemporaryDirectory() as fresh:
+        env = {**os.environ, "TRITON_CACHE_DIR": str(triton_cache or fresh)}
         cmd = [sys.executable, "-m", "rooftune.tuner.cli", "tune", "gemm", "--shape", f"{shape.m}x{shape.n}x{shape.k}",
                "--layout", shape.layout, "--budget", str(budget), "--gpu", gpu, "--json", str(json_path)]
         t0 = time.perf_counter()
@@ -46,7 +51,7 @@ def tune_cold(shape, out_dir: Path, budget: int, gpu: str) -> dict:
     (out_dir / f"tune_{shape_id(shape)}.log").write_text(run.stdout + run.stderr)
     if run.returncode != 0:
         return {"wall_s": wall_s, "error": f"exit {run.returncode}: {(run.stderr or run.stdout)[-300:]}"}
-    return {"wall_s": wall_s, "result": json.loads(json_path.read_text())}
+    return {"wall_s": wall_s, "mode": "warm" if triton_cache else "cold", "result": json.loads(json_path.read_text())}
 
 
 def retime(pairs, profile) -> dict:
@@ -68,6 +73,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default="datasets/h200/gemm/heldout")
     p.add_argument("--count", type=int, default=20)
+    p.add_argument("--cold", type=int, default=10, help="how many of the shapes get an empty Triton cache each")
+    p.add_argument("--triton-cache", default=None, help="the shared Triton cache of the warm shapes "
+                   "(default: a folder beside --out)")
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--gpu", default="h200")
     p.add_argument("--out", required=True)
@@ -83,11 +91,12 @@ def main(argv=None) -> int:
     state = json.loads(path.read_text()) if path.exists() else {"shapes": {}}
     deadline = time.monotonic() + 60 * args.max_minutes
     records = pick_shapes(load_records(args.data), args.count)
-    for r in records:
+    shared = Path(args.triton_cache or f"{out_dir}-triton-cache")
+    for i, r in enumerate(records):
         sid = shape_id(r.shape)
         if sid in state["shapes"] or time.monotonic() > deadline:
             continue
-        state["shapes"][sid] = tune_cold(r.shape, out_dir, args.budget, args.gpu)
+        state["shapes"][sid] = tune_once(r.shape, out_dir, args.budget, args.gpu, None if i < args.cold else shared)
         atomic_write_bytes(path, json.dumps(state, indent=1).encode())
         entry = state["shapes"][sid]
         print(f"{sid}: {entry['wall_s']:.1f} s {entry.get('error', '')}", flush=True)
@@ -113,16 +122,19 @@ def main(argv=None) -> int:
     atomic_write_bytes(path, json.dumps(state, indent=1).encode())
     done = [e for e in state["shapes"].values() if "retime" in e and e["retime"]["winner_us"]]
     fractions = [e["retime"]["best_us"] / e["retime"]["winner_us"] for e in done]
-    walls = [e["wall_s"] for e in state["shapes"].values() if "result" in e]
+    walls = {mode: [e["wall_s"] for e in state["shapes"].values() if e.get("mode") == mode] for mode in ("cold", "warm")}
     for sid, e in state["shapes"].items():
         rt = e.get("retime", {})
         frac = rt["best_us"] / rt["winner_us"] if rt.get("winner_us") else float("nan")
         phases = e.get("result", {}).get("phases_s", {})
-        print(f"{sid:34s} wall {e['wall_s']:5.1f} s  phases {phases}  best/winner {frac:.3f}")
+        print(f"{sid:30s} {e.get('mode', '?'):4s} wall {e['wall_s']:5.1f} s {phases} best/winner {frac:.3f}")
     if fractions:
         s = summarize(fractions)
-        print(f"{len(fractions)} shapes: live fraction mean {s['mean']:.3f}, min {min(fractions):.3f}; cold tune wall "
-              f"median {statistics.median(walls):.1f} s, max {max(walls):.1f} s; cache hit {state.get('cache_hit_wall_s', 0):.2f} s")
+        wall = "; ".join(f"{mode} tune wall median {statistics.median(w):.1f} s, max {max(w):.1f} s ({len(w)})"
+                         for mode, w in walls.items() if w)
+        print(f"{len(fractions)} shapes: live fraction mean {s['mean']:.3f}, worst-decile mean "
+              f"{s['worst_decile_mean']:.3f}, min {min(fractions):.3f}; {wall}; "
+              f"cache hit {state.get('cache_hit_wall_s', 0):.2f} s")
     return 0
 
 

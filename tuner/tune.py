@@ -63,6 +63,12 @@ class _Budgeted:
         self.trials: list[Trial] = []
         self.measure_s = 0.0
 
+    def prefetch(self, configs: list[Config]) -> None:
+        """Configs the strategy may ask for soon: a live measurer compiles them in the background."""
+        ahead = getattr(self.measurer, "prefetch", None)
+        if ahead is not None:
+            ahead(self.shape, list(configs))
+
     def __call__(self, configs: list[Config]) -> list[Trial]:
         new = [c for c in configs if c not in {t.config for t in self.trials}]
         if len(self.trials) + len(new) > self.budget:
@@ -206,6 +212,8 @@ def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, m
         raise ValueError(f"budget must be at least 1, got {budget}")
     if residual == "shipped":
         residual = load_residual("gemm", profile)
+        if residual is not None and not residual.applies_to(GEMM_SPACE.version):
+            residual = None  # fitted on another version of the space: the model alone
     strategy = rooftune_strategy(residual)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
     model_profile = profile if sms is None else replace(profile, sm_count=sms)
@@ -221,10 +229,8 @@ def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, m
         result = tune(shape, measurer, strategy, budget, profile=model_profile)
     else:
         from rooftune.eval.live import live_measurer
-        from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
 
-        require_cuda()
-        with sm_partition(sms), live_measurer("gemm", profile) as live:
+        with live_measurer("gemm", profile, sms=sms) as live:
             t_ready = time.perf_counter()
             result = tune(shape, live, strategy, budget, profile=model_profile, baseline=live.baseline_us)
             phases = {"startup_s": round(t_ready - t_start, 3), "compile_s": round(live.compile_s, 3),

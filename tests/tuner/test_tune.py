@@ -115,7 +115,7 @@ def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, count
     m.compile_s = 0.0
     m.baseline_us = lambda: 10.0
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile: contextlib.nullcontext(m))
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(m))
     out, cache = tmp_path / "r.json", tmp_path / "c.json"
     args = ["tune", "gemm", "--shape", "512x512x512", "--budget", "4", "--json", str(out), "--cache", str(cache)]
     result = runner.invoke(app, args)
@@ -125,7 +125,7 @@ def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, count
     assert "winner" in text and f"{data['time_us']:.2f} µs" in text and "cuBLAS 10.00 µs" in text
     assert data["baseline_us"] == 10.0 and len(data["trials"]) == 4 and not data["cached"]
     assert set(data["phases_s"]) >= {"startup_s", "compile_s", "measure_s", "confirm_s", "total_s"}
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile: pytest.fail("cache hit measured"))
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: pytest.fail("cache hit measured"))
     result = runner.invoke(app, args)
     assert result.exit_code == 0 and "from the cache" in " ".join(result.output.split()), result.output
     assert json.loads(out.read_text())["cached"]

@@ -1,0 +1,78 @@
+"""The live measurer's logic on the CPU with a fake device: prefetched compiles, the anchor across rounds,
+a crashed compile worker."""
+
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+
+from rooftune.candidates import Config
+from rooftune.eval.dataset import ConfigResult, ShapeResult
+from rooftune.eval.live import LiveMeasurer
+
+
+def cfg(i):
+    return Config.make(4, 3, BLOCK_M=16 * (i + 1))
+
+
+class FakePool:
+    def __init__(self, broken=()):
+        self.submitted, self.broken = [], set(broken)
+
+    def submit(self, shape, config):
+        self.submitted.append(config)
+        f = Future()
+        if config in self.broken:
+            f.set_exception(BrokenProcessPool("worker died"))
+        else:
+            f.set_result(0.5)
+        return f
+
+
+class FakeKM:
+    """Times: config i takes 10 + i µs, times the clock factor of the current round."""
+
+    baseline, timeout_base_s, timeout_per_config_s = "cublas", 60.0, 2.0
+
+    def __init__(self, pool):
+        self.pool, self.factor, self.timed, self.compiled_again = pool, 1.0, [], []
+
+    def compile(self, jobs, timeout_s=None):
+        self.compiled_again.extend(c for _, c in jobs)
+        return {c: "worker process died while compiling" for _, c in jobs}
+
+    def measure(self, shape, configs, compiled):
+        self.timed.append(list(configs))
+        rows = tuple(ConfigResult(c, None, error=compiled[c]) if isinstance(compiled[c], str) else
+                     ConfigResult(c, (10.0 + c["BLOCK_M"] / 16) * self.factor, compile_s=compiled[c]) for c in configs)
+        return ShapeResult(shape, rows, baselines_us={"cublas": 9.0 * self.factor})
+
+
+def test_prefetched_configs_are_not_compiled_twice():
+    pool = FakePool()
+    live = LiveMeasurer(FakeKM(pool))
+    live.prefetch("s", [cfg(0), cfg(1), cfg(2)])
+    live.measure("s", [cfg(0), cfg(1)])
+    assert pool.submitted == [cfg(0), cfg(1), cfg(2)]
+    live.measure("s", [cfg(2), cfg(3)])
+    assert pool.submitted == [cfg(0), cfg(1), cfg(2), cfg(3)]
+
+
+def test_later_rounds_are_scaled_by_the_first_rounds_fastest():
+    km = FakeKM(FakePool())
+    live = LiveMeasurer(km)
+    first = live.measure("s", [cfg(1), cfg(0)])
+    assert [t.time_us for t in first] == [12.0, 11.0]
+    km.factor = 1.3  # the clock dropped: every time in this round is 30% longer
+    later = live.measure("s", [cfg(2), cfg(3)])
+    assert km.timed[-1] == [cfg(2), cfg(3), cfg(0)]  # the anchor, timed again beside them
+    assert [t.time_us for t in later] == pytest.approx([13.0, 14.0])
+    assert live.baseline_us() == pytest.approx(9.0 * 1.3)
+
+
+def test_a_crashed_worker_recompiles_one_at_a_time_and_fails_the_config():
+    km = FakeKM(FakePool(broken={cfg(1)}))
+    live = LiveMeasurer(km)
+    trials = live.measure("s", [cfg(0), cfg(1)])
+    assert km.compiled_again == [cfg(1)]
+    assert trials[0].ok and not trials[1].ok and "died" in trials[1].error
