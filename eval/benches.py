@@ -1,6 +1,6 @@
 """Per kernel, what the sweep runs: space, extra configs; on the GPU inputs, launchers, check, baseline.
 
-`SweepKernel` is the GPU-free part (`run_sweep` and the manifest read it); a bench (`GemmBench`,
+`SweepKernel`, the kernel's registry entry, is the GPU-free part (`run_sweep` and the manifest read it); a bench (`GemmBench`,
 `AttentionBench`) is what `KernelMeasurer` (eval/sweep.py) asks of the kernel while it measures:
 everything else (checking every config, the interleaved passes, the final re-timing, repeatability,
 clock ranges) is the same code for every kernel. torch and the Triton kernels are imported inside
@@ -16,37 +16,20 @@ backend there; datasets/h200/attention/NOTES.md). A shape's `baselines_us` and i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Protocol
 
-from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, GemmShape
-from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates import KERNELS, AttentionShape, Config, GemmShape, KernelSpec
 from rooftune.candidates.shapes import DTYPE_BYTES
-from rooftune.candidates.space import SearchSpace
 
 Shape = GemmShape | AttentionShape
 
 
-def no_extras(shape: Shape, configs: list[Config]) -> list[Config]:
-    return []
-
-
-@dataclass(frozen=True)
-class SweepKernel:
-    """A kernel's sweep without the GPU: `name` for the manifest, the published `space`, `extras(shape,
-    legal configs)` -> configs outside the space timed beside it (rows with in_space = 0), the
-    library baseline's key and its name in prose (the manifest's timing method)."""
-
-    name: str
-    space: SearchSpace
-    extras: Callable[[Shape, list[Config]], list[Config]]
-    baseline: str
-    baseline_label: str
-
-
-GEMM_SWEEP = SweepKernel("gemm", GEMM_SPACE, gemm_baseline_extras, "cublas", "cuBLAS")
-ATTENTION_SWEEP = SweepKernel("attention", ATTENTION_SPACE, no_extras, "sdpa", "SDPA")
+# A kernel's sweep without the GPU is its registry entry (candidates/kernels.py): name, space, extras,
+# baseline key and label.
+SweepKernel = KernelSpec
+GEMM_SWEEP = KERNELS["gemm"]
+ATTENTION_SWEEP = KERNELS["attention"]
 
 
 class Bench(Protocol):
@@ -147,3 +130,7 @@ class AttentionBench:
         gqa = shape.kv_heads != shape.heads
         return lambda i: scaled_dot_product_attention(*inputs[i % len(inputs)], is_causal=shape.causal,
                                                       enable_gqa=gqa)
+
+
+# The GPU side of each registered kernel, by its registry name.
+BENCHES: dict[str, Callable[[], Bench]] = {"gemm": GemmBench, "attention": AttentionBench}

@@ -27,7 +27,6 @@ from rooftune.hwprofiles import HardwareProfile
 TUNE_SETTINGS = SweepSettings(rounds=5, retime_top=4, retime_rounds=7, retime_target_ms=1.0)
 # Compile workers for tuning: a round compiles a handful of configs, prefetching uses the rest.
 TUNE_WORKERS = 8
-KERNEL_MODULES = {"gemm": "rooftune.kernels.gemm", "attention": "rooftune.kernels.attention"}
 
 
 class LiveMeasurer:
@@ -100,21 +99,21 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
     """A LiveMeasurer for 'gemm' (against cuBLAS) or 'attention' (against SDPA) on this GPU (an SM
     partition of it with `sms`). The compile workers start first, before torch loads here, and close
     with the block. Raises NoGpuError without a GPU."""
+    from rooftune.candidates import kernel_spec
     from rooftune.hwprofiles.hwprobe import gpu_visible, require_cuda, sm_partition
     from rooftune.kernels.compile import CompilePool, warmup_by_name
 
     if not gpu_visible():
         require_cuda()  # the same clear error, before any worker starts
-    pool = CompilePool(warmup_by_name(KERNEL_MODULES[kernel]), workers=workers)
+    pool = CompilePool(warmup_by_name(kernel_spec(kernel).module), workers=workers)
     pool.start()
     failed = True
     try:
-        from rooftune.eval.sweep import attention_measurer, gemm_measurer
+        from rooftune.eval.sweep import kernel_measurer
 
         require_cuda()
-        make = {"gemm": gemm_measurer, "attention": attention_measurer}[kernel]
         with sm_partition(sms):
-            live = LiveMeasurer(make(profile, settings, pool=pool))
+            live = LiveMeasurer(kernel_measurer(kernel, profile, settings, pool=pool))
             live.start_cuda(live.km.device)
             yield live
         failed = False

@@ -39,7 +39,7 @@ from typing import Protocol
 
 from rooftune.candidates import Config, legal_configs
 from rooftune.candidates.shapes import load_attention_shapes, load_shapes
-from rooftune.eval.benches import ATTENTION_SWEEP, GEMM_SWEEP, AttentionBench, Bench, GemmBench, Shape, SweepKernel
+from rooftune.eval.benches import ATTENTION_SWEEP, BENCHES, GEMM_SWEEP, AttentionBench, Bench, GemmBench, Shape, SweepKernel
 from rooftune.eval.dataset import (
     ConfigResult,
     ShapeResult,
@@ -439,6 +439,12 @@ class KernelMeasurer:
         del launchers
         torch.cuda.empty_cache()
         return RetimePasses(first, second, {k: v for k, v in errors.items() if k != self.baseline}, meta)
+
+
+def kernel_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
+                    **kwargs) -> KernelMeasurer:
+    """The registered kernel's Triton module against its library baseline (`KernelMeasurer`'s keyword arguments)."""
+    return KernelMeasurer(BENCHES[kernel](), profile, settings, **kwargs)
 
 
 def gemm_measurer(profile: HardwareProfile, settings: SweepSettings = SweepSettings(), **kwargs) -> KernelMeasurer:

@@ -103,42 +103,41 @@ def sweep_cmd(
                       f"{summary.seconds:.0f} s")
 
 
-@tune_app.command("gemm")
-@cli_errors()
-def tune_gemm_cmd(
-    shape: str = typer.Option(..., "--shape", help="MxNxK"),
-    layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
-    budget: int = typer.Option(20, "--budget", help="at most this many configs are compiled and timed"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality and the model"),
-    sms: int = typer.Option(None, "--sms", help="tune inside a green context of this many SMs"),
-    cache: str = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU"),
-    json_out: str = typer.Option(None, "--json", help="also write the result as JSON to this file"),
-) -> None:
-    """Tune live: the corrected model's best first, then rounds chosen by the search (at most --budget
-    configs, each compiled in parallel, checked against the reference and timed beside cuBLAS); the
-    fastest few are re-timed side by side to name the winner. Prints every trial, the winner and the
-    time each phase took. Exit code 1: every planned config failed; 3: a config
-    killed the CUDA context or the compile workers hung."""
+_TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen by the search (at most --budget
+    configs, each compiled in parallel, checked against the reference and timed beside the library
+    baseline); the fastest few are re-timed side by side to name the winner. Prints every trial, the
+    winner and the time each phase took. Exit code 1: every measured config failed; 3: a config killed
+    the CUDA context or the compile workers hung."""
+_BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
+_GPU = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality and the model")
+_SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
+_CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU")
+_JSON = typer.Option(None, "--json", help="also write the result as JSON to this file")
+
+
+def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: str | None, json_out: str | None) -> None:
+    """Check the options, tune, print the trials, the winner against the baseline and the phases."""
     import json
     from pathlib import Path
 
     from rich.table import Table
 
-    from rooftune.tuner.args import load_gpu, parse_shape
+    from rooftune.candidates import kernel_spec
+    from rooftune.tuner.args import load_gpu
     from rooftune.tuner.cli_model import config_label
-    from rooftune.tuner.tune import result_to_dict, tune_gemm
+    from rooftune.tuner.tune import result_to_dict, tune_shape
 
-    problem = parse_shape("gemm", shape, layout)
     profile = load_gpu(gpu)
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
     check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
     check_output(json_out, "--json")
     check_output(cache, "--cache")
+    label = kernel_spec(kernel).baseline_label
     with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):
-        result = tune_gemm(problem, profile, budget, cache=cache, sms=sms)
+        result = tune_shape(problem, profile, budget, cache=cache, sms=sms)
     cached = " (from the cache)" if result.cached else ""
-    table = Table(title=f"gemm {problem} on {result.profile}: {len(result.trials)} configs tried{cached}")
+    table = Table(title=f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}")
     for col in ("#", "config", "measured µs"):
         table.add_column(col, justify="left" if col == "config" else "right", no_wrap=col == "config")
     for i, t in enumerate(result.trials, start=1):
@@ -146,8 +145,8 @@ def tune_gemm_cmd(
         measured = f"{t.time_us:.2f}" if t.ok else f"[red]{t.error[:60]}[/]"
         table.add_row(f"{i}{' *' if win else ''}", config_label(t.config), measured, style="bold green" if win else None)
     console.print(table)
-    baseline = (f"cuBLAS {result.baseline_us:.2f} µs, cuBLAS/winner {result.baseline_us / result.time_us:.3f}"
-                if result.baseline_us else "cuBLAS not timed")
+    baseline = (f"{label} {result.baseline_us:.2f} µs, {label}/winner {result.baseline_us / result.time_us:.3f}"
+                if result.baseline_us else f"{label} not timed")
     phases = ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in (result.phases_s or {}).items())
     console.print(f"winner (*): {result.winner}  {result.time_us:.2f} µs = {result.tflops:.1f} TFLOP/s "
                   f"(confirmed side by side with the runners-up); {baseline}")
@@ -158,10 +157,27 @@ def tune_gemm_cmd(
                                               "tflops": result.tflops}, indent=2) + "\n")
 
 
-@tune_app.command("attention", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def tune_attention_cmd() -> None:
-    """Not available yet."""
-    fail("tune attention is not available yet")
+@tune_app.command("gemm", help=_TUNE_HELP)
+@cli_errors()
+def tune_gemm_cmd(
+    shape: str = typer.Option(..., "--shape", help="MxNxK"),
+    layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
+    budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+) -> None:
+    from rooftune.tuner.args import parse_shape
+
+    _tune("gemm", parse_shape("gemm", shape, layout), budget, gpu, sms, cache, json_out)
+
+
+@tune_app.command("attention", help=_TUNE_HELP)
+@cli_errors()
+def tune_attention_cmd(
+    shape: str = typer.Option(..., "--shape", help="BxHxSxD, or BxHxSxDxKV with KV key/value heads (grouped-query)"),
+    budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+) -> None:
+    from rooftune.tuner.args import parse_shape
+
+    _tune("attention", parse_shape("attention", shape), budget, gpu, sms, cache, json_out)
 
 
 def register(app) -> None:

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from rooftune.candidates import GEMM_SPACE, Config, GemmShape, Measurer, Trial, legal_configs, parse_config
+from rooftune.candidates import Config, Measurer, Trial, kernel_of, kernel_spec, legal_configs, parse_config
 from rooftune.eval.dataset import atomic_write_bytes, shape_id
 from rooftune.hwprofiles import HardwareProfile
 
@@ -46,6 +46,7 @@ class TuneResult:
     space_version: str
     baseline_us: float | None = None
     phases_s: dict | None = None  # live: start-up, compile, measure, confirm seconds
+    kernel: str = "gemm"
     cached: bool = False
 
     @property
@@ -106,11 +107,13 @@ def confirm(shape, measurer: Measurer, trials: list[Trial], top: int = CONFIRM_T
 
 
 def tune(shape, measurer: Measurer, strategy, budget: int, *, profile: HardwareProfile,
-         candidates: list[Config] | None = None, space=GEMM_SPACE, baseline=None) -> TuneResult:
+         candidates: list[Config] | None = None, space=None, baseline=None) -> TuneResult:
     """Run `strategy` on `shape` through `measurer` within `budget` distinct configs, then confirm the
-    winner (`confirm`). `candidates`: the configs to choose from (default: the space's legal configs
+    winner (`confirm`). `space`: default the shape's registered kernel's. `candidates`: the configs to
+    choose from (default: the space's legal configs
     for the shape on `profile`; replay passes the dataset's). `baseline()`: a library time to report
     beside the winner (live: cuBLAS), if any. Raises ValueError (budget, no candidates), TuneError."""
+    space = space or kernel_of(shape).space
     if candidates is None:
         candidates = legal_configs(space, shape, profile).configs
         if not candidates:
@@ -123,7 +126,7 @@ def tune(shape, measurer: Measurer, strategy, budget: int, *, profile: HardwareP
         raise TuneError(f"all {len(trials)} measured configs failed for {shape} on {profile.name}; first error: {first}")
     phases = {"measure_s": round(measure_s, 3), "confirm_s": round(time.perf_counter() - t0, 3)}
     return TuneResult(shape, winner.config, winner.time_us, tuple(trials), getattr(strategy, "__name__", "strategy"),
-                      profile.name, space.version, baseline() if baseline else None, phases)
+                      profile.name, space.version, baseline() if baseline else None, phases, kernel_of(shape).name)
 
 
 # --- the cache -----------------------------------------------------------------------------------------
@@ -175,7 +178,8 @@ def result_to_dict(result: TuneResult) -> dict:
 
 
 def result_from_dict(d: dict) -> TuneResult:
-    return TuneResult(**{**d, "shape": GemmShape(**d["shape"]), "winner": parse_config(d["winner"]),
+    shape_type = kernel_spec(d.get("kernel", "gemm")).shape_type
+    return TuneResult(**{**d, "shape": shape_type(**d["shape"]), "winner": parse_config(d["winner"]),
                          "trials": tuple(Trial(**{**t, "config": parse_config(t["config"])}) for t in d["trials"])})
 
 
@@ -195,24 +199,26 @@ def store_result(path: Path, key: str, result: TuneResult) -> None:
     atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
-# --- live GEMM tuning ----------------------------------------------------------------------------------
+# --- live tuning ---------------------------------------------------------------------------------------
 
-def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, measurer: Measurer | None = None,
-              cache: str | Path | None = None, sms: int | None = None, residual="shipped") -> TuneResult:
-    """Tune `shape` live with the `rooftune` strategy (model + residual + search). `measurer`: by default
-    the live GPU measurer on this GPU (an SM partition of it with `sms`); tests pass a recorded one.
-    With `cache`, a stored result for the same key is returned without measuring, and a new one is
-    stored atomically. `residual`: "shipped" (the one fitted for this GPU, if any), None, or a Residual.
+def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: Measurer | None = None,
+               cache: str | Path | None = None, sms: int | None = None, residual="shipped") -> TuneResult:
+    """Tune `shape` (of any registered kernel) live with the `rooftune` strategy (model + residual +
+    search). `measurer`: by default the live GPU measurer on this GPU (an SM partition of it with
+    `sms`); tests pass a recorded one. With `cache`, a stored result for the same key is returned
+    without measuring, and a new one is stored atomically. `residual`: "shipped" (the one fitted for
+    this kernel on this GPU over this space, if any), None, or a Residual.
     Raises ValueError (budget), NoGpuError, TuneCacheError, TuneError."""
     from rooftune.roofline.residual import load_residual
     from rooftune.tuner.strategies import rooftune_strategy
 
     t_start = time.perf_counter()
+    spec = kernel_of(shape)
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
     if residual == "shipped":
-        residual = load_residual("gemm", profile)
-        if residual is not None and not residual.applies_to(GEMM_SPACE.version):
+        residual = load_residual(spec.name, profile)
+        if residual is not None and not residual.applies_to(spec.space.version):
             residual = None  # fitted on another version of the space: the model alone
     strategy = rooftune_strategy(residual)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
@@ -220,19 +226,20 @@ def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, m
     path = Path(cache) if cache is not None else None
     key = None
     if path:
-        key = cache_key(shape, profile, budget, sms, space_version=GEMM_SPACE.version, digest=kernel_digest(),
-                        tuner=f"rooftune:{residual_digest(residual)}")
+        key = cache_key(shape, profile, budget, sms, space_version=spec.space.version,
+                        digest=kernel_digest(spec.module), tuner=f"rooftune:{residual_digest(residual)}")
         hit = cached_result(path, key)
         if hit is not None:
             return hit
     if measurer is not None:
-        result = tune(shape, measurer, strategy, budget, profile=model_profile)
+        result = tune(shape, measurer, strategy, budget, profile=model_profile, space=spec.space)
     else:
         from rooftune.eval.live import live_measurer
 
-        with live_measurer("gemm", profile, sms=sms) as live:
+        with live_measurer(spec.name, profile, sms=sms) as live:
             t_ready = time.perf_counter()
-            result = tune(shape, live, strategy, budget, profile=model_profile, baseline=live.baseline_us)
+            result = tune(shape, live, strategy, budget, profile=model_profile, space=spec.space,
+                          baseline=live.baseline_us)
             phases = {"startup_s": round(t_ready - t_start, 3), "compile_s": round(live.compile_s, 3),
                       **(result.phases_s or {})}
             phases["measure_s"] = round(phases["measure_s"] - live.compile_s, 3)
@@ -241,3 +248,8 @@ def tune_gemm(shape: GemmShape, profile: HardwareProfile, budget: int = 20, *, m
     if path:
         store_result(path, key, result)
     return result
+
+
+def tune_gemm(shape, profile: HardwareProfile, budget: int = 20, **kwargs) -> TuneResult:
+    """`tune_shape` for a GEMM shape."""
+    return tune_shape(shape, profile, budget, **kwargs)

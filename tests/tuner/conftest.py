@@ -5,7 +5,7 @@ import zlib
 
 import pytest
 
-from rooftune.candidates import GEMM_SPACE, Trial, configs_to_columns, legal_configs
+from rooftune.candidates import Trial, configs_to_columns, kernel_of, legal_configs
 from rooftune.eval.records import ShapeRecords
 from rooftune.roofline import predict
 
@@ -16,7 +16,7 @@ def factor(config) -> float:
 
 
 def synthetic_records(shape, profile, failing=()) -> ShapeRecords:
-    configs = legal_configs(GEMM_SPACE, shape, profile).configs
+    configs = legal_configs(kernel_of(shape).space, shape, profile).configs
     predicted = predict(shape, configs_to_columns(configs), profile).time_us
     trials = tuple(Trial(c, None, error="check: wrong") if c in failing else Trial(c, float(t) * factor(c))
                    for c, t in zip(configs, predicted))

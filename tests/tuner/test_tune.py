@@ -131,6 +131,26 @@ def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, count
     assert json.loads(out.read_text())["cached"]
 
 
+def test_tune_attention_runs_the_same_path(synthetic, counting):
+    """Attention is registered: tune_shape tunes it through the same search (no attention residual yet)."""
+    from rooftune.candidates import parse_attention_shape
+
+    shape = parse_attention_shape("2x16x1024x128x4")
+    records = synthetic(shape, PROFILE)
+    result = tune.tune_shape(shape, PROFILE, budget=6, measurer=counting(records))
+    assert result.kernel == "attention" and len(result.trials) == 6
+    assert result.time_us == min(t.time_us for t in result.trials if t.ok)
+    assert tune.result_from_dict(json.loads(json.dumps(tune.result_to_dict(result)))) == result
+
+
+@pytest.mark.gpu
+def test_tune_attention_on_the_gpu():
+    from rooftune.candidates import parse_attention_shape
+
+    result = tune.tune_shape(parse_attention_shape("2x8x1024x64"), PROFILE, budget=5)
+    assert len(result.trials) == 5 and result.time_us > 0 and result.baseline_us and result.baseline_us > 0
+
+
 @pytest.mark.gpu
 def test_tune_gemm_on_the_gpu():
     result = tune.tune_gemm(SHAPE, PROFILE, budget=5)

@@ -1,0 +1,65 @@
+"""The kernel registry: one entry per tunable kernel (its shape type and parser, published space,
+configs timed beside the space, library baseline, Triton module), so that every command dispatches by
+kernel name. Registering a kernel here is what makes `space`, `explain`, `eval`, `sweep` and `tune`
+know it; its cost model is found by shape type (roofline.predict) and its bench by name (eval/benches.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rooftune.candidates.attention_space import ATTENTION_SPACE
+from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.config import Config
+from rooftune.candidates.gemm_space import GEMM_SPACE
+from rooftune.candidates.shapes import AttentionShape, GemmShape, parse_attention_shape, parse_gemm_shape
+from rooftune.candidates.space import SearchSpace
+
+
+def no_extras(shape, configs: list[Config]) -> list[Config]:
+    return []
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """`name` (the CLI's and the manifests' word), `shape_type` and `parse(text, **options)`, the
+    published `space`, `extras(shape, legal configs)` -> configs outside the space timed beside it
+    (rows with in_space = 0), the library baseline's key and its name in prose, the Triton kernel's
+    module (imported only where a GPU works), and the shape's form for help texts."""
+
+    name: str
+    shape_type: type
+    parse: Callable[..., object]
+    space: SearchSpace
+    extras: Callable[[object, list[Config]], list[Config]]
+    baseline: str
+    baseline_label: str
+    module: str
+    shape_form: str
+
+
+KERNELS: dict[str, KernelSpec] = {
+    "gemm": KernelSpec("gemm", GemmShape, parse_gemm_shape, GEMM_SPACE, gemm_baseline_extras, "cublas", "cuBLAS",
+                       "rooftune.kernels.gemm", "MxNxK"),
+    "attention": KernelSpec("attention", AttentionShape, parse_attention_shape, ATTENTION_SPACE, no_extras, "sdpa",
+                            "SDPA", "rooftune.kernels.attention", "BxHxSxD[xKV]"),
+}
+
+
+class UnknownKernelError(ValueError):
+    """A kernel name the registry does not hold."""
+
+
+def kernel_spec(name: str) -> KernelSpec:
+    if name not in KERNELS:
+        raise UnknownKernelError(f"unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
+    return KERNELS[name]
+
+
+def kernel_of(shape) -> KernelSpec:
+    """The registered kernel whose shape type `shape` is."""
+    for spec in KERNELS.values():
+        if isinstance(shape, spec.shape_type):
+            return spec
+    raise UnknownKernelError(f"no registered kernel takes a {type(shape).__name__}")
