@@ -1,7 +1,7 @@
 """The kernel registry: one entry per tunable kernel (its shape type and parser, published space,
 configs timed beside the space, library baseline, Triton module), so that every command dispatches by
 kernel name. Registering a kernel here is what makes `space`, `explain`, `eval`, `sweep` and `tune`
-know it; its cost model is found by shape type (roofline.predict) and its bench by name (eval/benches.py).
+know it; its cost model is found by shape type (roofline.predict) and its bench by name (kernels/benches.py).
 """
 
 from __future__ import annotations

@@ -206,3 +206,14 @@ def load_attention_shapes(path: str | Path) -> list[AttentionShape]:
     default true, dtype, default 'bf16', and kv_heads, default heads; other keys ignored) as
     AttentionShapes; errors name the file and the entry."""
     return _load_list(path, ("batch", "heads", "seq", "head_dim"), _attention_entry)
+
+
+def shape_id(shape: GemmShape | AttentionShape) -> str:
+    """File-name key of a shape: GEMM '4096x4096x4096-nk-bf16'; attention (four dimensions, so never a
+    GEMM id) '4x32x4096x128-causal-bf16', or '-full-' without the causal mask; with fewer K/V heads a
+    fifth number, '1x32x8192x128x8-causal-bf16'."""
+    if isinstance(shape, AttentionShape):
+        mask = "causal" if shape.causal else "full"
+        kv = "" if shape.kv_heads == shape.heads else f"x{shape.kv_heads}"
+        return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}-{mask}-{shape.dtype}"
+    return f"{shape.m}x{shape.n}x{shape.k}-{shape.layout}-{shape.dtype}"

@@ -4,7 +4,7 @@ Datasets swept before the sweep timed those configs (candidates/baselines.py) la
 rows; `backfill_extras` adds them to finished shapes: the extras timed interleaved with the shape's
 recorded final configs in two final passes, and put on the dataset's scale by the median ratio
 recorded / new time over those finals. The loop, the time budget and the quarantine are the
-sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras`.
+sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras` (kernels/measure.py).
 """
 
 from __future__ import annotations
@@ -34,19 +34,9 @@ from rooftune.eval.dataset import (
     write_shape,
 )
 from rooftune.eval.quarantine import QUARANTINED, quarantining, read_quarantine
-from rooftune.eval.sweep import (
-    Compiler,
-    Reporter,
-    RetimePasses,
-    SilentReporter,
-    SweepSettings,
-    describe_device,
-    gemm_measurer,
-    order_by_group,
-    repeatability,
-    run_shapes,
-)
+from rooftune.eval.sweep import Compiler, Reporter, SilentReporter, order_by_group, run_shapes
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.kernels.measure import RetimePasses, SweepSettings, describe_device, gemm_measurer, repeatability
 
 
 class ExtrasMeasurer(Compiler, Protocol):

@@ -28,10 +28,11 @@ import io
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
+from rooftune.candidates.results import ConfigResult, ShapeResult
+from rooftune.candidates.shapes import shape_id
 from rooftune.candidates.baselines import gemm_baseline_aliases
 from rooftune.eval.records import ShapeRecords
 
@@ -45,44 +46,6 @@ _PREFIX = "# rooftune-shape "
 
 class DatasetError(ValueError):
     """A dataset folder or file that cannot be read, or a resume into an incompatible dataset."""
-
-
-@dataclass(frozen=True)
-class ConfigResult:
-    """One config of one shape: a time (µs per launch) or an error, plus how it was measured."""
-
-    config: Config
-    time_us: float | None
-    error: str | None = None
-    compile_s: float | None = None
-    rounds: int = 0
-    spread: float | None = None
-    screen_us: float | None = None
-    retime_us: float | None = None
-    retime2_us: float | None = None
-    retime_rounds: int | None = None
-    in_space: bool = True
-
-
-@dataclass(frozen=True)
-class ShapeResult:
-    """Everything measured for one shape: per-config rows, baselines (e.g. {'cublas': µs}), facts."""
-
-    shape: GemmShape | AttentionShape
-    rows: tuple[ConfigResult, ...]
-    baselines_us: dict[str, float] = field(default_factory=dict)
-    meta: dict[str, object] = field(default_factory=dict)
-
-
-def shape_id(shape: GemmShape | AttentionShape) -> str:
-    """File-name key of a shape: GEMM '4096x4096x4096-nk-bf16'; attention (four dimensions, so never a
-    GEMM id) '4x32x4096x128-causal-bf16', or '-full-' without the causal mask; with fewer K/V heads a
-    fifth number, '1x32x8192x128x8-causal-bf16'."""
-    if isinstance(shape, AttentionShape):
-        mask = "causal" if shape.causal else "full"
-        kv = "" if shape.kv_heads == shape.heads else f"x{shape.kv_heads}"
-        return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}-{mask}-{shape.dtype}"
-    return f"{shape.m}x{shape.n}x{shape.k}-{shape.layout}-{shape.dtype}"
 
 
 _ATTENTION_KEYS = ("batch", "heads", "seq", "head_dim", "causal", "dtype")

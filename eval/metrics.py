@@ -19,13 +19,6 @@ def summarize(scores) -> dict[str, float]:
     return {"mean": float(s.mean()), "p10": float(np.percentile(s, 10)), "worst_decile_mean": float(worst.mean())}
 
 
-def nearest_rank(values, q: float) -> float:
-    """The q-quantile by nearest rank, sorted(values)[round(q·(n−1))]: always one of `values`, never
-    interpolated (how the final passes' agreement is reported)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 def spearman(predicted, recorded) -> float:
     """Spearman rank correlation of predicted and recorded times (nan when undefined)."""
     from scipy.stats import spearmanr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rooftune.candidates.shapes import DTYPE_BYTES
 from rooftune.eval.dataset import ShapeResult, read_manifest, read_shape, shape_files, to_records
-from rooftune.eval.metrics import nearest_rank
+from rooftune.kernels.measure import nearest_rank
 
 
 @dataclass(frozen=True)

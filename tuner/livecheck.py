@@ -56,8 +56,8 @@ def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | 
 
 def retime(pairs, profile) -> dict:
     """Each shape's winner and exhaustive best timed side by side (the sweep's method): shape id -> times."""
-    from rooftune.eval.live import live_measurer
-    from rooftune.eval.sweep import SweepSettings
+    from rooftune.kernels.live import live_measurer
+    from rooftune.kernels.measure import SweepSettings
 
     out = {}
     with live_measurer("gemm", profile, SweepSettings()) as live:

@@ -234,7 +234,7 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     if measurer is not None:
         result = tune(shape, measurer, strategy, budget, profile=model_profile, space=spec.space)
     else:
-        from rooftune.eval.live import live_measurer
+        from rooftune.kernels.live import live_measurer
 
         with live_measurer(spec.name, profile, sms=sms) as live:
             t_ready = time.perf_counter()

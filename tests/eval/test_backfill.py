@@ -25,7 +25,7 @@ from rooftune.eval.dataset import (
 from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.replay import recorded_measure
 from rooftune.tuner.evaluation import evaluate
-from rooftune.eval.sweep import RetimePasses
+from rooftune.kernels.measure import RetimePasses
 from rooftune.eval.backfill import backfill_extras, backfilled_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.context import ContextLost

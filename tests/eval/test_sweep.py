@@ -22,7 +22,8 @@ from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quara
 from rooftune.eval.replay import recorded_measure
 from rooftune.tuner.evaluation import replay_shape
 from rooftune.candidates.shapes import ShapeListError, load_shapes
-from rooftune.eval.sweep import repeatability, run_sweep
+from rooftune.eval.sweep import run_sweep
+from rooftune.kernels.measure import repeatability
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.context import ContextLost
 
@@ -204,7 +205,7 @@ def test_a_context_lost_under_no_single_config_quarantines_nothing(tmp_path):
 
 
 def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
-    from rooftune.eval.sweep import gemm_measurer
+    from rooftune.kernels.measure import gemm_measurer
     from rooftune.kernels import check, context
 
     shape = SHAPES[2]
@@ -231,7 +232,7 @@ def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
 
 
 def test_the_gpu_measurer_keeps_one_pool_and_bounds_each_batch(monkeypatch):
-    from rooftune.eval.sweep import gemm_measurer
+    from rooftune.kernels.measure import gemm_measurer
 
     class FakePool:
         workers, closed, timeouts = 16, False, []

@@ -1,4 +1,4 @@
-"""The attention sweep: the GEMM sweep's orchestration with ATTENTION_SWEEP and a fake measurer (every
+"""The attention sweep: the GEMM sweep's orchestration with the attention kernel and a fake measurer (every
 legal config recorded, resume, failures as rows, quarantine), the attention bench on the CPU (Triton
 interpreter), and on the GPU end to end."""
 
@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from rooftune.candidates import ATTENTION_SPACE, AttentionShape, legal_configs
-from rooftune.eval.benches import ATTENTION_SWEEP
+from rooftune.candidates import ATTENTION_SPACE, KERNELS, AttentionShape, legal_configs
 from rooftune.eval.dataset import (
     ConfigResult, DatasetError, ShapeResult, finished_ids, read_dataset, read_manifest, read_shape, shape_files,
     shape_id,
@@ -56,7 +55,7 @@ class FakeAttention:
 
 
 def _sweep(out, measurer, shapes=SHAPES):
-    return run_sweep(shapes, out, measurer, PROFILE, kernel=ATTENTION_SWEEP)
+    return run_sweep(shapes, out, measurer, PROFILE, kernel=KERNELS["attention"])
 
 
 def test_every_legal_config_is_recorded_and_a_resume_loses_nothing(tmp_path):
@@ -118,7 +117,7 @@ def test_a_config_that_kills_the_context_is_quarantined_and_the_shape_completes_
 def test_the_attention_bench_runs_the_kernel_and_sdpa_alike_on_the_cpu():
     import torch
 
-    from rooftune.eval.sweep import attention_measurer
+    from rooftune.kernels.measure import attention_measurer
 
     shape = AttentionShape(1, 2, 40, 16, causal=False, dtype="fp16")
     config, bad = legal_configs(ATTENTION_SPACE, shape, PROFILE).configs[:2]
@@ -139,15 +138,14 @@ def test_the_attention_bench_runs_the_kernel_and_sdpa_alike_on_the_cpu():
 
 
 def test_the_kernel_comes_from_the_measurer_and_a_mismatch_is_refused(tmp_path):
-    from rooftune.eval.benches import GEMM_SWEEP
 
     class Knows(FakeAttention):
-        kernel = ATTENTION_SWEEP
+        kernel = KERNELS["attention"]
 
     run_sweep(SHAPES[:1], tmp_path / "a", Knows(), PROFILE)  # no kernel=: the measurer's, not GEMM's
     assert read_manifest(tmp_path / "a")["kernel"] == "attention"
     with pytest.raises(ValueError, match="kernel 'gemm' given for a measurer of 'attention'"):
-        run_sweep(SHAPES[:1], tmp_path / "b", Knows(), PROFILE, kernel=GEMM_SWEEP)
+        run_sweep(SHAPES[:1], tmp_path / "b", Knows(), PROFILE, kernel=KERNELS["gemm"])
 
 
 @pytest.mark.gpu

@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rooftune.candidates import GEMM_SPACE, Trial, legal_configs, parse_gemm_shape
+from rooftune.candidates import GEMM_SPACE, legal_configs, parse_gemm_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner import tune
 from rooftune.tuner.cli import app
@@ -108,7 +108,7 @@ def test_corrupt_cache_names_the_file(tmp_path, records, counting):
 def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, counting):
     import contextlib
 
-    from rooftune.eval import live
+    from rooftune.kernels import live
     from rooftune.hwprofiles import hwprobe
 
     m = counting(records)

@@ -8,7 +8,7 @@ import pytest
 
 from rooftune.candidates import Config
 from rooftune.eval.dataset import ConfigResult, ShapeResult
-from rooftune.eval.live import LiveMeasurer
+from rooftune.kernels.live import LiveMeasurer
 
 
 def cfg(i):

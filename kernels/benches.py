@@ -1,7 +1,8 @@
-"""Per kernel, what the sweep runs: space, extra configs; on the GPU inputs, launchers, check, baseline.
+"""Per kernel, what measuring it on the GPU takes: inputs, launchers, the reference check, the baseline.
 
-`SweepKernel`, the kernel's registry entry, is the GPU-free part (`run_sweep` and the manifest read it); a bench (`GemmBench`,
-`AttentionBench`) is what `KernelMeasurer` (eval/sweep.py) asks of the kernel while it measures:
+The kernel's registry entry (candidates/kernels.py) is the GPU-free part (the sweep and the manifest
+read it); a bench (`GemmBench`, `AttentionBench`) is what `KernelMeasurer` (kernels/measure.py) asks of
+the kernel while it measures:
 everything else (checking every config, the interleaved passes, the final re-timing, repeatability,
 clock ranges) is the same code for every kernel. torch and the Triton kernels are imported inside
 the benches, so this module loads without them.
@@ -25,19 +26,12 @@ from rooftune.candidates.shapes import DTYPE_BYTES
 Shape = GemmShape | AttentionShape
 
 
-# A kernel's sweep without the GPU is its registry entry (candidates/kernels.py): name, space, extras,
-# baseline key and label.
-SweepKernel = KernelSpec
-GEMM_SWEEP = KERNELS["gemm"]
-ATTENTION_SWEEP = KERNELS["attention"]
-
-
 class Bench(Protocol):
     """The kernel-specific steps of a measurement. `module` is the Triton kernel's module: its
     `warmup` compiles for the CompilePool, its `specialization_key` groups shapes that share binaries,
     its source file's digest goes into each shape's meta."""
 
-    kernel: SweepKernel
+    kernel: KernelSpec
     module: ModuleType
 
     def check(self, config: Config, shape: Shape, device: str, seed: int) -> str | None: ...
@@ -56,7 +50,7 @@ class Bench(Protocol):
 class GemmBench:
     """C = A @ B with kernels/gemm.py; baseline cuBLAS (`torch.mm` into the same output)."""
 
-    kernel = GEMM_SWEEP
+    kernel = KERNELS["gemm"]
 
     def __init__(self):
         from rooftune.kernels import gemm
@@ -93,7 +87,7 @@ class GemmBench:
 class AttentionBench:
     """softmax(Q Kᵀ / √d) V with kernels/attention.py; baseline PyTorch's SDPA (same scale and mask)."""
 
-    kernel = ATTENTION_SWEEP
+    kernel = KERNELS["attention"]
 
     def __init__(self):
         from rooftune.kernels import attention

@@ -1,5 +1,5 @@
 """The live measurer: a batch of configs compiled in parallel, checked against the reference and timed
-on this GPU by the sweep's `KernelMeasurer`, behind the same `Measurer` seam as a recorded dataset.
+on this GPU by `KernelMeasurer` (the sweep's measurer), behind the same `Measurer` seam as a recorded dataset.
 
 Tuning needs an answer in seconds, so:
 - `TUNE_SETTINGS`: fewer screening rounds and a shorter final pass over the few fastest than a sweep
@@ -21,7 +21,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
 from rooftune.candidates import Config, Trial
-from rooftune.eval.sweep import SweepSettings
+from rooftune.kernels.measure import SweepSettings
 from rooftune.hwprofiles import HardwareProfile
 
 TUNE_SETTINGS = SweepSettings(rounds=5, retime_top=4, retime_rounds=7, retime_target_ms=1.0)
@@ -109,7 +109,7 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
     pool.start()
     failed = True
     try:
-        from rooftune.eval.sweep import kernel_measurer
+        from rooftune.kernels.measure import kernel_measurer
 
         require_cuda()
         with sm_partition(sms):
