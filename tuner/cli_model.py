@@ -74,9 +74,9 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     console = Console(width=max(Console().width, 160))
     console.print(table)
     best = order[0]
-    console.print(f"best predicted: {corrected[best]:.2f} µs (model {bd.time_us[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s); "
-                  f"compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
-                  f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB")
+    console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
+                  f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
+                  f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB)")
     if named is not None:
         i = configs.index(named)
         rank = order.index(i) + 1
