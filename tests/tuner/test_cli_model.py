@@ -104,3 +104,16 @@ def test_eval_attention_needs_attention_shapes(tmp_path):
     data.write_bytes(gzip.compress(PROBE.encode()))
     result = runner.invoke(app, ["eval", "attention", "--data", str(data), "--budget", "5"])
     assert result.exit_code == 2 and "no attention shapes" in " ".join(result.output.split())
+
+
+def test_explain_shows_the_residual_and_ranks_by_it():
+    config = "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,num_warps=4,num_stages=3"
+    args = ["explain", "gemm", "--shape", "256x10240x8192", "--layout", "nk", "--top", "3", "--config", config]
+    with_residual = runner.invoke(app, args)
+    alone = runner.invoke(app, args + ["--residual", "none"])
+    assert with_residual.exit_code == 0 and alone.exit_code == 0, with_residual.output + alone.output
+    text = " ".join(with_residual.output.split())
+    assert "model × residual fitted on" in text and "residual factor" in text and "residual: " in text
+    assert "model alone (no residual)" in " ".join(alone.output.split()) and "residual factor" not in alone.output
+    rank = [int(r.output.split("named config: rank ")[1].split()[0]) for r in (with_residual, alone)]
+    assert rank[0] != rank[1]  # the residual moves this config
