@@ -138,12 +138,14 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
         result = tune_shape(problem, profile, budget, cache=cache, sms=sms)
     cached = " (from the cache)" if result.cached else ""
     table = Table(title=f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}")
-    for col in ("#", "config", "measured µs"):
+    for col in ("#", "config", "predicted µs", "measured µs"):
         table.add_column(col, justify="left" if col == "config" else "right", no_wrap=col == "config")
     for i, t in enumerate(result.trials, start=1):
         win = t.config == result.winner
         measured = f"{t.time_us:.2f}" if t.ok else f"[red]{t.error[:60]}[/]"
-        table.add_row(f"{i}{' *' if win else ''}", config_label(t.config), measured, style="bold green" if win else None)
+        predicted = f"{t.predicted_us:.2f}" if t.predicted_us is not None else "-"
+        table.add_row(f"{i}{' *' if win else ''}", config_label(t.config), predicted, measured,
+                      style="bold green" if win else None)
     console.print(table)
     baseline = (f"{label} {result.baseline_us:.2f} µs, {label}/winner {result.baseline_us / result.time_us:.3f}"
                 if result.baseline_us else f"{label} not timed")

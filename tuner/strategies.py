@@ -88,6 +88,9 @@ def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strat
 
     def strategy(shape, candidates, measure, budget, profile):
         configs, prior = corrected_prior(shape, candidates, profile, residual)
+        annotate = getattr(measure, "annotate", None)
+        if annotate is not None:  # `tune` keeps each trial's prediction beside its measurement
+            annotate(dict(zip(configs, np.exp(prior).tolist())))
         return search(configs, prior, measure, budget, settings)
 
     strategy.__name__ = "rooftune"

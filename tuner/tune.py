@@ -63,6 +63,11 @@ class _Budgeted:
         self.measurer, self.shape, self.budget = measurer, shape, budget
         self.trials: list[Trial] = []
         self.measure_s = 0.0
+        self.predicted_us: dict[Config, float] = {}
+
+    def annotate(self, predicted_us: dict[Config, float]) -> None:
+        """The strategy's predicted time per config (µs), kept on the trials it measures."""
+        self.predicted_us.update(predicted_us)
 
     def prefetch(self, configs: list[Config]) -> None:
         """Configs the strategy may ask for soon: a live measurer compiles them in the background."""
@@ -80,7 +85,8 @@ class _Budgeted:
         if len(measured) != len(configs):
             raise ValueError(f"measurer returned {len(measured)} trials for {len(configs)} configs")
         seen = {t.config for t in self.trials}
-        self.trials.extend(t for t in measured if t.config not in seen)
+        self.trials.extend(replace(t, predicted_us=self.predicted_us.get(t.config)) for t in measured
+                           if t.config not in seen)
         return measured
 
 

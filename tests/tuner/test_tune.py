@@ -42,6 +42,13 @@ def test_budget_counts_distinct_configs_and_confirm_retimes_the_top(records, cou
     assert confirm == [t.config for t in fastest] and result.winner == fastest[0].config
 
 
+def test_trials_carry_the_strategys_prediction(records, counting):
+    result = tune.tune(SHAPE, counting(records), rooftune_strategy(None), 5, profile=PROFILE)
+    assert all(t.predicted_us is not None and t.predicted_us > 0 for t in result.trials)
+    plain = tune.tune(SHAPE, counting(records), model_order, 3, profile=PROFILE)
+    assert all(t.predicted_us is None for t in plain.trials)  # model_order does not annotate
+
+
 def test_budget_one_is_the_zero_trial_pick(records, counting):
     result = tune.tune(SHAPE, counting(records), rooftune_strategy(None), 1, profile=PROFILE)
     configs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs
