@@ -107,7 +107,6 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
         require_cuda()  # the same clear error, before any worker starts
     pool = CompilePool(warmup_by_name(kernel_spec(kernel).module), workers=workers)
     pool.start()
-    failed = True
     try:
         from rooftune.kernels.measure import kernel_measurer
 
@@ -116,6 +115,7 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
             live = LiveMeasurer(kernel_measurer(kernel, profile, settings, pool=pool))
             live.start_cuda(live.km.device)
             yield live
-        failed = False
     finally:
-        pool.close(kill=failed)
+        # Workers may still be compiling prefetched configs nobody will ask for: stop them rather than
+        # wait (Triton writes its cache entries atomically, so an interrupted compile leaves none).
+        pool.close(kill=True)
