@@ -1,24 +1,29 @@
-"""Reports on an exhaustive dataset: best config vs cuBLAS per shape, repeatability, errors."""
+"""Reports on an exhaustive dataset: best config vs the kernel's library baseline per shape (GEMM: cuBLAS;
+attention: SDPA), repeatability, errors. One row type and one reading for every kernel; what differs
+(the shape list's keys, the summary's groups and sentences) is a REPORT_KINDS entry."""
 
 from __future__ import annotations
 
 import json
 import math
 import statistics
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooftune.candidates.shapes import DTYPE_BYTES
+from rooftune.candidates import KERNELS
+from rooftune.candidates.shapes import DTYPE_BYTES, ShapeListError, load_attention_shapes, load_shapes
 from rooftune.eval.dataset import ShapeResult, read_manifest, read_shape, shape_files, to_records
 from rooftune.kernels.measure import nearest_rank
 
 
 @dataclass(frozen=True)
 class ShapeRow:
-    """One shape: `vs_cublas` = cuBLAS time / time of the space's best config (above 1: the space beats
-    cuBLAS); `legal` and `errors` count configs of the space only; `aligned`: N and K are multiples of
-    16 bytes' worth of elements, so every row of A, B and C starts on 16 bytes. Without that cuBLAS
-    falls back to slow kernels (up to 6x slower on the H200), which flatters the space's side."""
+    """One shape: `vs_baseline` = the library baseline's time / time of the space's best config (above
+    1: the space beats it); `legal` and `errors` count configs of the space only; `aligned` (GEMM): N
+    and K are multiples of 16 bytes' worth of elements, so every row of A, B and C starts on 16 bytes.
+    Without that cuBLAS falls back to slow kernels (up to 6x slower on the H200), which flatters the
+    space's side. `tags`: the groups the kernel's summary splits by (attention: head_dim, seq band)."""
 
     shape: str
     source: str
@@ -26,15 +31,16 @@ class ShapeRow:
     legal: int
     errors: int
     best_us: float | None
-    cublas_us: float | None
-    vs_cublas: float | None
+    baseline_us: float | None
+    vs_baseline: float | None
     ratio_median: float | None  # repeatability: |Δ ratio to fastest| between the two final passes
     ratio_p90: float | None
     best_within_1pct: bool | None
+    tags: tuple[str, ...] = ()
 
 
-def _sources(dataset: Path) -> dict[tuple, str]:
-    """(m, n, k, layout) -> the shape list's `source` label, from the list the manifest names."""
+def _sources(dataset: Path, kind: ReportKind) -> dict[Hashable, str]:
+    """Shape key -> the shape list's `source` label, from the list the manifest names."""
     try:
         listed = read_manifest(dataset).get("shapes_file")
     except Exception:
@@ -42,8 +48,11 @@ def _sources(dataset: Path) -> dict[tuple, str]:
     path = dataset.parent / str(listed)
     if not listed or not path.is_file():
         return {}
-    return {(e["m"], e["n"], e["k"], e.get("layout", "kn")): str(e.get("source", ""))
-            for e in json.loads(path.read_text())}
+    try:
+        shapes = kind.load_list(path)
+    except ShapeListError:
+        return {}
+    return {kind.key(shape): str(e.get("source", "")) for shape, e in zip(shapes, json.loads(path.read_text()))}
 
 
 def read_results(dataset: str | Path) -> list[ShapeResult]:
@@ -52,23 +61,23 @@ def read_results(dataset: str | Path) -> list[ShapeResult]:
     return [read_shape(path) for path in shape_files(dataset)]
 
 
-def shape_rows(dataset: str | Path, results: list[ShapeResult] | None = None) -> list[ShapeRow]:
-    """One row per shape of the dataset at `dataset` (`results`: its shapes, already read)."""
+def shape_rows(dataset: str | Path, results: list[ShapeResult] | None = None, kernel: str = "gemm") -> list[ShapeRow]:
+    """One row per shape of the `kernel`'s dataset at `dataset` (`results`: its shapes, already read)."""
     dataset = Path(dataset)
-    sources = _sources(dataset)
+    kind = REPORT_KINDS[kernel]
+    sources = _sources(dataset, kind)
     rows = []
     for rec in map(to_records, read_results(dataset) if results is None else results):
         s = rec.shape
-        best, cublas = rec.best_candidate_us, rec.baselines_us.get("cublas")
+        best, baseline = rec.best_candidate_us, rec.baselines_us.get(KERNELS[kernel].baseline)
         rep = rec.meta.get("repeatability") or {}
         space = set(rec.candidate_configs())
         rows.append(ShapeRow(
-            shape=str(s), source=sources.get((s.m, s.n, s.k, s.layout), ""),
-            aligned=all(d * DTYPE_BYTES[s.dtype] % 16 == 0 for d in (s.n, s.k)), legal=len(space),
-            errors=sum(not t.ok for t in rec.trials if t.config in space), best_us=best, cublas_us=cublas,
-            vs_cublas=cublas / best if best and cublas else None,
+            shape=str(s), source=sources.get(kind.key(s), ""), aligned=kind.aligned(s), legal=len(space),
+            errors=sum(not t.ok for t in rec.trials if t.config in space), best_us=best, baseline_us=baseline,
+            vs_baseline=baseline / best if best and baseline else None,
             ratio_median=rep.get("ratio_median"), ratio_p90=rep.get("ratio_p90"),
-            best_within_1pct=rep.get("best_within_1pct")))
+            best_within_1pct=rep.get("best_within_1pct"), tags=kind.tags(s)))
     return rows
 
 
@@ -77,28 +86,114 @@ def geomean(values) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else math.nan
 
 
-def summary(rows: list[ShapeRow]) -> dict[str, float | int]:
-    """Geometric-mean best/cuBLAS throughput (all shapes, LLM layers, random shapes) and noise."""
-    llm = [r.vs_cublas for r in rows if r.source and not r.source.startswith("random")]
-    llm_aligned = [r for r in rows if r.aligned and r.source and not r.source.startswith("random")]
-    phase = {p: [r.vs_cublas for r in llm_aligned if p in r.source.split()] for p in ("decode", "prefill")}
-    rnd = [r.vs_cublas for r in rows if r.source.startswith("random")]
+def noise_summary(rows: list[ShapeRow]) -> dict[str, float | int]:
+    """The final passes' agreement over the shapes that have them, and the errors of the space."""
     reps = [r for r in rows if r.ratio_median is not None]
     return {
-        "shapes": len(rows),
-        "vs_cublas_geomean": geomean(r.vs_cublas for r in rows),
-        "vs_cublas_geomean_llm": geomean(llm), "llm_shapes": len(llm),
-        "vs_cublas_geomean_llm_aligned": geomean(r.vs_cublas for r in llm_aligned),
-        "llm_aligned_shapes": len(llm_aligned),
-        **{f"vs_cublas_geomean_{p}_aligned": geomean(v) for p, v in phase.items()},
-        **{f"{p}_aligned_shapes": len(v) for p, v in phase.items()},
-        "vs_cublas_geomean_random": geomean(rnd), "random_shapes": len(rnd),
         "repeat_ratio_median": statistics.median(r.ratio_median for r in reps) if reps else math.nan,
         "repeat_ratio_p90_median": statistics.median(r.ratio_p90 for r in reps) if reps else math.nan,
         "repeat_ratio_p90_worst": max((r.ratio_p90 for r in reps), default=math.nan),
         "best_within_1pct_fraction": (sum(bool(r.best_within_1pct) for r in reps) / len(reps)) if reps else math.nan,
         "errors": sum(r.errors for r in rows),
     }
+
+
+def summary(rows: list[ShapeRow]) -> dict[str, float | int]:
+    """Geometric-mean best/cuBLAS throughput (all shapes, LLM layers, random shapes) and noise."""
+    llm = [r.vs_baseline for r in rows if r.source and not r.source.startswith("random")]
+    llm_aligned = [r for r in rows if r.aligned and r.source and not r.source.startswith("random")]
+    phase = {p: [r.vs_baseline for r in llm_aligned if p in r.source.split()] for p in ("decode", "prefill")}
+    rnd = [r.vs_baseline for r in rows if r.source.startswith("random")]
+    return {
+        "shapes": len(rows),
+        "vs_cublas_geomean": geomean(r.vs_baseline for r in rows),
+        "vs_cublas_geomean_llm": geomean(llm), "llm_shapes": len(llm),
+        "vs_cublas_geomean_llm_aligned": geomean(r.vs_baseline for r in llm_aligned),
+        "llm_aligned_shapes": len(llm_aligned),
+        **{f"vs_cublas_geomean_{p}_aligned": geomean(v) for p, v in phase.items()},
+        **{f"{p}_aligned_shapes": len(v) for p, v in phase.items()},
+        "vs_cublas_geomean_random": geomean(rnd), "random_shapes": len(rnd),
+        **noise_summary(rows),
+    }
+
+
+def attention_summary(rows: list[ShapeRow]) -> dict:
+    """Geometric-mean SDPA / best time over all shapes and per tag (head_dim, seq band), and noise."""
+    tags = sorted({t for r in rows for t in r.tags})
+    return {
+        "shapes": len(rows),
+        "vs_sdpa_geomean": geomean(r.vs_baseline for r in rows),
+        "by_tag": {t: {"vs_sdpa_geomean": geomean(r.vs_baseline for r in rows if t in r.tags),
+                       "shapes": sum(t in r.tags for r in rows)} for t in tags},
+        **noise_summary(rows),
+    }
+
+
+def gemm_line(totals: dict) -> str:
+    """The GEMM summary as `rooftune report` prints it."""
+    return (f"{totals['shapes']} shapes; best/cuBLAS throughput, geometric mean: all {totals['vs_cublas_geomean']:.3f}, "
+            f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']}; aligned rows "
+            f"{totals['vs_cublas_geomean_llm_aligned']:.3f} ({totals['llm_aligned_shapes']}): decode "
+            f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
+            f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), "
+            f"random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']}); errors {totals['errors']}")
+
+
+def gemm_sentence(totals: dict) -> str:
+    """The GEMM summary as the Markdown table's opening sentence."""
+    return (f"Geometric mean of cuBLAS time / best time: all {totals['vs_cublas_geomean']:.3f}, "
+            f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']} shapes; "
+            f"{totals['vs_cublas_geomean_llm_aligned']:.3f} over the {totals['llm_aligned_shapes']} whose N and K "
+            f"rows are 16-byte aligned, where cuBLAS runs its fast kernels: decode "
+            f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
+            f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']} shapes).")
+
+
+def _by_tag(totals: dict) -> str:
+    return ", ".join(f"{t} {g['vs_sdpa_geomean']:.3f} ({g['shapes']})" for t, g in totals["by_tag"].items())
+
+
+def attention_line(totals: dict) -> str:
+    """The attention summary as `rooftune report` prints it."""
+    return (f"{totals['shapes']} shapes; SDPA time / best time, geometric mean: all {totals['vs_sdpa_geomean']:.3f}; "
+            f"{_by_tag(totals)}; errors {totals['errors']}")
+
+
+def attention_sentence(totals: dict) -> str:
+    """The attention summary as the Markdown table's opening sentence."""
+    return (f"Geometric mean of SDPA time / best time: all {totals['vs_sdpa_geomean']:.3f} "
+            f"({totals['shapes']} shapes); {_by_tag(totals)}.")
+
+
+def _attention_tags(shape) -> tuple[str, ...]:
+    # Below ~1K tokens SDPA's launches and setup dominate its time, which flatters the space's side.
+    return f"head_dim {shape.head_dim}", "seq >= 1024" if shape.seq >= 1024 else "seq < 1024"
+
+
+@dataclass(frozen=True)
+class ReportKind:
+    """What a kernel's report does its own way: read its shape list (`load_list`) and key a shape in it
+    (`key`), a row's `aligned` and `tags`, the `summary` of the rows and its console `line` and Markdown
+    `sentence`; `baseline_call` names the baseline in the table's title."""
+
+    load_list: Callable[[Path], list]
+    key: Callable[[object], Hashable]
+    aligned: Callable[[object], bool]
+    tags: Callable[[object], tuple[str, ...]]
+    summary: Callable[[list[ShapeRow]], dict]
+    line: Callable[[dict], str]
+    sentence: Callable[[dict], str]
+    baseline_call: str
+
+
+REPORT_KINDS = {
+    "gemm": ReportKind(load_shapes, lambda s: (s.m, s.n, s.k, s.layout),
+                       lambda s: all(d * DTYPE_BYTES[s.dtype] % 16 == 0 for d in (s.n, s.k)), lambda s: (),
+                       summary, gemm_line, gemm_sentence, "torch.mm"),
+    # head_dim is a power of two from 16: every row is 16-byte aligned.
+    "attention": ReportKind(load_attention_shapes, lambda s: s, lambda s: True, _attention_tags,
+                            attention_summary, attention_line, attention_sentence, "SDPA's own choice of backend"),
+}
 
 
 def pooled_repeatability(dataset: str | Path, results: list[ShapeResult] | None = None) -> dict[str, float | int]:
@@ -126,22 +221,18 @@ def pooled_repeatability(dataset: str | Path, results: list[ShapeResult] | None 
             "fastest_within_1pct_both": agree / shapes}
 
 
-def markdown_table(rows: list[ShapeRow], totals: dict, title: str) -> str:
+def markdown_table(rows: list[ShapeRow], totals: dict, title: str, kernel: str = "gemm") -> str:
     """The per-shape table and the summary line as Markdown (for dataset cards and the README)."""
     def f(value, spec):
         return "-" if value is None else format(value, spec)
 
-    lines = [f"# Best config of the space vs cuBLAS, per shape ({title})", "",
-             f"Geometric mean of cuBLAS time / best time: all {totals['vs_cublas_geomean']:.3f}, "
-             f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']} shapes; "
-             f"{totals['vs_cublas_geomean_llm_aligned']:.3f} over the {totals['llm_aligned_shapes']} whose N and K "
-             f"rows are 16-byte aligned, where cuBLAS runs its fast kernels: decode "
-             f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
-             f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']} shapes).", "",
-             "| shape | source | legal configs | errors | best µs | cuBLAS µs | cuBLAS / best | Δratio median | Δratio p90 |",
+    label = KERNELS[kernel].baseline_label
+    lines = [f"# Best config of the space vs {label}, per shape ({title})", "",
+             REPORT_KINDS[kernel].sentence(totals), "",
+             f"| shape | source | legal configs | errors | best µs | {label} µs | {label} / best | Δratio median | Δratio p90 |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r.vs_cublas is None, r.vs_cublas or 0)):
+    for r in sorted(rows, key=lambda r: (r.vs_baseline is None, r.vs_baseline or 0)):
         lines.append(f"| {r.shape} | {r.source} | {r.legal} | {r.errors} | {f(r.best_us, '.2f')} | "
-                     f"{f(r.cublas_us, '.2f')} | {f(r.vs_cublas, '.3f')} | {f(r.ratio_median, '.2%')} | "
+                     f"{f(r.baseline_us, '.2f')} | {f(r.vs_baseline, '.3f')} | {f(r.ratio_median, '.2%')} | "
                      f"{f(r.ratio_p90, '.2%')} |")
     return "\n".join(lines) + "\n"

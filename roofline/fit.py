@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from rooftune.candidates import Config, configs_to_columns
+from rooftune.candidates import Config, configs_to_columns, kernel_of
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.roofline.residual import GEMM_FEATURES_VERSION, Residual, gemm_features
+from rooftune.roofline.residual import Residual, feature_set
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Prepared:
     log_predicted: np.ndarray   # log(model µs) per config
     fits: np.ndarray            # the config can launch (shared memory within the per-block limit)
     names: tuple[str, ...]
-    x: np.ndarray               # features [config, feature]
+    x: np.ndarray               # features [config, feature] of the shape's kernel (residual.FEATURE_SETS)
     breakdown: object
 
 
@@ -46,7 +46,7 @@ def prepare(shapes: Sequence[FitShape], profile: HardwareProfile) -> list[Prepar
     for s in shapes:
         columns = configs_to_columns(list(s.configs))
         bd = predict(s.shape, columns, profile)
-        names, x = gemm_features(s.shape, columns, bd)
+        names, x = feature_set(kernel_of(s.shape).name).compute(s.shape, columns, bd)
         out.append(Prepared(s, np.log(bd.time_us), np.asarray(bd.fits, bool), names, x, bd))
     return out
 
@@ -93,4 +93,4 @@ def fit_coefficients(data: Sequence[Prepared], settings: RidgeSettings) -> dict[
 
 def make_residual(kernel: str, profile: HardwareProfile, coefficients: dict[str, float],
                   strategy: dict[str, float], fit: dict) -> Residual:
-    return Residual(kernel, profile.name, GEMM_FEATURES_VERSION, coefficients, strategy, fit)
+    return Residual(kernel, profile.name, feature_set(kernel).version, coefficients, strategy, fit)

@@ -3,7 +3,9 @@ breakdown, fitted per GPU (roofline/fit.py) and stored as JSON beside the hardwa
 
 corrected log time = log(model time) + Σ coefficient · feature. Every feature is a named, documented
 function of one config's breakdown, its parameters, or their product with the shape's size (the
-model's systematic misses depend on the regime: decode, tiny K, medium prefill). Ranking happens
+model's systematic misses depend on the regime: decode, tiny K, medium prefill; short or long
+sequences, head_dim, grouped-query ratio). Each kernel has its own features (FEATURE_SETS: GEMM's,
+attention's), and a residual says which it was fitted on. Ranking happens
 within one shape, so a constant per shape never matters and the residual carries no intercept.
 
 A profile with no residual file runs the model alone (`load_residual` returns None).
@@ -13,18 +15,20 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import Config, GemmShape, configs_to_columns
+from rooftune.candidates import AttentionShape, Config, GemmShape, configs_to_columns
 from rooftune.hwprofiles import HardwareProfile
 
 RESIDUAL_FORMAT = "rooftune-residual-1"
 # Bump when a feature's definition changes: a residual fitted on other features cannot be applied.
 GEMM_FEATURES_VERSION = "gemm-features-1"
+ATTENTION_FEATURES_VERSION = "attention-features-1"
 RESIDUAL_DIR = "residuals"
 
 # Config parameters whose effect the model misjudges differently by regime: each also enters
@@ -69,14 +73,89 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
         "log_k_iters": log_k_iters, "stages_x_k_iters": stages * np.minimum(log_k_iters, 4.0),
         "regs": bd.regs_per_thread / 255.0, "warps8_x_tile": warps8 * (log_bm + log_bn),
     }
+    scales = {f"log_{dim}": (np.log2(getattr(shape, dim)) - _SHAPE_CENTRES[dim]) / _SHAPE_SCALE
+              for dim in ("m", "n", "k")}
+    return _with_regimes(base, _REGIME_FEATURES, scales)
+
+
+def _with_regimes(base: dict[str, np.ndarray], regime: tuple[str, ...],
+                  scales: dict[str, float]) -> tuple[tuple[str, ...], np.ndarray]:
+    """(names, X): the `base` features, then each `regime` feature times each shape scale, named
+    'feature*scale' (scales in insertion order)."""
     names = list(base)
     columns = [np.asarray(base[k], dtype=float) for k in names]
-    for dim in ("m", "n", "k"):
-        scale = (np.log2(getattr(shape, dim)) - _SHAPE_CENTRES[dim]) / _SHAPE_SCALE
-        for k in _REGIME_FEATURES:
-            names.append(f"{k}*log_{dim}")
+    for axis, scale in scales.items():
+        for k in regime:
+            names.append(f"{k}*{axis}")
             columns.append(np.asarray(base[k], dtype=float) * scale)
     return tuple(names), np.stack(columns, axis=1)
+
+
+# Attention's regime axes, as (centre, scale) of a log2: seq (the lists span 64..16384, so about
+# ±1), head_dim (64 -> -1, 128 -> 0) and the grouped-query ratio heads / kv_heads (1, 4, 8 -> 0, 2,
+# 3: per doubling). Each regime feature also enters multiplied by each axis: short sequences are
+# launch- and tail-bound, long ones tensor-bound, and GQA changes how much K/V traffic a block costs.
+_ATTENTION_AXES = {"seq": (10.0, 4.0), "head_dim": (7.0, 1.0), "gqa": (0.0, 1.0)}
+_ATTENTION_REGIME_FEATURES = ("log_bm", "log_bn", "warps8", "stages", "tma", "order_reverse")
+
+
+def attention_features(shape: AttentionShape, configs, breakdown) -> tuple[tuple[str, ...], np.ndarray]:
+    """(names, X[config, feature]) for attention `configs` (a list or columns) of `shape` with the
+    model's `breakdown` (roofline/attention.py). As for GEMM: fractions are terms over the predicted
+    time, logs base 2 centred on the middle of the space (BLOCK_M and BLOCK_N 64, 3 stages)."""
+    c = _config_columns(configs)
+    bd = breakdown
+    t = bd.time_us
+    log_bm, log_bn = (np.log2(c[k]).astype(float) - 6.0 for k in ("BLOCK_M", "BLOCK_N"))
+    stages = c["num_stages"].astype(float) - 3.0
+    # Configs recorded before a parameter existed (the H200 probe: no TMA) ran its default, 0.
+    order = np.asarray(c.get("ORDER", np.zeros_like(c["BLOCK_M"])))
+    tma = np.asarray(c.get("TMA", np.zeros_like(c["BLOCK_M"])), dtype=float)
+    base = {
+        # Share of the predicted time each term would take alone (they overlap, so need not sum to 1).
+        "tensor_frac": bd.compute_us / t, "softmax_frac": bd.softmax_us / t, "memory_frac": bd.memory_us / t,
+        "latency_frac": bd.latency_us / t, "launch_frac": bd.launch_us / t,
+        # Diagonal blocks, which run the masked loop, as a share of the key blocks visited.
+        "masked_frac": bd.masked_blocks / np.maximum(bd.key_blocks, 1.0),
+        "occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
+        "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency,
+        "pad_eff": bd.padding_efficiency, "wgmma": bd.uses_wgmma.astype(float),
+        "warps8": (c["num_warps"] == 8).astype(float), "log_warps_along_n": np.log2(bd.warps_along_n),
+        "regs": bd.regs_per_thread / 255.0,
+        "stages": stages, "stages_sq": stages ** 2,
+        "log_bm": log_bm, "log_bn": log_bn, "log_bm_sq": log_bm ** 2, "log_bn_sq": log_bn ** 2,
+        "bm_x_bn": log_bm * log_bn,
+        "order_reverse": (order & 1).astype(float), "heads_fastest": ((order >> 1) & 1).astype(float),
+        # TMA's copies are asynchronous: how much deeper pipelines still help differs with them.
+        "tma": tma, "tma_x_stages": tma * stages,
+    }
+    log_gqa = np.log2(shape.heads // shape.kv_heads)
+    values = {"seq": np.log2(shape.seq), "head_dim": np.log2(shape.head_dim), "gqa": log_gqa}
+    scales = {f"log_{axis}": (values[axis] - centre) / scale for axis, (centre, scale) in _ATTENTION_AXES.items()}
+    return _with_regimes(base, _ATTENTION_REGIME_FEATURES, scales)
+
+
+class ResidualError(ValueError):
+    """A residual file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """A kernel's residual features: `compute(shape, configs, breakdown)` -> (names, X), and the
+    version a residual records (a residual fitted on another version is refused)."""
+
+    version: str
+    compute: Callable[..., tuple[tuple[str, ...], np.ndarray]]
+
+
+FEATURE_SETS = {"gemm": FeatureSet(GEMM_FEATURES_VERSION, gemm_features),
+                "attention": FeatureSet(ATTENTION_FEATURES_VERSION, attention_features)}
+
+
+def feature_set(kernel: str) -> FeatureSet:
+    if kernel not in FEATURE_SETS:
+        raise ResidualError(f"no residual features for kernel {kernel!r}; expected one of {', '.join(FEATURE_SETS)}")
+    return FEATURE_SETS[kernel]
 
 
 @dataclass(frozen=True)
@@ -98,13 +177,13 @@ class Residual:
 
     def correction(self, shape, configs, breakdown) -> np.ndarray:
         """Additive correction to log(predicted time) per config."""
-        names, x = gemm_features(shape, configs, breakdown)
+        names, x = feature_set(self.kernel).compute(shape, configs, breakdown)
         coef = np.array([self.coefficients.get(n, 0.0) for n in names])
         return x @ coef
 
     def contributions(self, shape, configs, breakdown, top: int = 5) -> list[list[tuple[str, float]]]:
         """Per config, the `top` largest terms of the correction (feature, coefficient · value), for `explain`."""
-        names, x = gemm_features(shape, configs, breakdown)
+        names, x = feature_set(self.kernel).compute(shape, configs, breakdown)
         coef = np.array([self.coefficients.get(n, 0.0) for n in names])
         terms = x * coef
         order = np.argsort(-np.abs(terms), axis=1)[:, :top]
@@ -117,16 +196,16 @@ def residual_to_dict(residual: Residual) -> dict:
             "strategy": residual.strategy, "fit": residual.fit}
 
 
-class ResidualError(ValueError):
-    """A residual file that cannot be used."""
-
-
 def residual_from_dict(data: dict, origin: str) -> Residual:
     if not isinstance(data, dict) or data.get("format") != RESIDUAL_FORMAT:
         raise ResidualError(f"{origin}: not a rooftune residual (expected format {RESIDUAL_FORMAT!r})")
-    if data.get("features_version") != GEMM_FEATURES_VERSION:
+    kernel = str(data.get("kernel"))
+    if kernel not in FEATURE_SETS:
+        raise ResidualError(f"{origin}: a residual for kernel {kernel!r}; rooftune fits {', '.join(FEATURE_SETS)}")
+    expected = FEATURE_SETS[kernel].version
+    if data.get("features_version") != expected:
         raise ResidualError(f"{origin}: fitted on features {data.get('features_version')!r}, this rooftune "
-                            f"computes {GEMM_FEATURES_VERSION!r}; refit with `rooftune fit`")
+                            f"computes {expected!r}; refit with `rooftune fit {kernel}`")
     try:
         coefficients = {str(k): float(v) for k, v in data["coefficients"].items()}
         strategy = {str(k): float(v) for k, v in data.get("strategy", {}).items()}

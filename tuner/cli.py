@@ -81,56 +81,56 @@ def space_cmd(
 @app.command("report")
 @cli_errors()
 def report_cmd(
-    kernel: str = typer.Argument(..., help="gemm"),
+    kernel: str = typer.Argument(..., help="gemm or attention"),
     data: str = typer.Option(..., "--data", help="a dataset folder written by `rooftune sweep`"),
     json_out: str = typer.Option(None, "--json", help="also write the summary and rows as JSON"),
     markdown: str = typer.Option(None, "--markdown", help="also write the per-shape table as Markdown"),
     rows: bool = typer.Option(True, "--rows/--no-rows", help="print one row per shape"),
 ) -> None:
-    """Report a swept dataset: best config vs cuBLAS per shape, repeatability of the final passes."""
+    """Report a swept dataset: best config vs the library baseline per shape (GEMM: cuBLAS; attention:
+    SDPA), errors, repeatability of the final passes."""
     import dataclasses
     import json
     from pathlib import Path
 
-    from rooftune.eval.reports import pooled_repeatability, read_results, shape_rows, summary
+    from rooftune.candidates import KERNELS
+    from rooftune.eval.dataset import read_manifest
+    from rooftune.eval.reports import REPORT_KINDS, markdown_table, pooled_repeatability, read_results, shape_rows
     from rooftune.tuner.args import check_output
 
-    if kernel != "gemm":
-        fail(f"reports exist for gemm datasets only, got {kernel!r}")
+    if kernel not in REPORT_KINDS:
+        fail(f"reports exist for {' and '.join(REPORT_KINDS)} datasets, got {kernel!r}")
+    kind, label = REPORT_KINDS[kernel], KERNELS[kernel].baseline_label
     check_output(json_out, "--json")
     check_output(markdown, "--markdown")
     if not (Path(data) / "manifest.json").is_file():
         fail(f"{data}: not a rooftune dataset folder (no manifest.json)")
+    if (recorded := read_manifest(data).get("kernel", "gemm")) != kernel:
+        fail(f"{data} holds {recorded} measurements, not {kernel}")
     results = read_results(data)
-    per_shape = shape_rows(data, results)
-    totals = {**summary(per_shape), "repeatability": pooled_repeatability(data, results)}
+    per_shape = shape_rows(data, results, kernel)
+    totals = {**kind.summary(per_shape), "repeatability": pooled_repeatability(data, results)}
     if rows:
-        table = Table(title=f"{data}: best config of the space vs cuBLAS (torch.mm)")
-        for col in ("shape", "source", "legal", "errors", "best µs", "cuBLAS µs", "cuBLAS/best", "Δratio med", "Δratio p90"):
+        table = Table(title=f"{data}: best config of the space vs {label} ({kind.baseline_call})")
+        for col in ("shape", "source", "legal", "errors", "best µs", f"{label} µs", f"{label}/best", "Δratio med",
+                    "Δratio p90"):
             table.add_column(col, justify="left" if col in ("shape", "source") else "right")
         for r in per_shape:
             table.add_row(r.shape, r.source, str(r.legal), str(r.errors), f"{r.best_us:.2f}" if r.best_us else "-",
-                          f"{r.cublas_us:.2f}" if r.cublas_us else "-", f"{r.vs_cublas:.3f}" if r.vs_cublas else "-",
+                          f"{r.baseline_us:.2f}" if r.baseline_us else "-",
+                          f"{r.vs_baseline:.3f}" if r.vs_baseline else "-",
                           f"{r.ratio_median:.2%}" if r.ratio_median is not None else "-",
                           f"{r.ratio_p90:.2%}" if r.ratio_p90 is not None else "-")
         console.print(table)
     rep = totals["repeatability"]
-    console.print(
-        f"{totals['shapes']} shapes; best/cuBLAS throughput, geometric mean: all {totals['vs_cublas_geomean']:.3f}, "
-        f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']}; aligned rows "
-        f"{totals['vs_cublas_geomean_llm_aligned']:.3f} ({totals['llm_aligned_shapes']}): decode "
-        f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
-        f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), "
-        f"random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']}); errors {totals['errors']}")
+    console.print(kind.line(totals))
     if rep.get("shapes"):
         console.print(
             f"repeatability of the two final passes over {rep['configs']} configs: |Δ ratio to fastest| median "
             f"{rep['ratio_median']:.2%}, p90 {rep['ratio_p90']:.2%}; |Δ time| median {rep['abs_median']:.2%}, "
             f"p90 {rep['abs_p90']:.2%}; fastest within 1% in both passes: {rep['fastest_within_1pct_both']:.0%} of shapes")
     if markdown:
-        from rooftune.eval.reports import markdown_table
-
-        Path(markdown).write_text(markdown_table(per_shape, totals, title=f"`rooftune report gemm --data {data}`"))
+        Path(markdown).write_text(markdown_table(per_shape, totals, f"`rooftune report {kernel} --data {data}`", kernel))
     if json_out:
         Path(json_out).write_text(json.dumps(
             {"summary": totals, "rows": [dataclasses.asdict(r) for r in per_shape]}, indent=2) + "\n")

@@ -1,4 +1,4 @@
-"""`rooftune fit gemm`: the residual correction and the search constants, cross-validated on training data."""
+"""`rooftune fit gemm|attention`: the residual correction and the search constants, cross-validated on training data."""
 
 from __future__ import annotations
 
@@ -10,23 +10,42 @@ fit_app = typer.Typer(help="Fit the residual correction on a training dataset (c
                       no_args_is_help=True)
 
 
+_OUT_HELP = ("where to write the residual JSON (default: beside the shipped profiles, where `tune`, `eval` "
+             "and `explain` find it)")
+
+
 @fit_app.command("gemm")
 def fit_gemm(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep gemm`"),
     gpu: str = typer.Option("h200", "--gpu", help="profile of the GPU the data was recorded on"),
-    out: Path = typer.Option(None, "--out", help="where to write the residual JSON (default: beside the "
-                                                 "shipped profiles, where `tune`, `eval` and `explain` find it)"),
+    out: Path = typer.Option(None, "--out", help=_OUT_HELP),
 ) -> None:
     """Choose the ridge penalty, the near-best weighting and the search constants by 5-fold
     cross-validation over shapes (the search replayed at budgets 1, 5, 10, 20), refit on every
     training shape, learn the `static` baseline list, and write it all as one JSON. Refuses held-out
     data. About 2-3 minutes on 120 shapes with 2 cores."""
+    _fit("gemm", data, gpu, out)
+
+
+@fit_app.command("attention")
+def fit_attention(
+    data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep attention`"),
+    gpu: str = typer.Option("h200", "--gpu", help="profile of the GPU the data was recorded on"),
+    out: Path = typer.Option(None, "--out", help=_OUT_HELP),
+) -> None:
+    """The same for the causal attention forward: its residual (attention's features), search
+    constants and static list, cross-validated on the training shapes. Refuses held-out data."""
+    _fit("attention", data, gpu, out)
+
+
+def _fit(kernel: str, data: Path, gpu: str, out: Path | None) -> None:
+    """`rooftune fit KERNEL`: cross-validate, refit, learn the static list, write the residual, print the figures."""
     from rich.console import Console
 
     from rooftune.eval.dataset import read_manifest
     from rooftune.eval.readers import load_records
     from rooftune.roofline.residual import shipped_residual_path, write_residual
-    from rooftune.tuner.args import check_output, cli_errors, load_gpu
+    from rooftune.tuner.args import check_output, cli_errors, fail, load_gpu
     from rooftune.tuner.fitting import fit_kernel, fit_shapes_from_records, refuse_held_out
     from rooftune.tuner.static import learn_static
 
@@ -35,11 +54,13 @@ def fit_gemm(
         profile = load_gpu(gpu)
         manifest = read_manifest(data)
         refuse_held_out(manifest, str(data))
-        target = out or shipped_residual_path("gemm", profile)
+        if manifest.get("kernel", "gemm") != kernel:
+            fail(f"{data} holds {manifest.get('kernel', 'gemm')} measurements, not {kernel}")
+        target = out or shipped_residual_path(kernel, profile)
         check_output(str(target), "--out")
-        shapes = fit_shapes_from_records(load_records(data, kernel="gemm"))
+        shapes = fit_shapes_from_records(load_records(data, kernel=kernel))
         console.print(f"{len(shapes)} training shapes from {data}")
-        report = fit_kernel("gemm", shapes, profile, str(data),
+        report = fit_kernel(kernel, shapes, profile, str(data),
                             progress=lambda cand, score: console.print(
                                 f"  ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, "
                                 f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "

@@ -14,6 +14,8 @@ eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_ar
 
 _SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "num_warps": "w", "num_stages": "s"}
 _TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+_RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
+                  "or a residual JSON's path")
 
 
 def config_label(config) -> str:
@@ -129,22 +131,26 @@ def explain_attention(
     top: int = typer.Option(5, "--top", min=1),
     config: str = typer.Option(None, "--config", help="also explain this config"),
     dtype: str = typer.Option("bf16", "--dtype"),
+    residual: str = typer.Option("shipped", "--residual", help=_RESIDUAL_HELP),
 ) -> None:
-    """Top predicted causal-attention configs with their breakdown."""
-    _explain("attention", shape, gpu, top, config, "kn", dtype, "none")
+    """Top causal-attention configs as rooftune ranks them (model × residual, where one is fitted) with their breakdown."""
+    _explain("attention", shape, gpu, top, config, "kn", dtype, residual)
 
 
 def _residual_for(kernel: str, profile, choice: str, space_version: str | None):
     """'shipped': the residual fitted for `profile`'s GPU, if any, where it was fitted on the same space
     as the data's (`space_version`; None: data of another kernel); 'none': the model alone; else a
-    path, used as given."""
-    from rooftune.roofline.residual import load_residual, read_residual
+    path, used as given (it must be a residual of `kernel`)."""
+    from rooftune.roofline.residual import ResidualError, load_residual, read_residual
     from rooftune.tuner.args import warn
 
-    if kernel != "gemm" or choice == "none":
+    if choice == "none":
         return None
     if choice != "shipped":
-        return read_residual(choice)
+        residual = read_residual(choice)
+        if residual.kernel != kernel:
+            raise ResidualError(f"{choice}: a residual for {residual.kernel}, not {kernel}")
+        return residual
     residual = load_residual(kernel, profile)
     if residual is not None and not residual.applies_to(space_version):
         warn(f"the shipped residual for {profile.name} was fitted on rooftune's kernel over "
@@ -235,11 +241,13 @@ def eval_attention(
     budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
     gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
     json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
+    residual: str = typer.Option("shipped", "--residual", help=_RESIDUAL_HELP),
     methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
 ) -> None:
-    """Score strategies (rooftune's search on the model, model order, random, the static tutorial-style
-    list) against recorded attention timings."""
-    _eval("attention", data, budget, gpu, json_out, "none", methods)
+    """Score strategies against recorded attention timings: rooftune (model + residual, where one
+    applies, + search), model order, random, static (the list learned on train with the residual;
+    without one, the tutorial-style list)."""
+    _eval("attention", data, budget, gpu, json_out, residual, methods)
 
 
 def register(app) -> None:

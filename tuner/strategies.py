@@ -165,7 +165,10 @@ def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[C
     `random` (one strategy per seed, each summarized, summaries averaged), and `tutorial` where every
     shape recorded most of the tutorial's configs (the probe; a rooftune dataset whose shapes carry the
     tutorial's configs outside the space); not where some shapes lack them (an AutoHeuristic log holds
-    one or two), where the method would mostly measure unrecorded configs, as failures."""
+    one or two), where the method would mostly measure unrecorded configs, as failures. Then the
+    outside libraries' baselines whose optional extra is installed (tuner/external.py: `tpe`, `nvmmh`)."""
+    from rooftune.tuner.external import external_gemm_methods  # it imports this module
+
     methods: dict = {"rooftune": rooftune_strategy(residual), "model": model_order}
     if static:
         methods["static"] = static_list(static)
@@ -174,6 +177,7 @@ def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[C
     fewest = min((len(tutorial_set & set(r.lookup())) for r in records), default=0)
     if records and fewest >= TUTORIAL_MIN_RECORDED * len(tutorial_set):
         methods["tutorial"] = tutorial
+    methods.update(external_gemm_methods())
     return methods
 
 
@@ -190,14 +194,17 @@ def static_attention_configs() -> list[Config]:
 
 def static_attention(shape, candidates: list[Config], measure: MeasureBatch, budget: int,
                      profile: HardwareProfile) -> list[Trial]:
-    """The static attention list in its order (candidates are ignored)."""
+    """The static attention list in its order, each config as the candidates hold it (`nearest_legal`:
+    the probe's configs are the list's own; in today's space, which adds TMA, its pointer-load twin)."""
     if not isinstance(shape, AttentionShape):
         raise TypeError("the static attention strategy only knows attention configs")
-    return _measure_in_order(static_attention_configs(), measure, budget)
+    return _measure_in_order(nearest_legal(static_attention_configs(), candidates), measure, budget)
 
 
-def attention_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static=None) -> dict:
-    """The methods `rooftune eval attention` compares: `rooftune` (model + search; no attention
-    residual yet), `model`, `random` (averaged over seeds) and `static`, the tutorial-style list."""
+def attention_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
+    """The methods `rooftune eval attention` compares: `rooftune` (model + residual, where one applies,
+    + search), `model`, `random` (averaged over seeds) and `static`: the list learned on train where
+    one is given (as for GEMM), else the tutorial-style list."""
     return {"rooftune": rooftune_strategy(residual), "model": model_order,
-            "random": [random_order(seed) for seed in seeds], "static": static_attention}
+            "random": [random_order(seed) for seed in seeds],
+            "static": static_list(static) if static else static_attention}

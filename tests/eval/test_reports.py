@@ -3,9 +3,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rooftune.candidates import Config, GemmShape
+from rooftune.candidates import AttentionShape, Config, GemmShape
 from rooftune.eval.dataset import ConfigResult, ShapeResult, write_manifest, write_shape
-from rooftune.eval.reports import geomean, pooled_repeatability, shape_rows, summary
+from rooftune.eval.reports import attention_summary, geomean, pooled_repeatability, shape_rows, summary
 from rooftune.tuner.cli import app
 
 
@@ -40,7 +40,7 @@ def test_rows_and_summary(dataset):
     rows = {r.shape: r for r in shape_rows(dataset)}
     big = rows["64x4096x4096 (nk, bf16)"]
     assert (big.source, big.legal, big.errors, big.best_us) == ("llama decode", 3, 1, 10.0)
-    assert big.vs_cublas == pytest.approx(0.9)
+    assert big.vs_baseline == pytest.approx(0.9)
     totals = summary(list(rows.values()))
     assert big.aligned and not rows["16x50257x768 (nk, bf16)"].aligned
     assert totals["vs_cublas_geomean_llm"] == pytest.approx(geomean([0.9, 5.0]))
@@ -74,3 +74,53 @@ def test_report_command(dataset, tmp_path):
     assert table[-1].startswith("| 16x50257x768") and "5.000" in table[-1]
     bad = CliRunner().invoke(app, ["report", "gemm", "--data", str(tmp_path / "nothing")])
     assert bad.exit_code == 2 and "no manifest.json" in bad.output
+
+
+@pytest.fixture
+def attention_dataset(tmp_path):
+    root = tmp_path / "train"
+    (tmp_path / "shapes.json").write_text(json.dumps([
+        {"batch": 4, "heads": 32, "seq": 4096, "head_dim": 128, "source": "llama2-7b prefill"},
+        {"batch": 31, "heads": 16, "kv_heads": 2, "seq": 64, "head_dim": 64, "source": "random gqa8"}]))
+    write_manifest(root, {"kernel": "attention", "shapes_file": "shapes.json"})
+
+    def cfg(bm, tma):
+        return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=64, ORDER=1, TMA=tma)
+
+    # long shape: the space's best (1000 us) is 0.85x SDPA (850 us); one config failed its check
+    write_shape(root, ShapeResult(AttentionShape(4, 32, 4096, 128), (
+        ConfigResult(cfg(64, 1), 1000.0, retime_us=1000.0, retime2_us=1000.0),
+        ConfigResult(cfg(128, 1), 1100.0, retime_us=1100.0, retime2_us=1100.0),
+        ConfigResult(cfg(64, 0), None, error="check: bad")), {"sdpa": 850.0}))
+    # short shape: SDPA's launch costs dominate, the space is 2x faster
+    write_shape(root, ShapeResult(AttentionShape(31, 16, 64, 64, kv_heads=2), (
+        ConfigResult(cfg(64, 1), 9.0),), {"sdpa": 18.0}))
+    return root
+
+
+def test_attention_rows_and_summary_share_the_gemm_report(attention_dataset):
+    rows = {r.shape: r for r in shape_rows(attention_dataset, kernel="attention")}
+    long = rows["4x32x4096x128"]
+    assert (long.source, long.legal, long.errors, long.best_us, long.baseline_us) == ("llama2-7b prefill", 3, 1, 1000.0, 850.0)
+    assert long.vs_baseline == pytest.approx(0.85) and long.tags == ("head_dim 128", "seq >= 1024")
+    assert rows["31x16x64x64x2"].source == "random gqa8" and rows["31x16x64x64x2"].vs_baseline == pytest.approx(2.0)
+    totals = attention_summary(list(rows.values()))
+    assert totals["vs_sdpa_geomean"] == pytest.approx(geomean([0.85, 2.0])) and totals["errors"] == 1
+    assert totals["by_tag"]["seq >= 1024"] == {"vs_sdpa_geomean": pytest.approx(0.85), "shapes": 1}
+    assert totals["by_tag"]["head_dim 64"]["vs_sdpa_geomean"] == pytest.approx(2.0)
+
+
+def test_report_attention_command(attention_dataset, tmp_path):
+    out, md = tmp_path / "r.json", tmp_path / "r.md"
+    result = CliRunner().invoke(app, ["report", "attention", "--data", str(attention_dataset), "--json", str(out),
+                                      "--markdown", str(md)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "vs SDPA" in text and f"all {geomean([0.85, 2.0]):.3f}" in text and "seq >= 1024 0.850 (1)" in text
+    assert "fastest within 1% in both passes: 100% of shapes" in text
+    assert json.loads(out.read_text())["summary"]["errors"] == 1
+    table = md.read_text().splitlines()
+    assert table[0].startswith("# Best config of the space vs SDPA") and "| SDPA µs | SDPA / best |" in table[4]
+    assert table[-2].startswith("| 4x32x4096x128 ") and table[-1].startswith("| 31x16x64x64x2 ")
+    gemm = CliRunner().invoke(app, ["report", "gemm", "--data", str(attention_dataset)])
+    assert gemm.exit_code == 2 and "attention measurements, not gemm" in " ".join(gemm.output.split())

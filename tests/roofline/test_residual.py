@@ -1,18 +1,23 @@
-"""The residual correction: features, the ridge fit (deterministic, recovers a planted effect), its JSON."""
+"""The residual correction: GEMM's and attention's features, the ridge fit (deterministic, recovers a planted
+effect), its JSON (each kernel's features version)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from rooftune.candidates import GEMM_SPACE, configs_to_columns, legal_configs, parse_gemm_shape
+from rooftune.candidates import (
+    ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, configs_to_columns, legal_configs, parse_gemm_shape,
+)
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import predict
-from rooftune.roofline.fit import FitShape, RidgeSettings, fit_coefficients, prepare
+from rooftune.roofline.fit import FitShape, RidgeSettings, fit_coefficients, make_residual, prepare
 from rooftune.roofline.residual import (
+    ATTENTION_FEATURES_VERSION,
     GEMM_FEATURES_VERSION,
     Residual,
     ResidualError,
+    attention_features,
     gemm_features,
     load_residual,
     read_residual,
@@ -22,26 +27,29 @@ from rooftune.roofline.residual import (
 
 PROFILE = load_profile("h200")
 SHAPES = [parse_gemm_shape(s) for s in ("1024x1024x4096", "16x4096x4096", "4096x4096x256", "256x8192x2048")]
+ATTENTION_SHAPES = [AttentionShape(2, 8, 256, 64), AttentionShape(1, 16, 2048, 128, kv_heads=4),
+                    AttentionShape(4, 8, 700, 128), AttentionShape(1, 32, 4096, 64, kv_heads=8)]
 
 
-def _planted(effect: str, beta: float) -> list[FitShape]:
+def _planted(effect: str, beta: float, shapes=SHAPES, space=GEMM_SPACE, features=gemm_features) -> list[FitShape]:
     """Every legal config 'measured' at the model's time × exp(beta · feature `effect`)."""
     out = []
-    for shape in SHAPES:
-        configs = legal_configs(GEMM_SPACE, shape, PROFILE).configs
+    for shape in shapes:
+        configs = legal_configs(space, shape, PROFILE).configs
         columns = configs_to_columns(configs)
         bd = predict(shape, columns, PROFILE)
-        names, x = gemm_features(shape, columns, bd)
+        names, x = features(shape, columns, bd)
         out.append(FitShape(shape, tuple(configs), bd.time_us * np.exp(beta * x[:, names.index(effect)])))
     return out
 
 
-def test_features_are_named_finite_and_few():
-    shape = SHAPES[0]
-    configs = legal_configs(GEMM_SPACE, shape, PROFILE).configs
+@pytest.mark.parametrize("shape, space, features, most", [(SHAPES[0], GEMM_SPACE, gemm_features, 72),
+                                                          (ATTENTION_SHAPES[1], ATTENTION_SPACE, attention_features, 48)])
+def test_features_are_named_finite_and_few(shape, space, features, most):
+    configs = legal_configs(space, shape, PROFILE).configs
     columns = configs_to_columns(configs)
-    names, x = gemm_features(shape, columns, predict(shape, columns, PROFILE))
-    assert x.shape == (len(configs), len(names)) and len(set(names)) == len(names) <= 72
+    names, x = features(shape, columns, predict(shape, columns, PROFILE))
+    assert x.shape == (len(configs), len(names)) and len(set(names)) == len(names) <= most
     assert np.isfinite(x).all()
 
 
@@ -87,3 +95,38 @@ def test_a_profile_without_a_residual_runs_the_model_alone():
     assert load_residual("gemm", load_profile("h100_sxm")) is None
     shipped = load_residual("gemm", PROFILE)
     assert shipped is not None and shipped.profile == PROFILE.name and "heldout" not in shipped.fit["data"]
+
+
+def test_attention_features_name_the_space_and_take_probe_configs():
+    shape = ATTENTION_SHAPES[1]
+    probe = [Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, ORDER=1)]  # the H200 probe's configs have no TMA: 0
+    names, row = attention_features(shape, probe, predict(shape, configs_to_columns(probe), PROFILE))
+    assert {"softmax_frac", "tma", "order_reverse", "tma*log_seq", "stages*log_gqa"} <= set(names)
+    assert row[0, names.index("tma")] == 0 and row[0, names.index("order_reverse")] == 1
+
+
+def test_the_fit_and_the_residual_use_each_kernels_features():
+    data = prepare(_planted("tma", 0.05, ATTENTION_SHAPES, ATTENTION_SPACE, attention_features), PROFILE)
+    assert data[0].names == attention_features(data[0].source.shape, list(data[0].source.configs), data[0].breakdown)[0]
+    coef = fit_coefficients(data, RidgeSettings(ridge=1e-6, near_best_weight=0.0))
+    assert coef["tma"] == pytest.approx(0.05, abs=5e-3)
+    residual = make_residual("attention", PROFILE, coef, {}, {})
+    assert residual.features_version == ATTENTION_FEATURES_VERSION
+    d = data[1]
+    corrected = np.log(d.breakdown.time_us) + residual.correction(d.source.shape, list(d.source.configs), d.breakdown)
+    assert np.allclose(corrected, np.log(d.source.time_us), atol=0.01)
+    tma = [i for i, c in enumerate(d.source.configs) if c["TMA"] == 1][0]
+    assert residual.contributions(d.source.shape, list(d.source.configs), d.breakdown, top=1)[tma][0][0] == "tma"
+
+
+def test_a_residual_must_carry_its_kernels_features_version(tmp_path):
+    path = tmp_path / "r.json"
+    residual = Residual("attention", PROFILE.name, ATTENTION_FEATURES_VERSION, {"tma": 0.1})
+    write_residual(residual, path)
+    assert read_residual(path) == residual
+    for kernel, version, match in (("attention", GEMM_FEATURES_VERSION, "refit with `rooftune fit attention`"),
+                                   ("gemm", ATTENTION_FEATURES_VERSION, "refit with `rooftune fit gemm`"),
+                                   ("conv", GEMM_FEATURES_VERSION, "kernel 'conv'")):
+        path.write_text(json.dumps(residual_to_dict(residual) | {"kernel": kernel, "features_version": version}))
+        with pytest.raises(ResidualError, match=match):
+            read_residual(path)

@@ -63,7 +63,8 @@ def test_eval_gemm_json(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(out.read_text())
     assert summary["n_shapes"] == 1 and summary["budget"] == 1
-    assert set(summary["methods"]) == {"rooftune", "model", "random", "tutorial"}  # no residual: not our space
+    # no residual: not our space; tpe and nvmmh where their extras are installed (tests/tuner/test_external.py)
+    assert set(summary["methods"]) - {"tpe", "nvmmh"} == {"rooftune", "model", "random", "tutorial"}
     for method in summary["methods"].values():
         assert set(method) == {"mean", "p10", "worst_decile_mean", "runs"}
     assert summary["methods"]["random"]["runs"] == 10 and summary["methods"]["model"]["runs"] == 1
