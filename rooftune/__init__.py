@@ -1,3 +1,22 @@
-"""rooftune: few-trial autotuning of Triton kernels from a roofline + occupancy model."""
+"""rooftune: few-trial autotuning of Triton kernels from a roofline + occupancy model.
+
+`rooftune.matmul`, `rooftune.linear` and `rooftune.attention` are PyTorch ops on rooftune's tuned
+Triton kernels (kernels/ops.py, configs from tuner/ops.py); they load torch on first access, so
+`import rooftune` stays light.
+"""
 
 __version__ = "0.1.0"
+
+TORCH_OPS = ("matmul", "linear", "attention")
+
+
+def __getattr__(name: str):
+    if name in TORCH_OPS:
+        from rooftune.tuner.ops import torch_ops
+
+        return getattr(torch_ops(), name)
+    raise AttributeError(f"module 'rooftune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *TORCH_OPS])

@@ -159,6 +159,22 @@ def cache_key(shape, profile: HardwareProfile, budget: int, sms: int | None = No
     return "|".join((gpu, shape_id(shape), space_version, digest, tuner, f"budget={budget}"))
 
 
+def shipped_residual(spec, profile: HardwareProfile):
+    """The residual `tune_shape` uses by default: the one fitted for `spec`'s kernel on this GPU over
+    this version of its space, or None (the model alone)."""
+    from rooftune.roofline.residual import load_residual
+
+    residual = load_residual(spec.name, profile)
+    return residual if residual is not None and residual.applies_to(spec.space.version) else None
+
+
+def tune_key(shape, profile: HardwareProfile, budget: int, residual, sms: int | None = None) -> str:
+    """The cache key under which `tune_shape` stores a `rooftune`-strategy tune of `shape` over `residual`."""
+    spec = kernel_of(shape)
+    return cache_key(shape, profile, budget, sms, space_version=spec.space.version,
+                     digest=kernel_digest(spec.module), tuner=f"rooftune:{residual_digest(residual)}")
+
+
 def read_cache(path: Path) -> dict:
     if not path.exists():
         return {"format": CACHE_FORMAT, "entries": {}}
@@ -215,7 +231,6 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     without measuring, and a new one is stored atomically. `residual`: "shipped" (the one fitted for
     this kernel on this GPU over this space, if any), None, or a Residual.
     Raises ValueError (budget), NoGpuError, TuneCacheError, TuneError."""
-    from rooftune.roofline.residual import load_residual
     from rooftune.tuner.strategies import rooftune_strategy
 
     t_start = time.perf_counter()
@@ -223,17 +238,14 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
     if residual == "shipped":
-        residual = load_residual(spec.name, profile)
-        if residual is not None and not residual.applies_to(spec.space.version):
-            residual = None  # fitted on another version of the space: the model alone
+        residual = shipped_residual(spec, profile)
     strategy = rooftune_strategy(residual)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
     model_profile = profile if sms is None else replace(profile, sm_count=sms)
     path = Path(cache) if cache is not None else None
     key = None
     if path:
-        key = cache_key(shape, profile, budget, sms, space_version=spec.space.version,
-                        digest=kernel_digest(spec.module), tuner=f"rooftune:{residual_digest(residual)}")
+        key = tune_key(shape, profile, budget, residual, sms)
         hit = cached_result(path, key)
         if hit is not None:
             return hit

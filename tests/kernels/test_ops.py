@@ -1,0 +1,187 @@
+"""rooftune.matmul / linear / attention against torch, their input errors and fallback, autograd, the
+custom ops' registration (opcheck), and torch.compile.
+
+On the CPU the kernels run in Triton's interpreter (fp16: it mishandles bf16); each test starts with
+an empty tune cache of its own, so the ops run the zero-trial pick. GPU-only tests (bf16, CUDA graphs)
+are marked."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import rooftune
+from rooftune.kernels.check import relative_error
+from rooftune.tuner.ops import clear_memo, torch_ops
+
+ops = torch_ops()  # kernels/ops.py with the tuner's config resolver installed, as rooftune.matmul has it
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16
+TOL = 1e-2  # relative Frobenius error, bf16 or fp16 (kernels/check.py TOLERANCE)
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROOFTUNE_CACHE", str(tmp_path / "tune.json"))
+    for name in ("ROOFTUNE_PROFILE", "ROOFTUNE_TUNE", "ROOFTUNE_FALLBACK"):
+        monkeypatch.delenv(name, raising=False)
+    clear_memo()
+    yield
+    clear_memo()
+
+
+def randn(*shape, dtype=DTYPE, seed=0):
+    gen = torch.Generator(device=DEVICE).manual_seed(seed + len(shape) * 1000 + sum(shape))
+    return torch.randn(shape, generator=gen, device=DEVICE, dtype=dtype)
+
+
+def assert_close(out, ref):
+    assert out.shape == ref.shape
+    rel = relative_error(out.float(), ref.float())
+    assert rel < TOL, f"rel err {rel:.3g}"
+
+
+def test_matmul_matches_torch_in_both_storage_orders():
+    a, b = randn(33, 47), randn(47, 65)
+    assert_close(rooftune.matmul(a, b), a.float() @ b.float())
+    w = randn(65, 47)  # b as the transpose of a row-major [N, K] tensor: read in place ('nk')
+    assert_close(rooftune.matmul(a, w.t()), a.float() @ w.float().t())
+    x = randn(2, 3, 47)  # leading dimensions
+    assert_close(rooftune.matmul(x, b), x.float() @ b.float())
+
+
+def test_linear_matches_torch():
+    x, w, bias = randn(2, 5, 47), randn(65, 47), randn(65)
+    assert_close(rooftune.linear(x, w, bias), F.linear(x.float(), w.float(), bias.float()))
+    assert_close(rooftune.linear(x[0, 0], w), F.linear(x[0, 0].float(), w.float()))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_matches_sdpa(causal):
+    q, k, v = randn(2, 4, 37, 64), randn(2, 2, 37, 64, seed=1), randn(2, 2, 37, 64, seed=2)  # 2 K/V heads
+    ref = ops._sdpa(q.float(), k.float(), v.float(), causal, None)
+    assert_close(rooftune.attention(q, k, v, causal=causal), ref)
+    assert_close(rooftune.attention(q, k, v, causal, scale=0.3), ops._sdpa(q.float(), k.float(), v.float(), causal, 0.3))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: rooftune.matmul(randn(33, 47, dtype=torch.float32), randn(47, 65, dtype=torch.float32)), "bf16 or fp16"),
+    (lambda: rooftune.matmul(randn(33, 47), randn(46, 65)), "inner dimensions differ.*K = 47.*K = 46"),
+    (lambda: rooftune.matmul(randn(33, 47), randn(2, 47, 65)), "2-D"),
+    (lambda: rooftune.matmul(randn(0, 47), randn(47, 65)), "M, N and K must be >= 1"),
+    (lambda: rooftune.linear(randn(3, 47), randn(65, 47), randn(64)), "bias must be \\[65\\]"),
+    (lambda: rooftune.attention(randn(1, 2, 16, 48), randn(1, 2, 16, 48), randn(1, 2, 16, 48)), "head_dim"),
+    (lambda: rooftune.attention(randn(1, 3, 16, 32), randn(1, 2, 16, 32), randn(1, 2, 16, 32)), "must divide"),
+    (lambda: rooftune.attention(randn(1, 2, 16, 32), randn(1, 2, 24, 32), randn(1, 2, 24, 32)), "shapes differ"),
+    (lambda: rooftune.attention(*(randn(1, 2, 16, 32, dtype=torch.float32),) * 3), "bf16 or fp16"),
+])
+def test_unsupported_inputs_raise_a_clear_error(call, match):
+    with pytest.raises(ValueError, match=match) as info:
+        call()
+    assert isinstance(info.value, ops.UnsupportedInputError) and "fallback=True" in str(info.value)
+
+
+def test_fallback_runs_torch(monkeypatch):
+    a, b = randn(5, 7, dtype=torch.float32), randn(7, 3, dtype=torch.float32)
+    assert torch.equal(rooftune.matmul(a, b, fallback=True), a @ b)
+    x, w = randn(4, 7, dtype=torch.float32), randn(3, 7, dtype=torch.float32)
+    assert torch.equal(rooftune.linear(x, w, fallback=True), F.linear(x, w))
+    q, k = randn(1, 2, 16, 32, dtype=torch.float32), randn(1, 2, 24, 32, dtype=torch.float32)  # seq 16 vs 24
+    expected = F.scaled_dot_product_attention(q, k, k, is_causal=False)
+    assert torch.equal(rooftune.attention(q, k, k, causal=False, fallback=True), expected)
+    monkeypatch.setenv("ROOFTUNE_FALLBACK", "1")
+    assert torch.equal(rooftune.matmul(a, b), a @ b)
+    with pytest.raises(ValueError):  # an explicit argument wins over the environment
+        rooftune.matmul(a, b, fallback=False)
+
+
+def test_gradients_match_torch():
+    x, w = randn(9, 47).requires_grad_(), randn(65, 47).requires_grad_()
+    rooftune.linear(x, w).float().square().sum().backward()
+    xr, wr = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+    F.linear(xr, wr).square().sum().backward()
+    assert_close(x.grad, xr.grad)
+    assert_close(w.grad, wr.grad)
+    q, k, v = (randn(1, 4, 37, 32, seed=s).requires_grad_() if s == 0 else randn(1, 2, 37, 32, seed=s).requires_grad_()
+               for s in range(3))
+    (rooftune.attention(q, k, v).float() * randn(1, 4, 37, 32, dtype=torch.float32, seed=5)).sum().backward()
+    ref = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    (ops._sdpa(*ref, True, None) * randn(1, 4, 37, 32, dtype=torch.float32, seed=5)).sum().backward()
+    for t, r in zip((q, k, v), ref):
+        assert_close(t.grad, r.grad)
+
+
+def test_custom_ops_pass_opcheck():
+    a, w = randn(9, 47), randn(65, 47)
+    torch.library.opcheck(ops.gemm_op, (a, w, "nk", False))
+    q, k = randn(1, 2, 20, 32), randn(1, 1, 20, 32, seed=1)
+    torch.library.opcheck(ops.attention_op, (q, k, k, True, None, False))
+
+
+def test_fake_registration_infers_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a, b = torch.empty(33, 47, dtype=DTYPE), torch.empty(65, 47, dtype=DTYPE)
+        assert ops.gemm_op(a, b, "nk", False).shape == (33, 65)
+        q, k = torch.empty(2, 4, 37, 64, dtype=DTYPE), torch.empty(2, 2, 37, 64, dtype=DTYPE)
+        assert ops.attention_op(q, k, k, True, None, False).shape == (2, 4, 37, 64)
+
+
+class TinyBlock(torch.nn.Module):
+    """A linear layer and causal self-attention over its output, through rooftune's ops."""
+
+    def __init__(self, dim: int = 64, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.fc = torch.nn.Linear(dim, dim, device=DEVICE, dtype=DTYPE)
+
+    def forward(self, x):                                                              # [B, S, dim]
+        h = torch.relu(rooftune.linear(x, self.fc.weight, self.fc.bias))
+        b, s, d = h.shape
+        q = h.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)                # [B, H, S, D]
+        return rooftune.attention(q, q, q).transpose(1, 2).reshape(b, s, d)
+
+
+def test_torch_compile_keeps_the_ops():
+    # Inductor compiles the module around the two opaque custom ops; on the CPU they then run in
+    # Triton's interpreter. No grad: the backward graph would double the compile time of this test.
+    block, x = TinyBlock(), randn(2, 19, 64)
+    with torch.no_grad():
+        eager = block(x)
+        compiled = torch.compile(block, fullgraph=False)(x)
+    assert_close(compiled, eager)
+
+
+@pytest.mark.gpu
+def test_ops_in_bf16_on_the_gpu():
+    a, b, w = randn(300, 520), randn(520, 1000), randn(1000, 520)
+    assert_close(rooftune.matmul(a, b), a.float() @ b.float())
+    assert_close(rooftune.linear(a, w), a.float() @ w.float().t())
+    q, k = randn(2, 8, 300, 128), randn(2, 2, 300, 128, seed=1)
+    assert_close(rooftune.attention(q, k, k), ops._sdpa(q.float(), k.float(), k.float(), True, None))
+
+
+@pytest.mark.gpu
+def test_torch_compile_with_cuda_graphs():
+    # mode="reduce-overhead" captures the compiled module in a CUDA graph after warm-up runs.
+    block, x = TinyBlock(dim=256, heads=2), randn(4, 128, 256)
+    with torch.no_grad():
+        eager = block(x)
+        compiled = torch.compile(block, mode="reduce-overhead", fullgraph=False)
+        for _ in range(3):
+            out = compiled(x)
+    assert_close(out, eager)
+
+
+@pytest.mark.gpu
+def test_capture_in_a_cuda_graph():
+    x, w = randn(64, 512), randn(1024, 512)
+    rooftune.linear(x, w)  # warm-up: resolves the config and compiles outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = rooftune.linear(x, w)
+    x.copy_(randn(64, 512, seed=7))
+    graph.replay()
+    assert_close(out, x.float() @ w.float().t())

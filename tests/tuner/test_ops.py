@@ -1,0 +1,152 @@
+"""Which config rooftune's PyTorch ops run: a `rooftune tune` cache entry, else the zero-trial pick, a
+tune on first use with tune=True, the per-process memo, the GPU's profile; and `import rooftune`
+staying light. The ops run on the CPU through Triton's interpreter (fp16)."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import rooftune
+from rooftune.candidates import GemmShape, Trial, kernel_of, legal_configs
+from rooftune.hwprofiles import ProfileError, load_profile
+from rooftune.hwprofiles.gpus import SHIPPED_BY_GPU_NAME, shipped_profile_name
+from rooftune.kernels import gemm as kgemm
+from rooftune.kernels.check import relative_error
+from rooftune.tuner import ops, tune
+from rooftune.tuner.strategies import zero_trial_pick
+
+PROFILE = load_profile("h200")  # the interpreter's profile (tuner/ops.py INTERPRETER_PROFILE)
+SHAPE = GemmShape(33, 65, 47, layout="kn", dtype="fp16")
+pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "tune.json"
+    monkeypatch.setenv("ROOFTUNE_CACHE", str(path))
+    for name in ("ROOFTUNE_PROFILE", "ROOFTUNE_TUNE", "ROOFTUNE_FALLBACK"):
+        monkeypatch.delenv(name, raising=False)
+    ops.clear_memo()
+    yield path
+    ops.clear_memo()
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The config of every GEMM the ops launch, in order (the kernel still runs)."""
+    configs, real = [], kgemm.gemm
+
+    def recording(a, b, config, layout="kn", out=None):
+        configs.append(config)
+        return real(a, b, config, layout=layout, out=out)
+
+    monkeypatch.setattr(kgemm, "gemm", recording)
+    return configs
+
+
+def inputs():
+    gen = torch.Generator().manual_seed(0)
+    return (torch.randn(SHAPE.m, SHAPE.k, generator=gen, dtype=torch.float16),
+            torch.randn(SHAPE.k, SHAPE.n, generator=gen, dtype=torch.float16))
+
+
+def key(shape=SHAPE):
+    return tune.tune_key(shape, PROFILE, ops.TUNE_BUDGET, tune.shipped_residual(kernel_of(shape), PROFILE))
+
+
+def legal():
+    return legal_configs(kernel_of(SHAPE).space, SHAPE, PROFILE).configs
+
+
+def zero_trial():
+    return zero_trial_pick(SHAPE, legal(), PROFILE, tune.shipped_residual(kernel_of(SHAPE), PROFILE))
+
+
+def test_without_a_cache_entry_the_op_runs_the_zero_trial_pick(launched):
+    a, b = inputs()
+    out = rooftune.matmul(a, b)
+    assert launched == [zero_trial()]
+    assert relative_error(out.float(), a.float() @ b.float()) < 1e-2
+
+
+def test_a_cached_tune_is_used_and_looked_up_once(cache, launched, monkeypatch):
+    pick = zero_trial()
+    winner = next(c for c in reversed(legal()) if c["BLOCK_M"] != pick["BLOCK_M"])
+    result = tune.TuneResult(SHAPE, winner, 3.0, (Trial(winner, 3.0),), "rooftune", PROFILE.name,
+                             kernel_of(SHAPE).space.version, kernel="gemm")
+    tune.store_result(cache, key(), result)  # as `rooftune tune gemm --cache` stores it
+    reads = []
+    real_read = ops.cached_result
+    monkeypatch.setattr(ops, "cached_result", lambda *args: reads.append(args) or real_read(*args))
+    a, b = inputs()
+    for _ in range(2):
+        out = rooftune.matmul(a, b)
+    assert launched == [winner, winner] and len(reads) == 1  # the memo answers the second call
+    assert relative_error(out.float(), a.float() @ b.float()) < 1e-2
+
+
+def test_tune_on_first_use_stores_what_the_command_finds(cache, launched, monkeypatch, synthetic, counting):
+    # The live measurer needs a GPU: the tune runs the same `tune_shape` on a recorded one.
+    measurer = counting(synthetic(SHAPE, PROFILE))
+    real_tune = ops.tune_shape
+    monkeypatch.setattr(ops, "tune_shape", lambda *args, **kw: real_tune(*args, measurer=measurer, **kw))
+    a, b = inputs()
+    rooftune.matmul(a, b, tune=True)
+    stored = tune.cached_result(cache, key())
+    assert stored is not None and launched == [stored.winner]
+    assert sum(len(batch) for batch in measurer.batches[:-1]) <= ops.TUNE_BUDGET
+    ops.clear_memo()
+    measurer.batches.clear()
+    monkeypatch.setenv("ROOFTUNE_TUNE", "1")
+    rooftune.matmul(a, b)  # found in the cache: nothing measured
+    assert launched == [stored.winner] * 2 and measurer.batches == []
+
+
+def test_a_bad_cache_file_is_reported(cache):
+    cache.write_text("not json")
+    with pytest.raises(tune.TuneCacheError, match="not a readable rooftune tune cache"):
+        rooftune.matmul(*inputs())
+
+
+def test_gpu_names_map_to_shipped_profiles():
+    assert {name: load_profile(shipped_profile_name(name)).name for name in SHIPPED_BY_GPU_NAME} == {
+        "NVIDIA H200": "NVIDIA H200", "NVIDIA H100 80GB HBM3": "NVIDIA H100 80GB HBM3 (SXM)",
+        "NVIDIA A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB", "NVIDIA B200": "NVIDIA B200"}
+    with pytest.raises(ProfileError, match="rooftune hwprobe --out.*ROOFTUNE_PROFILE"):
+        shipped_profile_name("NVIDIA GeForce RTX 4090")
+
+
+def test_the_device_profile(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA B200")
+    assert ops.device_profile(torch.device("cuda", 0)).name == "NVIDIA B200"
+    assert ops.device_profile(torch.device("cpu")).name == "NVIDIA H200"
+    monkeypatch.setenv("ROOFTUNE_PROFILE", "a100_sxm4_80gb")
+    assert ops.device_profile(torch.device("cuda", 0)).name == "NVIDIA A100-SXM4-80GB"
+
+
+def test_cache_path(monkeypatch, tmp_path):
+    assert ops.cache_path() == tmp_path / "tune.json"
+    monkeypatch.delenv("ROOFTUNE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert ops.cache_path() == tmp_path / "xdg" / "rooftune" / "tune.json"
+
+
+def test_import_rooftune_stays_light():
+    loaded = subprocess.check_output([sys.executable, "-c", "import sys, rooftune; "
+                                      "print(*sorted({'torch', 'triton'} & set(sys.modules)))"], text=True)
+    assert loaded.strip() == ""  # the ops load torch on first access
+    assert set(rooftune.TORCH_OPS) <= set(dir(rooftune)) and callable(rooftune.attention)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        rooftune.nothing
+
+
+def test_a_short_attention_sequence_runs_the_configs_of_a_longer_one():
+    from rooftune.candidates import AttentionShape
+
+    short = AttentionShape(2, 2, 19, 32, dtype="fp16")
+    assert not legal_configs(kernel_of(short).space, short, PROFILE).configs  # seq <= 32: none legal
+    ranked, configs = ops.candidates(short, PROFILE)
+    assert ranked.seq == 38 and configs
+    assert ops.choose_config(short, PROFILE, ops.cache_path(), tune=False) in configs

@@ -1,0 +1,106 @@
+"""Which config rooftune's PyTorch ops (kernels/ops.py) run: a tune cache entry, a tune on first use, or
+the zero-trial pick; resolved once per (shape, device) in a process.
+
+The cache is the one `rooftune tune --cache` writes, keyed exactly as there for a budget of
+TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, residual), so a shape
+tuned from the command line is found by the ops and a shape the ops tune is found by the command.
+Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME for ~/.cache).
+The GPU's profile: $ROOFTUNE_PROFILE (a shipped name or a JSON path), else the shipped profile for
+the GPU's driver name (hwprofiles/gpus.py); CPU tensors run in Triton's interpreter, which has no
+GPU to name, and get INTERPRETER_PROFILE's configs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from rooftune.candidates import AttentionShape, Config, kernel_of, legal_configs
+from rooftune.hwprofiles import HardwareProfile, load_profile
+from rooftune.hwprofiles.gpus import shipped_profile_name
+from rooftune.tuner.strategies import zero_trial_pick
+from rooftune.tuner.tune import cached_result, shipped_residual, tune_key, tune_shape
+
+CACHE_ENV = "ROOFTUNE_CACHE"
+PROFILE_ENV = "ROOFTUNE_PROFILE"
+TUNE_BUDGET = 20  # `rooftune tune`'s default: the cache key holds the budget
+INTERPRETER_PROFILE = "h200"
+MAX_STAND_IN_SEQ = 1024  # `candidates` stops doubling a short attention sequence here
+
+# (shape, device, tune, the environment that locates cache and profile) -> the config chosen
+_memo: dict[tuple, Config] = {}
+
+
+def cache_path() -> Path:
+    """$ROOFTUNE_CACHE, else tune.json under $XDG_CACHE_HOME/rooftune (default ~/.cache/rooftune)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rooftune" / "tune.json"
+
+
+def device_profile(device) -> HardwareProfile:
+    """The profile the model ranks configs with for a torch.device (module docstring)."""
+    if os.environ.get(PROFILE_ENV):
+        return load_profile(os.environ[PROFILE_ENV])
+    if device.type == "cpu":
+        return load_profile(INTERPRETER_PROFILE)
+    import torch
+
+    return load_profile(shipped_profile_name(torch.cuda.get_device_name(device)))
+
+
+def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool) -> Config:
+    """The cache's winner for `shape` on `profile`; else, with `tune`, the winner of a live tune
+    within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
+    residual, nothing measured). Raises TuneCacheError, ValueError (no legal config), TuneError."""
+    spec = kernel_of(shape)
+    residual = shipped_residual(spec, profile)
+    stored = cached_result(cache, tune_key(shape, profile, TUNE_BUDGET, residual))
+    if stored is not None:
+        return stored.winner
+    if tune:
+        return tune_shape(shape, profile, TUNE_BUDGET, cache=cache).winner
+    ranked, configs = candidates(shape, profile)
+    pick = zero_trial_pick(ranked, configs, profile, residual)
+    if pick is None:
+        raise ValueError(f"no legal {spec.name} config for {shape} on {profile.name}")
+    return pick
+
+
+def candidates(shape, profile: HardwareProfile) -> tuple[object, list[Config]]:
+    """(the shape to rank for, the space's legal configs for it): `shape` itself, except an attention
+    sequence too short for any legal config (seq <= 32: a 32-row query block is too small for 4 warps,
+    larger ones are pruned as more than the sequence needs), which runs the configs of the shortest
+    sequence, by doubling, that has some; the kernel masks the rows past its own."""
+    space = kernel_of(shape).space
+    configs = legal_configs(space, shape, profile).configs
+    while not configs and isinstance(shape, AttentionShape) and shape.seq < MAX_STAND_IN_SEQ:
+        shape = replace(shape, seq=shape.seq * 2)
+        configs = legal_configs(space, shape, profile).configs
+    return shape, configs
+
+
+def resolve_config(shape, device, tune: bool) -> Config:
+    """`choose_config` for `shape` on a torch.device, once per process for each shape, device, `tune`
+    and setting of the environment variables that locate the cache and the profile."""
+    env = tuple(os.environ.get(name) for name in (CACHE_ENV, PROFILE_ENV, "XDG_CACHE_HOME"))
+    key = (shape, str(device), tune, env)
+    config = _memo.get(key)
+    if config is None:
+        config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune)
+    return config
+
+
+def clear_memo() -> None:
+    """Forget every resolved config (the next call of each op reads the cache again)."""
+    _memo.clear()
+
+
+def torch_ops():
+    """kernels/ops.py with `resolve_config` installed: what `rooftune.matmul` and the others come from."""
+    from rooftune.kernels import ops
+
+    ops.set_config_resolver(resolve_config)
+    return ops
