@@ -35,6 +35,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _private_tune_cache(tmp_path, monkeypatch):
+    """Commands that default to the per-user tune cache use one of the test's own, never ~/.cache."""
+    monkeypatch.setenv("ROOFTUNE_CACHE", str(tmp_path / "rooftune-tune-cache.json"))
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     """../shared beside the checkout; tests that read it skip where it is absent."""

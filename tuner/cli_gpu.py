@@ -111,7 +111,9 @@ _TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen 
 _BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
 _GPU = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality and the model")
 _SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
-_CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU")
+_CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU (default: the "
+                      "per-user cache that rooftune's PyTorch ops read, $ROOFTUNE_CACHE or "
+                      "~/.cache/rooftune/tune.json); 'none' to tune without one")
 _JSON = typer.Option(None, "--json", help="also write the result as JSON to this file")
 
 
@@ -132,6 +134,12 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
         fail(f"--budget must be at least 1, got {budget}")
     check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
     check_output(json_out, "--json")
+    from rooftune.tuner.tune import cache_path
+
+    if cache is None:  # the per-user cache, its folder made on first use
+        cache = str(cache_path())
+        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+    cache = None if cache == "none" else cache
     check_output(cache, "--cache")
     label = kernel_spec(kernel).baseline_label
     with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):

@@ -1,7 +1,7 @@
 """Which config rooftune's PyTorch ops (kernels/ops.py) run: a tune cache entry, a tune on first use, or
 the zero-trial pick; resolved once per (shape, device) in a process.
 
-The cache is the one `rooftune tune --cache` writes, keyed exactly as there for a budget of
+The cache is the one `rooftune tune` writes (tuner/tune.py's `cache_path`), keyed exactly as there for a budget of
 TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, residual), so a shape
 tuned from the command line is found by the ops and a shape the ops tune is found by the command.
 Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME for ~/.cache).
@@ -20,9 +20,8 @@ from rooftune.candidates import AttentionShape, Config, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile, load_profile
 from rooftune.hwprofiles.gpus import shipped_profile_name
 from rooftune.tuner.strategies import zero_trial_pick
-from rooftune.tuner.tune import cached_result, shipped_residual, tune_key, tune_shape
+from rooftune.tuner.tune import CACHE_ENV, cache_path, cached_result, shipped_residual, tune_key, tune_shape
 
-CACHE_ENV = "ROOFTUNE_CACHE"
 PROFILE_ENV = "ROOFTUNE_PROFILE"
 TUNE_BUDGET = 20  # `rooftune tune`'s default: the cache key holds the budget
 INTERPRETER_PROFILE = "h200"
@@ -30,14 +29,6 @@ MAX_STAND_IN_SEQ = 1024  # `candidates` stops doubling a short attention sequenc
 
 # (shape, device, tune, the environment that locates cache and profile) -> the config chosen
 _memo: dict[tuple, Config] = {}
-
-
-def cache_path() -> Path:
-    """$ROOFTUNE_CACHE, else tune.json under $XDG_CACHE_HOME/rooftune (default ~/.cache/rooftune)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rooftune" / "tune.json"
 
 
 def device_profile(device) -> HardwareProfile:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -173,6 +174,18 @@ def tune_key(shape, profile: HardwareProfile, budget: int, residual, sms: int | 
     spec = kernel_of(shape)
     return cache_key(shape, profile, budget, sms, space_version=spec.space.version,
                      digest=kernel_digest(spec.module), tuner=f"rooftune:{residual_digest(residual)}")
+
+
+CACHE_ENV = "ROOFTUNE_CACHE"
+
+
+def cache_path() -> Path:
+    """The per-user tune cache that `rooftune tune` and the PyTorch ops share: $ROOFTUNE_CACHE, else
+    tune.json under $XDG_CACHE_HOME/rooftune (default ~/.cache/rooftune)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rooftune" / "tune.json"
 
 
 def read_cache(path: Path) -> dict:

@@ -174,3 +174,22 @@ def test_tune_help_does_not_import_torch():
     assert "--budget" in run.stdout and "--cache" in run.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
     assert not {"torch", "triton"} & imported
+
+
+def test_cli_tune_defaults_to_the_per_user_cache(tmp_path, monkeypatch, records, counting):
+    import contextlib
+
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels import live
+
+    m = counting(records)
+    m.compile_s, m.baseline_us = 0.0, (lambda: None)
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(m))
+    default = tmp_path / "user" / "tune.json"
+    monkeypatch.setenv("ROOFTUNE_CACHE", str(default))
+    args = ["tune", "gemm", "--shape", "512x512x512", "--budget", "3"]
+    assert runner.invoke(app, args).exit_code == 0 and default.exists()
+    assert "from the cache" in " ".join(runner.invoke(app, args).output.split())
+    fresh = runner.invoke(app, args + ["--cache", "none"])
+    assert fresh.exit_code == 0 and "from the cache" not in " ".join(fresh.output.split())
