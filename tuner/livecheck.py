@@ -44,7 +44,7 @@ def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | 
     with tempfile.TemporaryDirectory() as fresh:
         env = {**os.environ, "TRITON_CACHE_DIR": str(triton_cache or fresh)}
         cmd = [sys.executable, "-m", "rooftune.tuner.cli", "tune", "gemm", "--shape", f"{shape.m}x{shape.n}x{shape.k}",
-               "--layout", shape.layout, "--budget", str(budget), "--gpu", gpu, "--json", str(json_path)]
+               "--layout", shape.layout, "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--json", str(json_path)]
         t0 = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall_s = time.perf_counter() - t0
