@@ -27,6 +27,22 @@ app = typer.Typer(
 console = Console()
 
 
+def _version(value: bool) -> None:
+    if value:
+        from rooftune import __version__
+
+        console.print(f"rooftune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="print rooftune's version and exit"),
+) -> None:
+    """Few-trial autotuning of Triton kernels from a roofline + occupancy model."""
+
+
 @app.command("hwprofiles")
 def hwprofiles_cmd() -> None:
     """List the shipped hardware profiles."""

@@ -34,3 +34,13 @@ def test_space_errors_are_clear():
     assert result.exit_code == 2 and "unknown GPU profile" in result.output
     result = runner.invoke(app, ["space", "conv", "--shape", "64x64x64"])
     assert result.exit_code == 2 and "unknown kernel" in result.output
+
+
+def test_version():
+    from typer.testing import CliRunner
+
+    from rooftune import __version__
+    from rooftune.tuner.cli import app
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"rooftune {__version__}"
