@@ -31,6 +31,8 @@ EXIT_CODES = (
     ("rooftune.roofline.residual", "ResidualError", 2),
     ("rooftune.tuner.fitting", "HeldOutError", 2),
     ("rooftune.tuner.args", "ArgumentError", 2),
+    ("rooftune.tuner.model_shapes", "ModelConfigError", 2),
+    ("rooftune.tuner.model_tables", "TableError", 2),
     ("rooftune.tuner.tune", "TuneError", 1),
     ("rooftune.eval.quarantine", "ContextQuarantined", 3),
     ("rooftune.kernels.context", "ContextLost", 3),
@@ -96,6 +98,18 @@ def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16")
     if kernel not in parsers:
         raise ArgumentError(f"unknown kernel {kernel!r}; expected {' or '.join(parsers)}")
     return parsers[kernel]()
+
+
+@cli_errors()
+def parse_counts(text: str, option: str) -> list[int]:
+    """'1,8,64' -> [1, 8, 64]: positive integers, comma-separated, each once; exits on bad input."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ArgumentError(f"{option} must be positive integers separated by commas, got {text!r}")
+    counts = [int(p) for p in parts]
+    if len(set(counts)) != len(counts):
+        raise ArgumentError(f"{option} names a value twice: {text!r}")
+    return counts
 
 
 @cli_errors()

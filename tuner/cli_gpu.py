@@ -117,6 +117,20 @@ _CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned 
 _JSON = typer.Option(None, "--json", help="also write the result as JSON to this file")
 
 
+def _cache_file(cache: str | None) -> str | None:
+    """--cache: by default the per-user cache (its folder made on first use); 'none': no cache."""
+    from pathlib import Path
+
+    from rooftune.tuner.tune import cache_path
+
+    if cache is None:
+        cache = str(cache_path())
+        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+    cache = None if cache == "none" else cache
+    check_output(cache, "--cache")
+    return cache
+
+
 def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: str | None, json_out: str | None) -> None:
     """Check the options, tune, print the trials, the winner against the baseline and the phases."""
     import json
@@ -134,13 +148,7 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
         fail(f"--budget must be at least 1, got {budget}")
     check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
     check_output(json_out, "--json")
-    from rooftune.tuner.tune import cache_path
-
-    if cache is None:  # the per-user cache, its folder made on first use
-        cache = str(cache_path())
-        Path(cache).parent.mkdir(parents=True, exist_ok=True)
-    cache = None if cache == "none" else cache
-    check_output(cache, "--cache")
+    cache = _cache_file(cache)
     label = kernel_spec(kernel).baseline_label
     with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):
         result = tune_shape(problem, profile, budget, cache=cache, sms=sms)
@@ -188,6 +196,70 @@ def tune_attention_cmd(
     from rooftune.tuner.args import parse_shape
 
     _tune("attention", parse_shape("attention", shape), budget, gpu, sms, cache, json_out)
+
+
+@tune_app.command("model")
+@cli_errors()
+def tune_model_cmd(
+    config: str = typer.Option(..., "--config", help="a Hugging Face style config.json (or the folder holding "
+                               "it), or a shipped name: llama-3-8b, qwen2.5-7b"),
+    batch: str = typer.Option("1,8,64,512,2048", "--batch", help="tokens per forward pass (the GEMMs' M), "
+                              "comma-separated"),
+    seq: int = typer.Option(2048, "--seq", help="prefill sequence length: the attention of M tokens is one "
+                            "sequence of M when M <= seq, else M/seq sequences of seq"),
+    budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE,
+    out: str = typer.Option(None, "--out", help="folder for the vLLM-style GEMM tables "
+                            "(N=..,K=..,device_name=...json) and the report (<model>.report.json, .md)"),
+) -> None:
+    """Tune every GEMM and causal attention shape of a model's prefill forward pass, for each token
+    count (shapes already in the cache are not measured again), and print each layer's time and the
+    forward pass's total (Σ time × runs) with rooftune's kernels and with torch's (cuBLAS, SDPA).
+    Exit code 1: some shape's measured configs all failed (the rest is written); 3: as `tune gemm`."""
+    from rich.table import Table
+
+    from rooftune.tuner.args import load_gpu, parse_counts
+    from rooftune.tuner.model_shapes import load_model_config, model_shapes
+    from rooftune.tuner.model_tables import shape_label, write_report, write_tables
+    from rooftune.tuner.model_tune import NO_LEGAL_CONFIG, tune_model
+
+    model, tokens = load_model_config(config), parse_counts(batch, "--batch")
+    if seq < 1 or budget < 1:
+        fail(f"--seq and --budget must be at least 1, got {seq} and {budget}")
+    model_shapes(model, tokens, seq)  # a shape the kernels cannot take fails here, before any GPU work
+    profile = load_gpu(gpu)
+    check_sms(sms, profile)
+    check_output(out, "--out", folder=True)
+    cache = _cache_file(cache)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        tuned = tune_model(model, tokens, profile, budget, seq=seq, cache=cache, sms=sms,
+                           reporter=RichReporter(progress))
+    table = Table(title=f"{model.name} on {tuned.profile}: µs per call, forward = Σ time × runs "
+                        f"({tuned.tuned} shapes tuned, {tuned.cached} from the cache)")
+    for col in ("tokens", "layer", "shape", "runs", "rooftune", "torch", "ratio"):
+        table.add_column(col, justify="left" if col in ("layer", "shape") else "right")
+    for f in tuned.forward_times():
+        for lt in (lt for lt in tuned.layers if lt.layer.tokens == f.tokens):
+            r, why = lt.result, "no config" if lt.skipped == NO_LEGAL_CONFIG else "failed"
+            table.add_row(str(f.tokens), lt.layer.layer, shape_label(lt.layer.shape), str(lt.layer.count),
+                          f"{r.time_us:,.1f}" if r else f"[red]{why}[/]",
+                          f"{r.baseline_us:,.1f}" if r and r.baseline_us else "-",
+                          f"{r.baseline_us / r.time_us:.3f}" if r and r.baseline_us else "-")
+        table.add_row(str(f.tokens), "forward" + ("*" if f.skipped else ""), "", "", f"{f.rooftune_us:,.1f}",
+                      f"{f.torch_us:,.1f}" if f.torch_us else "-", f"{f.speedup:.3f}" if f.speedup else "-",
+                      style="bold", end_section=True)
+    console.print(table)
+    console.print("ratio: torch / rooftune (above 1: rooftune faster)")
+    if any(f.skipped for f in tuned.forward_times()):
+        console.print(f"forward*: without the layers marked 'no config' ({NO_LEGAL_CONFIG}: attention of "
+                      "fewer tokens than the smallest query tile) or 'failed'")
+    if out:
+        written = write_tables(tuned, out) + write_report(tuned, out)
+        console.print(f"wrote {len(written) - 2} GEMM tables and the report to {out}")
+    failed = [f"{lt.layer.layer} {shape_label(lt.layer.shape)}: {lt.skipped}" for lt in tuned.layers
+              if lt.skipped and lt.skipped != NO_LEGAL_CONFIG]
+    if failed:
+        fail("tuning failed for " + "; ".join(dict.fromkeys(failed)), 1)
 
 
 def register(app) -> None:

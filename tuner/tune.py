@@ -240,8 +240,9 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
                cache: str | Path | None = None, sms: int | None = None, residual="shipped") -> TuneResult:
     """Tune `shape` (of any registered kernel) live with the `rooftune` strategy (model + residual +
     search). `measurer`: by default the live GPU measurer on this GPU (an SM partition of it with
-    `sms`); tests pass a recorded one. With `cache`, a stored result for the same key is returned
-    without measuring, and a new one is stored atomically. `residual`: "shipped" (the one fitted for
+    `sms`); tests pass a recorded one (its `baseline_us()`, where it has one, is the baseline). With
+    `cache`, a stored result for the same key is returned without measuring, and a new one is stored
+    atomically. `residual`: "shipped" (the one fitted for
     this kernel on this GPU over this space, if any), None, or a Residual.
     Raises ValueError (budget), NoGpuError, TuneCacheError, TuneError."""
     from rooftune.tuner.strategies import rooftune_strategy
@@ -262,8 +263,9 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
         hit = cached_result(path, key)
         if hit is not None:
             return hit
-    if measurer is not None:
-        result = tune(shape, measurer, strategy, budget, profile=model_profile, space=spec.space)
+    if measurer is not None:  # a measurer that times the library beside the configs reports it too
+        result = tune(shape, measurer, strategy, budget, profile=model_profile, space=spec.space,
+                      baseline=getattr(measurer, "baseline_us", None))
     else:
         from rooftune.kernels.live import live_measurer
 

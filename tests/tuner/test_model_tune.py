@@ -1,0 +1,158 @@
+"""`tune model` on the CPU: every shape of a forward pass through `tune_shape` with a synthetic measurer,
+the cache, the vLLM-style tables, the report, the CLI."""
+
+import contextlib
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.candidates import GemmShape
+from rooftune.eval.replay import RecordedMeasurer
+from rooftune.hwprofiles import load_profile
+from rooftune.tuner.cli import app
+from rooftune.tuner.model_shapes import load_model_config
+from rooftune.tuner.model_tables import (
+    config_from_vllm,
+    report_dict,
+    report_markdown,
+    table_file_name,
+    vllm_tables,
+    write_tables,
+)
+from rooftune.tuner.model_tune import NO_LEGAL_CONFIG, tune_model
+
+runner = CliRunner()
+PROFILE = load_profile("h200")
+BASELINE_US = 50.0
+
+
+class SyntheticMeasurer:
+    """Any shape, 'measured' as tests/tuner/conftest.py's synthetic records; torch's time fixed."""
+
+    def __init__(self, synthetic):
+        self.synthetic, self.recorded, self.shapes = synthetic, {}, []
+        self.compile_s = 0.0
+
+    def measure(self, shape, configs):
+        if shape not in self.recorded:
+            self.recorded[shape] = RecordedMeasurer(self.synthetic(shape, PROFILE))
+            self.shapes.append(shape)
+        return self.recorded[shape].measure(shape, configs)
+
+    def baseline_us(self):
+        return BASELINE_US
+
+
+@pytest.fixture
+def measurer(synthetic):
+    return SyntheticMeasurer(synthetic)
+
+
+def run(measurer, tokens=(8, 64), cache=None, opened=None):
+    def factory(kernel):
+        if opened is not None:
+            opened.append(kernel)
+        return contextlib.nullcontext(measurer)
+
+    return tune_model(load_model_config("qwen2.5-7b"), list(tokens), PROFILE, 3, seq=2048, measurer_for=factory,
+                      cache=cache)
+
+
+def test_every_distinct_shape_is_tuned_once_and_totals_add_up(measurer, tmp_path):
+    opened = []
+    tuned = run(measurer, cache=tmp_path / "c.json", opened=opened)
+    assert opened == ["gemm", "attention"]  # one measurer per kernel
+    # 8 tokens: attention over 8 queries has no legal config (the smallest query block is 64)
+    skipped = [lt for lt in tuned.layers if lt.skipped]
+    assert [(lt.layer.layer, lt.layer.tokens, lt.skipped) for lt in skipped] == [("attention", 8, NO_LEGAL_CONFIG)]
+    assert tuned.tuned == len(measurer.shapes) == 11 and tuned.cached == 0
+    first, second = tuned.forward_times()
+    assert first.tokens == 8 and first.skipped == ("attention",)
+    rows = [lt for lt in tuned.layers if lt.layer.tokens == 64]
+    assert second.rooftune_us == pytest.approx(sum(lt.result.time_us * lt.layer.count for lt in rows))
+    assert second.torch_us == pytest.approx(BASELINE_US * (5 * 28 + 1))  # torch's time from the measurer
+    assert second.speedup == pytest.approx(second.torch_us / second.rooftune_us)
+
+
+def test_a_second_run_tunes_nothing(measurer, tmp_path, synthetic):
+    cache = tmp_path / "c.json"
+    before = run(measurer, cache=cache)
+    opened = []
+    again = run(SyntheticMeasurer(synthetic), cache=cache, opened=opened)
+    assert again.tuned == 0 and again.cached == 11 and opened == []  # no measurer even opened
+    assert [lt.result.winner for lt in again.layers if lt.result] == [lt.result.winner for lt in before.layers
+                                                                      if lt.result]
+    assert all(lt.result.cached for lt in again.layers if lt.result)
+    more = run(SyntheticMeasurer(synthetic), tokens=(8, 64, 512), cache=cache, opened=opened)
+    assert more.tuned == 6 and more.cached == 11 and opened == ["gemm", "attention"]
+
+
+def test_the_tables_are_vllms_format(measurer, tmp_path):
+    tuned = run(measurer)
+    tables = vllm_tables(tuned)
+    assert set(tables) == {table_file_name(n, k, "NVIDIA H200") for n, k in
+                           ((4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944), (152064, 3584))}
+    assert "N=4608,K=3584,device_name=NVIDIA_H200.json" in tables
+    table = tables["N=4608,K=3584,device_name=NVIDIA_H200.json"]
+    assert list(table) == ["8", "64"]
+    keys = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "SPLIT_K", "num_warps", "num_stages"}
+    assert all(set(entry) == keys and all(type(v) is int for v in entry.values()) for entry in table.values())
+    winner = next(lt.result.winner for lt in tuned.layers if lt.layer.shape == GemmShape(64, 4608, 3584, "nk"))
+    assert config_from_vllm(table["64"]) == winner
+    assert table_file_name(1, 2, "NVIDIA H100 80GB/HBM3") == "N=1,K=2,device_name=NVIDIA_H100_80GB_HBM3.json"
+
+
+def test_tables_merge_with_what_is_there(measurer, tmp_path):
+    name = "N=3584,K=3584,device_name=NVIDIA_H200.json"
+    (tmp_path / name).write_text(json.dumps({"4096": {"BLOCK_SIZE_M": 128}, "8": {"stale": 1}}))
+    paths = write_tables(run(measurer), tmp_path)
+    assert len(paths) == 5
+    data = json.loads((tmp_path / name).read_text())
+    assert list(data) == ["8", "64", "4096"] and data["4096"] == {"BLOCK_SIZE_M": 128} and "stale" not in data["8"]
+
+
+def test_the_report(measurer):
+    tuned = run(measurer)
+    data = json.loads(json.dumps(report_dict(tuned)))
+    assert data["model"] == "qwen2.5-7b" and data["config"]["kv_heads"] == 4 and len(data["layers"]) == 12
+    assert [f["tokens"] for f in data["forward"]] == [8, 64] and data["forward"][0]["skipped"] == ["attention"]
+    text = report_markdown(tuned)
+    assert "| 64 | **forward** |" in text and "| 8 | **forward** (without attention) |" in text
+
+
+def test_cli_tune_model_end_to_end(tmp_path, monkeypatch, measurer):
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels import live
+
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
+    out, cache = tmp_path / "tables", tmp_path / "c.json"
+    args = ["tune", "model", "--config", "qwen2.5-7b", "--batch", "8,64", "--budget", "3", "--cache", str(cache),
+            "--out", str(out)]
+    result = runner.invoke(app, args, env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "11 shapes tuned, 0 from the cache" in text and "forward" in text and "wrote 5 GEMM tables" in text
+    assert (out / "N=37888,K=3584,device_name=NVIDIA_H200.json").exists()
+    report = json.loads((out / "qwen2.5-7b.report.json").read_text())
+    assert report["forward"][1]["torch_us"] == pytest.approx(BASELINE_US * 141)
+    assert (out / "qwen2.5-7b.report.md").read_text().startswith("# qwen2.5-7b on NVIDIA H200")
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: pytest.fail("cache hit measured"))
+    result = runner.invoke(app, args, env={"COLUMNS": "100"})
+    assert result.exit_code == 0 and "0 shapes tuned, 11 from the cache" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--config", "gpt-17"], "not a shipped model config"),
+    (["--config", "llama-3-8b", "--batch", "8,x"], "--batch must be positive integers"),
+    (["--config", "llama-3-8b", "--batch", "3000"], "not whole sequences of 2048"),
+    (["--config", "llama-3-8b", "--budget", "0"], "must be at least 1"),
+])
+def test_cli_bad_input_exits_2_before_the_gpu(args, words, monkeypatch):
+    from rooftune.kernels import live
+
+    monkeypatch.setattr(live, "live_measurer", lambda *a, **kw: pytest.fail("measured"))
+    result = runner.invoke(app, ["tune", "model", *args, "--cache", "none"])
+    assert result.exit_code == 2, result.output
+    assert words in " ".join(result.output.split())
