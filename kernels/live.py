@@ -75,7 +75,8 @@ class LiveMeasurer:
         anchor = self._anchor.get(shape)
         timed = list(configs) + ([anchor[0]] if anchor and anchor[0] not in configs else [])
         result = self.km.measure(shape, timed, self._compiled(shape, timed))
-        self.last_baseline_us = result.baselines_us.get(self.km.baseline, self.last_baseline_us)
+        # This call's baseline only: a later shape must never report an earlier shape's cuBLAS time.
+        self.last_baseline_us = result.baselines_us.get(self.km.baseline)
         rows = {r.config: r for r in result.rows}
         scale = 1.0
         if anchor is not None:

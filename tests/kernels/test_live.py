@@ -76,3 +76,13 @@ def test_a_crashed_worker_recompiles_one_at_a_time_and_fails_the_config():
     trials = live.measure("s", [cfg(0), cfg(1)])
     assert km.compiled_again == [cfg(1)]
     assert trials[0].ok and not trials[1].ok and "died" in trials[1].error
+
+
+def test_the_baseline_is_never_an_earlier_shapes():
+    km = FakeKM(FakePool())
+    live = LiveMeasurer(km)
+    live.measure("a", [cfg(0)])
+    assert live.baseline_us() == 9.0
+    km.measure = lambda shape, configs, compiled: ShapeResult(shape, tuple(ConfigResult(c, 1.0) for c in configs))
+    live.measure("b", [cfg(0)])
+    assert live.baseline_us() is None
