@@ -81,6 +81,16 @@ def shape_rows(dataset: str | Path, results: list[ShapeResult] | None = None, ke
     return rows
 
 
+def row_class(row: ShapeRow, kernel: str) -> str:
+    """The class a report's picture colours a row by, as its summary splits them: GEMM 'decode',
+    'prefill' or 'random' by the shape list's source ('other' without one); attention its seq band."""
+    if kernel == "attention":
+        return next((t for t in row.tags if t.startswith("seq")), "other")
+    if row.source.startswith("random"):
+        return "random"
+    return next((p for p in ("decode", "prefill") if p in row.source.split()), "other")
+
+
 def geomean(values) -> float:
     values = [v for v in values if v]
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else math.nan

@@ -102,6 +102,8 @@ def report_cmd(
     json_out: str = typer.Option(None, "--json", help="also write the summary and rows as JSON"),
     markdown: str = typer.Option(None, "--markdown", help="also write the per-shape table as Markdown"),
     rows: bool = typer.Option(True, "--rows/--no-rows", help="print one row per shape"),
+    plot: str = typer.Option(None, "--plot", help="also draw baseline time ÷ best time against the problem's FLOPs "
+                             f"by shape class, to this image ({cli_model.PLOT_EXTRA})"),
 ) -> None:
     """Report a swept dataset: best config vs the library baseline per shape (GEMM: cuBLAS; attention:
     SDPA), errors, repeatability of the final passes."""
@@ -111,14 +113,17 @@ def report_cmd(
 
     from rooftune.candidates import KERNELS
     from rooftune.eval.dataset import read_manifest
-    from rooftune.eval.reports import REPORT_KINDS, markdown_table, pooled_repeatability, read_results, shape_rows
+    from rooftune.eval.reports import (REPORT_KINDS, markdown_table, pooled_repeatability, read_results, row_class,
+                                       shape_rows)
     from rooftune.tuner.args import check_output
+    from rooftune.tuner.plots import check_plot
 
     if kernel not in REPORT_KINDS:
         fail(f"reports exist for {' and '.join(REPORT_KINDS)} datasets, got {kernel!r}")
     kind, label = REPORT_KINDS[kernel], KERNELS[kernel].baseline_label
     check_output(json_out, "--json")
     check_output(markdown, "--markdown")
+    check_plot(plot)
     if not (Path(data) / "manifest.json").is_file():
         fail(f"{data}: not a rooftune dataset folder (no manifest.json)")
     if (recorded := read_manifest(data).get("kernel", "gemm")) != kernel:
@@ -150,6 +155,15 @@ def report_cmd(
     if json_out:
         Path(json_out).write_text(json.dumps(
             {"summary": totals, "rows": [dataclasses.asdict(r) for r in per_shape]}, indent=2) + "\n")
+    if plot:
+        from rooftune.tuner.plots import report_scatter
+
+        drawn = [(res.shape.flops, r) for res, r in zip(results, per_shape) if r.vs_baseline]  # rows follow results
+        report_scatter([f for f, _ in drawn], [r.vs_baseline for _, r in drawn],
+                       [row_class(r, kernel) for _, r in drawn], plot, baseline_label=label,
+                       faint=[not r.aligned for _, r in drawn],
+                       title=f"{data}: {len(drawn)} shapes\nbest config of the space vs {label} ({kind.baseline_call})")
+        console.print(f"wrote {plot}")
 
 
 cli_model.register(app)

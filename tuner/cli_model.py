@@ -16,6 +16,11 @@ _SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "num_warps": "w", "n
 _TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 _RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
                   "or a residual JSON's path")
+PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".[plot]"'
+_EXPLAIN_PLOT_HELP = ("also draw predicted vs recorded time over the shape's space, with the configs a 20-config "
+                      "search measures there, the zero-trial pick and the best marked, to this image ("
+                      + PLOT_EXTRA + "); needs --data")
+_EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooftune eval` reads) holding this shape"
 
 
 def config_label(config) -> str:
@@ -27,7 +32,7 @@ def config_label(config) -> str:
 
 @cli_errors()
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
-             residual_choice: str = "shipped") -> None:
+             residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None) -> None:
     import numpy as np
     from rich.console import Console
     from rich.table import Table
@@ -35,11 +40,17 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     from rooftune.candidates import SPACES, check_in_grid, config_legality, configs_to_columns, legal_configs, parse_config
     from rooftune.roofline import predict
     from rooftune.roofline.occupancy import LIMITERS
-    from rooftune.tuner.args import fail, load_gpu, parse_shape
+    from rooftune.tuner.args import fail, load_gpu, parse_shape, warn
+    from rooftune.tuner.plots import check_plot
 
     space = SPACES[kernel]
     shape = parse_shape(kernel, shape_text, layout, dtype)
     profile = load_gpu(gpu)
+    if plot is not None and data is None:
+        fail("--plot needs --data: a recorded dataset holding this shape, whose measured times it draws")
+    if data is not None and plot is None:
+        warn("--data is read only with --plot; ignoring it")
+    check_plot(plot)
     named = None
     if config_text is not None:
         named = parse_config(config_text, space.param_names)
@@ -98,6 +109,55 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
             for name, value in residual.contributions(shape, [named], predict(shape, configs_to_columns([named]), profile))[0]:
                 detail.add_row(f"  residual: {name}", f"×{np.exp(value):.4g}")
         console.print(detail)
+    if plot is not None:
+        _explain_plot(shape, profile, residual, data, plot)
+        console.print(f"wrote {plot}")
+
+
+# The budget whose search `explain --plot` replays: the mission's.
+EXPLAIN_PLOT_BUDGET = 20
+
+
+def _explain_plot(shape, profile, residual, data: Path, plot: Path) -> None:
+    """Predicted (model × residual) vs recorded time over `shape`'s recorded space in `data`, with the
+    configs `tune` measures there at EXPLAIN_PLOT_BUDGET (replayed with the recorded measurer), the
+    zero-trial pick and the exhaustive best marked."""
+    import numpy as np
+
+    from rooftune.candidates import kernel_of
+    from rooftune.eval.readers import load_records
+    from rooftune.eval.replay import RecordedMeasurer
+    from rooftune.tuner.args import fail
+    from rooftune.tuner.plots import explain_scatter
+    from rooftune.tuner.strategies import corrected_prior, rooftune_strategy, zero_trial_pick
+    from rooftune.tuner.tune import TuneError, tune
+
+    records = next((r for r in load_records(data, kernel=kernel_of(shape).name) if r.shape == shape), None)
+    if records is None:
+        fail(f"{data}: {shape} is not recorded there (check --layout and --dtype)")
+    candidates = records.candidate_configs()
+    allowed = set(candidates)
+    measured = {t.config: t.time_us for t in records.trials if t.ok and t.config in allowed}
+    configs, prior = corrected_prior(shape, [c for c in candidates if c in measured], profile, residual)
+    if not configs:
+        fail(f"{data}: no config of {shape}'s space ran successfully there")
+    index = {c: i for i, c in enumerate(configs)}
+    times = [measured[c] for c in configs]
+    try:
+        result = tune(shape, RecordedMeasurer(records), rooftune_strategy(residual), EXPLAIN_PLOT_BUDGET,
+                      profile=profile, candidates=candidates)
+        tried, winner = [index[t.config] for t in result.trials if t.config in index], index.get(result.winner)
+    except TuneError:
+        tried, winner = [], None
+    zero = index.get(zero_trial_pick(shape, candidates, profile, residual))
+    best = int(np.argmin(times))
+    scores = [f"{name} {times[best] / times[i]:.3f}" for name, i in
+              (("zero-trial pick", zero), (f"search within {EXPLAIN_PLOT_BUDGET} configs", winner)) if i is not None]
+    predicted = "model × residual" if residual is not None else "model alone"
+    explain_scatter(np.exp(prior).tolist(), times, plot, tried=tried, zero_trial=zero, best=best, winner=winner,
+                    predicted_label=f"predicted µs ({predicted})",
+                    title=f"{shape} on {profile.name}: {len(configs)} recorded configs\n"
+                          + "score (best time ÷ pick's time): " + ", ".join(scores))
 
 
 def _fmt(value) -> str:
@@ -117,11 +177,13 @@ def explain_gemm(
     dtype: str = typer.Option("bf16", "--dtype", help="bf16, fp16, tf32 or fp32"),
     residual: str = typer.Option("shipped", "--residual", help="'shipped' (the residual fitted for --gpu, if "
                                  "any), 'none' (the model alone), or a residual JSON's path"),
+    plot: Path = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP),
+    data: Path = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP),
 ) -> None:
     """Top configs as rooftune ranks them (model × residual) with the model's breakdown (dominant term,
     waves, occupancy) and the residual's factor; with --config, that config's terms and the residual's
-    largest contributions."""
-    _explain("gemm", shape, gpu, top, config, layout, dtype, residual)
+    largest contributions; with --plot and --data, predicted vs recorded time over the shape's space."""
+    _explain("gemm", shape, gpu, top, config, layout, dtype, residual, plot, data)
 
 
 @explain_app.command("attention")
@@ -132,9 +194,11 @@ def explain_attention(
     config: str = typer.Option(None, "--config", help="also explain this config"),
     dtype: str = typer.Option("bf16", "--dtype"),
     residual: str = typer.Option("shipped", "--residual", help=_RESIDUAL_HELP),
+    plot: Path = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP),
+    data: Path = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP),
 ) -> None:
     """Top causal-attention configs as rooftune ranks them (model × residual, where one is fitted) with their breakdown."""
-    _explain("attention", shape, gpu, top, config, "kn", dtype, residual)
+    _explain("attention", shape, gpu, top, config, "kn", dtype, residual, plot, data)
 
 
 def _residual_for(kernel: str, profile, choice: str, space_version: str | None):
@@ -162,8 +226,9 @@ def _residual_for(kernel: str, profile, choice: str, space_version: str | None):
 
 @cli_errors()
 def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None, residual_choice: str = "shipped",
-          only: str | None = None) -> None:
-    """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary."""
+          only: str | None = None, plot: Path | None = None) -> None:
+    """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
+    (and, with `plot`, each method's CDF of per-shape scores)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -172,12 +237,14 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None,
     from rooftune.candidates import parse_config
     from rooftune.tuner.args import check_output, fail, load_gpu, warn
     from rooftune.tuner.evaluation import evaluate
+    from rooftune.tuner.plots import check_plot
     from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
 
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
                                 "attention": (AttentionShape, attention_eval_methods)}[kernel]
     profile = load_gpu(gpu)
     check_output(json_out, "--json")
+    check_plot(plot)
     records = load_records(data, kernel=kernel)
     if (recorded := recorded_gpu(data)) not in (None, profile.name):
         warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {recorded}; scoring with {gpu}'s model")
@@ -199,6 +266,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None,
              + (f"; cross-validated at {budget}: mean {cv['mean']:.3f}, p10 {cv['p10']:.3f}, worst-decile mean "
                 f"{cv['worst_decile_mean']:.3f}" if cv else ""))
     summary = evaluate(records, budget, profile, methods)
+    scores = summary.pop("scores")  # per shape and run: for the picture, not the JSON
     summary["residual"] = None if residual is None else {"profile": residual.profile, "fit": residual.fit.get("data")}
     table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
                         f"(score = best recorded / pick)")
@@ -211,12 +279,21 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None,
     console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {summary['spearman']:.3f}")
     if json_out is not None:
         json_out.write_text(json.dumps(summary, indent=2) + "\n")
+    if plot is not None:
+        from rooftune.tuner.plots import eval_cdf
+
+        runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
+        eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget}",
+                 labels={m: f"{s['mean']:.3f} / {s['worst_decile_mean']:.3f}{runs[m]}"
+                         for m, s in summary["methods"].items()})
+        console.print(f"wrote {plot}")
 
 
 _DATA_HELP = "dataset folder or file (probe, AutoHeuristic log, rooftune dataset)"
 _BUDGET_HELP = "configs each strategy may measure per shape"
 _GPU_HELP = "profile of the GPU the data was recorded on"
 _METHODS_HELP = "comma-separated subset of the methods to replay (default: all that apply)"
+_EVAL_PLOT_HELP = f"also draw each method's CDF of per-shape scores to this image ({PLOT_EXTRA})"
 
 
 @eval_app.command("gemm")
@@ -228,11 +305,12 @@ def eval_gemm(
     residual: str = typer.Option("shipped", "--residual", help="'shipped' (the residual fitted for --gpu, if "
                                  "any), 'none' (the model alone), or a residual JSON's path"),
     methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
+    plot: Path = typer.Option(None, "--plot", help=_EVAL_PLOT_HELP),
 ) -> None:
     """Replay each method through `tune` (the code `rooftune tune` runs) with the dataset's recorded
     measurer: rooftune (model + residual + search: the product), model (model order), static (a list
     learned on train), random (10 independent runs, each summarized, summaries averaged), tutorial."""
-    _eval("gemm", data, budget, gpu, json_out, residual, methods)
+    _eval("gemm", data, budget, gpu, json_out, residual, methods, plot)
 
 
 @eval_app.command("attention")
@@ -243,11 +321,12 @@ def eval_attention(
     json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
     residual: str = typer.Option("shipped", "--residual", help=_RESIDUAL_HELP),
     methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
+    plot: Path = typer.Option(None, "--plot", help=_EVAL_PLOT_HELP),
 ) -> None:
     """Score strategies against recorded attention timings: rooftune (model + residual, where one
     applies, + search), model order, random, static (the list learned on train with the residual;
     without one, the tutorial-style list)."""
-    _eval("attention", data, budget, gpu, json_out, residual, methods)
+    _eval("attention", data, budget, gpu, json_out, residual, methods, plot)
 
 
 def register(app) -> None:

@@ -33,13 +33,15 @@ def evaluate(records: list[ShapeRecords], budget: int, profile: HardwareProfile,
 
     `methods` maps a name to a strategy, or to a list of strategies (random seeds): each run is
     summarized on its own and the summaries averaged (so the tail is a run's tail, not the tail of
-    per-shape averages); `runs` says how many."""
+    per-shape averages); `runs` says how many. `scores`: per method, each run's per-shape scores (in
+    the records' order), for pictures."""
     records = [r for r in records if r.best_candidate_us is not None]
-    summary = {}
+    summary, scores = {}, {}
     for name, strategies in methods.items():
         runs = strategies if isinstance(strategies, (list, tuple)) else [strategies]
-        per_run = [summarize([s.score for s in replay(records, strategy, budget, profile)]) for strategy in runs]
+        scores[name] = [[s.score for s in replay(records, strategy, budget, profile)] for strategy in runs]
+        per_run = [summarize(run) for run in scores[name]]
         summary[name] = {k: float(np.mean([p[k] for p in per_run])) for k in per_run[0]} if records else summarize([])
         summary[name]["runs"] = len(runs)
     return {"n_shapes": len(records), "budget": budget, "methods": summary,
-            "spearman": model_spearman(records, profile)}
+            "spearman": model_spearman(records, profile), "scores": scores}
