@@ -155,3 +155,30 @@ def check_output(path: str | os.PathLike | None, option: str, folder: bool = Fal
         raise ArgumentError(f"{option} {path}: {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ArgumentError(f"{option} {path}: folder {parent} is not writable")
+
+
+PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".[plot]"'
+RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
+                 "or a residual JSON's path")
+
+
+def residual_option(kernel: str, profile, choice: str, space_version: str | None):
+    """'shipped': the residual fitted for `profile`'s GPU, if any, where it was fitted on the same space
+    as the data's (`space_version`; None: data of another kernel); 'none': the model alone; else a
+    path, used as given (it must be a residual of `kernel`)."""
+    from rooftune.roofline.residual import ResidualError, load_residual, read_residual
+
+    if choice == "none":
+        return None
+    if choice != "shipped":
+        residual = read_residual(choice)
+        if residual.kernel != kernel:
+            raise ResidualError(f"{choice}: a residual for {residual.kernel}, not {kernel}")
+        return residual
+    residual = load_residual(kernel, profile)
+    if residual is not None and not residual.applies_to(space_version):
+        warn(f"the shipped residual for {profile.name} was fitted on rooftune's kernel over "
+             f"{residual.fit.get('space_version')}; these data are "
+             f"{space_version or 'of another kernel'}: the model alone (--residual PATH to use it anyway)")
+        return None
+    return residual

@@ -14,8 +14,8 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from rooftune.tuner import cli_fit, cli_gpu, cli_model  # noqa: E402
-from rooftune.tuner.args import cli_errors, fail  # noqa: E402
+from rooftune.tuner import cli_eval, cli_explain, cli_fit, cli_gpu  # noqa: E402
+from rooftune.tuner.args import PLOT_EXTRA, cli_errors, fail  # noqa: E402
 
 app = typer.Typer(
     name="rooftune",
@@ -103,7 +103,7 @@ def report_cmd(
     markdown: str = typer.Option(None, "--markdown", help="also write the per-shape table as Markdown"),
     rows: bool = typer.Option(True, "--rows/--no-rows", help="print one row per shape"),
     plot: str = typer.Option(None, "--plot", help="also draw baseline time ÷ best time against the problem's FLOPs "
-                             f"by shape class, to this image ({cli_model.PLOT_EXTRA})"),
+                             f"by shape class, to this image ({PLOT_EXTRA})"),
 ) -> None:
     """Report a swept dataset: best config vs the library baseline per shape (GEMM: cuBLAS; attention:
     SDPA), errors, repeatability of the final passes."""
@@ -166,7 +166,8 @@ def report_cmd(
         console.print(f"wrote {plot}")
 
 
-cli_model.register(app)
+cli_explain.register(app)
+cli_eval.register(app)
 cli_fit.register(app)
 cli_gpu.register(app)
 

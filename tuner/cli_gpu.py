@@ -140,7 +140,7 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
 
     from rooftune.candidates import kernel_spec
     from rooftune.tuner.args import load_gpu
-    from rooftune.tuner.cli_model import config_label
+    from rooftune.tuner.cli_explain import config_label
     from rooftune.tuner.tune import result_to_dict, tune_shape
 
     profile = load_gpu(gpu)

@@ -1,26 +1,22 @@
-"""Model commands of the CLI: `rooftune explain gemm|attention` and `rooftune eval gemm|attention`."""
+"""Model commands of the CLI: `rooftune explain gemm|attention`, the configs as rooftune ranks them and why."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from rooftune.tuner.args import cli_errors
+from rooftune.tuner.args import PLOT_EXTRA, RESIDUAL_HELP, cli_errors, residual_option
 
 explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
-eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
 
 _SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "num_warps": "w", "num_stages": "s"}
 _TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
-_RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
-                  "or a residual JSON's path")
-PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".[plot]"'
 _EXPLAIN_PLOT_HELP = ("also draw predicted vs recorded time over the shape's space, with the configs a 20-config "
                       "search measures there, the zero-trial pick and the best marked, to this image ("
                       + PLOT_EXTRA + "); needs --data")
 _EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooftune eval` reads) holding this shape"
+
 
 
 def config_label(config) -> str:
@@ -62,7 +58,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if not configs:
         fail(f"no legal {kernel} config for {shape} on {profile.name}")
     bd = predict(shape, configs_to_columns(configs), profile)
-    residual = _residual_for(kernel, profile, residual_choice, space.version)
+    residual = residual_option(kernel, profile, residual_choice, space.version)
     factor = np.exp(residual.correction(shape, configs, bd)) if residual else np.ones(len(configs))
     corrected = bd.time_us * factor  # what rooftune ranks by (the model alone without a residual)
     order = [int(i) for i in corrected.argsort(kind="stable")]
@@ -193,7 +189,7 @@ def explain_attention(
     top: int = typer.Option(5, "--top", min=1),
     config: str = typer.Option(None, "--config", help="also explain this config"),
     dtype: str = typer.Option("bf16", "--dtype"),
-    residual: str = typer.Option("shipped", "--residual", help=_RESIDUAL_HELP),
+    residual: str = typer.Option("shipped", "--residual", help=RESIDUAL_HELP),
     plot: Path = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP),
     data: Path = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP),
 ) -> None:
@@ -201,134 +197,5 @@ def explain_attention(
     _explain("attention", shape, gpu, top, config, "kn", dtype, residual, plot, data)
 
 
-def _residual_for(kernel: str, profile, choice: str, space_version: str | None):
-    """'shipped': the residual fitted for `profile`'s GPU, if any, where it was fitted on the same space
-    as the data's (`space_version`; None: data of another kernel); 'none': the model alone; else a
-    path, used as given (it must be a residual of `kernel`)."""
-    from rooftune.roofline.residual import ResidualError, load_residual, read_residual
-    from rooftune.tuner.args import warn
-
-    if choice == "none":
-        return None
-    if choice != "shipped":
-        residual = read_residual(choice)
-        if residual.kernel != kernel:
-            raise ResidualError(f"{choice}: a residual for {residual.kernel}, not {kernel}")
-        return residual
-    residual = load_residual(kernel, profile)
-    if residual is not None and not residual.applies_to(space_version):
-        warn(f"the shipped residual for {profile.name} was fitted on rooftune's kernel over "
-             f"{residual.fit.get('space_version')}; these data are "
-             f"{space_version or 'of another kernel'}: the model alone (--residual PATH to use it anyway)")
-        return None
-    return residual
-
-
-@cli_errors()
-def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None, residual_choice: str = "shipped",
-          only: str | None = None, plot: Path | None = None) -> None:
-    """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
-    (and, with `plot`, each method's CDF of per-shape scores)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from rooftune.candidates import AttentionShape, GemmShape
-    from rooftune.eval.readers import load_records, recorded_gpu
-    from rooftune.candidates import parse_config
-    from rooftune.tuner.args import check_output, fail, load_gpu, warn
-    from rooftune.tuner.evaluation import evaluate
-    from rooftune.tuner.plots import check_plot
-    from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
-
-    shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
-                                "attention": (AttentionShape, attention_eval_methods)}[kernel]
-    profile = load_gpu(gpu)
-    check_output(json_out, "--json")
-    check_plot(plot)
-    records = load_records(data, kernel=kernel)
-    if (recorded := recorded_gpu(data)) not in (None, profile.name):
-        warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {recorded}; scoring with {gpu}'s model")
-    records = [r for r in records if isinstance(r.shape, shape_type)]
-    if not records:
-        fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
-    residual = _residual_for(kernel, profile, residual_choice, records[0].meta.get("space_version"))
-    static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
-    methods = eval_methods(records, residual=residual, static=static)
-    if only:
-        wanted = [m.strip() for m in only.split(",") if m.strip()]
-        unknown = [m for m in wanted if m not in methods]
-        if unknown:
-            fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
-        methods = {m: methods[m] for m in wanted}
-    if residual is not None and Path(str(residual.fit.get("data", ""))).resolve() == Path(data).resolve():
-        cv = residual.fit.get("cv", {}).get(str(budget))
-        warn(f"{data} is the residual's training data: the rooftune row is in-sample"
-             + (f"; cross-validated at {budget}: mean {cv['mean']:.3f}, p10 {cv['p10']:.3f}, worst-decile mean "
-                f"{cv['worst_decile_mean']:.3f}" if cv else ""))
-    summary = evaluate(records, budget, profile, methods)
-    scores = summary.pop("scores")  # per shape and run: for the picture, not the JSON
-    summary["residual"] = None if residual is None else {"profile": residual.profile, "fit": residual.fit.get("data")}
-    table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
-                        f"(score = best recorded / pick)")
-    for col in ("method", "mean", "p10", "worst-decile mean"):
-        table.add_column(col, justify="left" if col == "method" else "right")
-    for method, s in summary["methods"].items():
-        table.add_row(method, f"{s['mean']:.3f}", f"{s['p10']:.3f}", f"{s['worst_decile_mean']:.3f}")
-    console = Console()
-    console.print(table)
-    console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {summary['spearman']:.3f}")
-    if json_out is not None:
-        json_out.write_text(json.dumps(summary, indent=2) + "\n")
-    if plot is not None:
-        from rooftune.tuner.plots import eval_cdf
-
-        runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
-        eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget}",
-                 labels={m: f"{s['mean']:.3f} / {s['worst_decile_mean']:.3f}{runs[m]}"
-                         for m, s in summary["methods"].items()})
-        console.print(f"wrote {plot}")
-
-
-_DATA_HELP = "dataset folder or file (probe, AutoHeuristic log, rooftune dataset)"
-_BUDGET_HELP = "configs each strategy may measure per shape"
-_GPU_HELP = "profile of the GPU the data was recorded on"
-_METHODS_HELP = "comma-separated subset of the methods to replay (default: all that apply)"
-_EVAL_PLOT_HELP = f"also draw each method's CDF of per-shape scores to this image ({PLOT_EXTRA})"
-
-
-@eval_app.command("gemm")
-def eval_gemm(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP),
-    budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
-    gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
-    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
-    residual: str = typer.Option("shipped", "--residual", help="'shipped' (the residual fitted for --gpu, if "
-                                 "any), 'none' (the model alone), or a residual JSON's path"),
-    methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
-    plot: Path = typer.Option(None, "--plot", help=_EVAL_PLOT_HELP),
-) -> None:
-    """Replay each method through `tune` (the code `rooftune tune` runs) with the dataset's recorded
-    measurer: rooftune (model + residual + search: the product), model (model order), static (a list
-    learned on train), random (10 independent runs, each summarized, summaries averaged), tutorial."""
-    _eval("gemm", data, budget, gpu, json_out, residual, methods, plot)
-
-
-@eval_app.command("attention")
-def eval_attention(
-    data: Path = typer.Option(..., "--data", help="attention probe folder or its CSV"),
-    budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
-    gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
-    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
-    residual: str = typer.Option("shipped", "--residual", help=_RESIDUAL_HELP),
-    methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
-    plot: Path = typer.Option(None, "--plot", help=_EVAL_PLOT_HELP),
-) -> None:
-    """Score strategies against recorded attention timings: rooftune (model + residual, where one
-    applies, + search), model order, random, static (the list learned on train with the residual;
-    without one, the tutorial-style list)."""
-    _eval("attention", data, budget, gpu, json_out, residual, methods, plot)
-
-
 def register(app) -> None:
     app.add_typer(explain_app, name="explain")
-    app.add_typer(eval_app, name="eval")
