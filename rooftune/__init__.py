@@ -2,7 +2,8 @@
 
 `rooftune.matmul`, `rooftune.linear` and `rooftune.attention` are PyTorch ops on rooftune's tuned
 Triton kernels (kernels/ops.py, configs from tuner/ops.py); they load torch on first access, so
-`import rooftune` stays light.
+`import rooftune` stays light. `rooftune.autotune` is `@triton.autotune` for a user's GEMM-like kernel
+(tuner/autotune.py).
 """
 
 __version__ = "0.1.0"
@@ -15,8 +16,12 @@ def __getattr__(name: str):
         from rooftune.tuner.ops import torch_ops
 
         return getattr(torch_ops(), name)
+    if name == "autotune":
+        from rooftune.tuner.autotune import autotune
+
+        return autotune
     raise AttributeError(f"module 'rooftune' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *TORCH_OPS])
+    return sorted([*globals(), *TORCH_OPS, "autotune"])

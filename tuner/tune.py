@@ -188,16 +188,18 @@ def cache_path() -> Path:
     return base / "rooftune" / "tune.json"
 
 
-def read_cache(path: Path) -> dict:
+def read_cache(path: Path, fmt: str = CACHE_FORMAT, kind: str = "tune") -> dict:
+    """A cache file of format `fmt` ({"format", "entries"}; empty where there is none): the tune cache,
+    or tuner/autotune.py's (`kind` names it in errors)."""
     if not path.exists():
-        return {"format": CACHE_FORMAT, "entries": {}}
+        return {"format": fmt, "entries": {}}
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TuneCacheError(f"{path}: not a readable rooftune tune cache ({exc}); delete it or pass "
+        raise TuneCacheError(f"{path}: not a readable rooftune {kind} cache ({exc}); delete it or pass "
                              f"another --cache") from exc
-    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or not isinstance(data.get("entries"), dict):
-        raise TuneCacheError(f"{path}: not a rooftune tune cache (expected format {CACHE_FORMAT!r}); delete it "
+    if not isinstance(data, dict) or data.get("format") != fmt or not isinstance(data.get("entries"), dict):
+        raise TuneCacheError(f"{path}: not a rooftune {kind} cache (expected format {fmt!r}); delete it "
                              f"or pass another --cache")
     return data
 

@@ -1,0 +1,97 @@
+"""Triton's own Autotuner with two things injected by the tuner (tuner/autotune.py): the order in which
+a new key's configs are benchmarked (and how many), and a persistent cache of the choice per key.
+
+Everything else is Triton 3.6's `triton.runtime.autotuner.Autotuner` unchanged: the key (the `key`
+arguments' values plus every tensor argument's dtype), `prune_configs_by`, `reset_to_zero`,
+`restore_value`, the pre/post hooks, `do_bench`, the in-memory choice per key (`self.cache`). The
+persistent cache goes through Triton's own seam for one, `check_disk_cache`, which `Autotuner.run`
+calls with the key, the configs about to be benchmarked and the function that benchmarks them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import time
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any
+
+import torch
+import triton
+from triton.runtime.autotuner import Autotuner
+
+# order(configs, args) -> the configs to benchmark, in that order (args: the call's arguments by name)
+ConfigOrder = Callable[[list[triton.Config], dict[str, Any]], list[triton.Config]]
+# recall(kernel_id, key, configs, args) -> the stored choice for this key among `configs`, or None
+Recall = Callable[[str, tuple, list[triton.Config], dict[str, Any]], "triton.Config | None"]
+# remember(kernel_id, key, configs, args, choice, timings) stores Triton's choice among `configs`
+# (timings: config -> do_bench's result)
+Remember = Callable[[str, tuple, list[triton.Config], dict[str, Any], triton.Config, dict], None]
+# Timed calls per config in Triton's interpreter, after one untimed call.
+INTERPRETER_REPS = 2
+
+
+def interpreter_bench(kernel_call: Callable[[], None], quantiles=(0.5, 0.2, 0.8)) -> list[float]:
+    """Wall-clock ms per call at `quantiles` over INTERPRETER_REPS calls: a stand-in for do_bench in
+    Triton's interpreter, which has no GPU driver to time with (triton.autotune itself fails there)."""
+    kernel_call()
+    times_ms = []
+    for _ in range(INTERPRETER_REPS):
+        start = time.perf_counter()
+        kernel_call()
+        times_ms.append((time.perf_counter() - start) * 1e3)
+    return torch.tensor(times_ms, dtype=torch.float64).quantile(torch.tensor(quantiles, dtype=torch.float64)).tolist()
+
+
+class OrderedAutotuner(Autotuner):
+    """`Autotuner` that benchmarks `order(...)`'s configs (after the user's own pruning) and keeps the
+    choice through `recall` / `remember`."""
+
+    def __init__(self, fn, configs, key, *, order: ConfigOrder, recall: Recall, remember: Remember, **triton_kwargs):
+        super().__init__(fn, fn.arg_names, configs, key, **triton_kwargs)
+        self.order, self.recall, self.remember = order, recall, remember
+        # Autotuner.run consults check_disk_cache only with cache_results on (Triton turns it off in
+        # the interpreter); ours is always on.
+        self.cache_results = True
+        self._call_args: dict[str, Any] = {}
+
+    @cached_property
+    def do_bench(self):
+        """The user's do_bench, else Triton's benchmarker; `interpreter_bench` in the interpreter."""
+        if self._do_bench is None and triton.knobs.runtime.interpret:
+            return interpreter_bench
+        return Autotuner.do_bench.func(self)
+
+    @property
+    def kernel_id(self) -> str:
+        """name@digest of the kernel's source: a stored choice is for this kernel as written, wherever it
+        is imported from (a script's __main__ or a module)."""
+        try:
+            source = inspect.getsource(self.base_fn)
+        except (OSError, TypeError):  # defined where no source file exists (exec, a REPL)
+            source = self.base_fn.__code__.co_code.hex()
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        return f"{self.base_fn.__qualname__}@{digest}"
+
+    def run(self, *args, **kwargs):
+        self._call_args = {**dict(zip(self.arg_names, args)), **kwargs}
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            self._call_args = {}
+
+    def prune_configs(self, kwargs):
+        """The user's `prune_configs_by` first (Triton's), then `order`: the configs to benchmark."""
+        return self.order(super().prune_configs(kwargs), {**(self.nargs or {}), **kwargs})
+
+    def check_disk_cache(self, tuning_key, configs, bench_fn):
+        """True (nothing benchmarked) where `recall` knows this key; else benchmark and `remember`."""
+        stored = self.recall(self.kernel_id, tuning_key, configs, self._call_args)
+        if stored is not None:
+            self.cache[tuning_key] = stored
+            return True
+        bench_fn()
+        self.remember(self.kernel_id, tuning_key, configs, self._call_args, self.cache[tuning_key],
+                      self.configs_timings)
+        return False
