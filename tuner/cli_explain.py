@@ -8,6 +8,12 @@ import typer
 
 from rooftune.tuner.args import PLOT_EXTRA, RESIDUAL_HELP, cli_errors, residual_option
 
+# The explain table's columns: all of them from WIDE_COLUMNS terminal columns on, else the ranking.
+FULL_COLUMNS = ("#", "config", "µs", "model µs", "resid ×", "bound", "dominant", "CTA/SM", "occ", "waves",
+                "wave eff", "pad eff", "wgmma")
+NARROW_COLUMNS = ("#", "config", "µs", "resid ×", "dominant", "CTA/SM")
+WIDE_COLUMNS = 150
+
 explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
 
 _SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "num_warps": "w", "num_stages": "s"}
@@ -30,6 +36,7 @@ def config_label(config) -> str:
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
              residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None) -> None:
     import numpy as np
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -65,23 +72,31 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
 
     fitted = f"model × residual fitted on {residual.fit.get('data')}" if residual else "model alone (no residual)"
-    table = Table(title=f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs; {fitted}")
-    for col in ("#", "config", "µs", "model µs", "resid ×", "bound", "dominant", "CTA/SM", "occ", "waves",
-                "wave eff", "pad eff", "wgmma"):
+    console = Console()
+    # The full breakdown needs ~150 columns; a narrower terminal gets the ranking and what drives it.
+    wide = console.width >= WIDE_COLUMNS
+    title = f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs; {fitted}"
+    table = Table(title=title, box=None if not wide else box.HEAVY_HEAD, pad_edge=wide)
+    columns = FULL_COLUMNS if wide else NARROW_COLUMNS
+    for col in columns:
         table.add_column(col, justify="right" if col not in ("config", "bound", "dominant", "CTA/SM") else "left",
                          no_wrap=col == "config")
 
     def row(rank: int, i: int, style: str | None = None):
-        table.add_row(str(rank), config_label(configs[i]), f"{corrected[i]:.2f}", f"{bd.time_us[i]:.2f}",
-                      f"{factor[i]:.3f}", str(bd.bound[i]), terms[int(bd.dominant[i])],
-                      f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}", f"{bd.occupancy[i]:.0%}",
-                      f"{bd.waves[i]:.2f}", f"{bd.wave_efficiency[i]:.2f}", f"{bd.padding_efficiency[i]:.2f}",
-                      "yes" if bd.uses_wgmma[i] else "no", style=style)
+        cells = {"#": str(rank), "config": config_label(configs[i]), "µs": f"{corrected[i]:.2f}",
+                 "model µs": f"{bd.time_us[i]:.2f}", "resid ×": f"{factor[i]:.3f}", "bound": str(bd.bound[i]),
+                 "dominant": terms[int(bd.dominant[i])],
+                 "CTA/SM": f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}",
+                 "occ": f"{bd.occupancy[i]:.0%}", "waves": f"{bd.waves[i]:.2f}", "wave eff": f"{bd.wave_efficiency[i]:.2f}",
+                 "pad eff": f"{bd.padding_efficiency[i]:.2f}", "wgmma": "yes" if bd.uses_wgmma[i] else "no"}
+        table.add_row(*(cells[c] for c in columns), style=style)
 
     for rank, i in enumerate(order[:top], start=1):
         row(rank, i)
-    console = Console(width=max(Console().width, 160))
     console.print(table)
+    if not wide:
+        console.print(f"(a terminal of {WIDE_COLUMNS}+ columns shows the whole breakdown: bound, occupancy, waves, "
+                      "padding, wgmma)", style="dim")
     best = order[0]
     console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
                   f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "

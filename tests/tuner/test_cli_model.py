@@ -118,3 +118,11 @@ def test_explain_shows_the_residual_and_ranks_by_it():
     assert "model alone (no residual)" in " ".join(alone.output.split()) and "residual factor" not in alone.output
     rank = [int(r.output.split("named config: rank ")[1].split()[0]) for r in (with_residual, alone)]
     assert rank[0] != rank[1]  # the residual moves this config
+
+
+def test_explain_fits_80_columns_and_shows_everything_when_wide(monkeypatch):
+    narrow = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0 and max(len(line) for line in narrow.output.splitlines()) <= 80, narrow.output
+    assert "resid ×" in narrow.output and "wave eff" not in narrow.output
+    wide = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3"], env={"COLUMNS": "160"})
+    assert wide.exit_code == 0 and "wave eff" in wide.output and "wgmma" in wide.output
