@@ -55,7 +55,7 @@ class LiveMeasurer:
     def _compiled(self, shape, configs: list[Config]) -> dict:
         self.prefetch(shape, configs)
         t0 = time.perf_counter()
-        deadline = t0 + self.km.timeout_base_s + self.km.timeout_per_config_s * len(configs)
+        deadline = t0 + self.km.compile_timeout_s(len(configs))
         out, again = {}, []
         for c in configs:
             try:

@@ -117,8 +117,12 @@ class KernelMeasurer:
     def group_key(self, shape: Shape) -> Hashable:
         return self.bench.module.specialization_key(shape)
 
+    def compile_timeout_s(self, n: int) -> float:
+        """How long a batch of `n` compiles may take on this measurer's workers."""
+        return self.timeout_base_s + self.timeout_per_config_s * n / max(1, self.pool.workers)
+
     def compile(self, jobs, timeout_s=None):
-        own_s = self.timeout_base_s + self.timeout_per_config_s * len(jobs) / max(1, self.pool.workers)
+        own_s = self.compile_timeout_s(len(jobs))
         return self.pool.compile(jobs, timeout_s=own_s if timeout_s is None else min(own_s, timeout_s))
 
     def _seed(self, shape: Shape, salt: int) -> int:

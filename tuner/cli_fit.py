@@ -23,7 +23,7 @@ def fit_gemm(
     """Choose the ridge penalty, the near-best weighting and the search constants by 5-fold
     cross-validation over shapes (the search replayed at budgets 1, 5, 10, 20), refit on every
     training shape, learn the `static` baseline list, and write it all as one JSON. Refuses held-out
-    data. About 2-3 minutes on 120 shapes with 2 cores."""
+    data. About a minute on 120 shapes with 2 cores."""
     _fit("gemm", data, gpu, out)
 
 

@@ -20,7 +20,7 @@ def replay_shape(records: ShapeRecords, strategy, budget: int, profile: Hardware
                       candidates=records.candidate_configs())
     except TuneError:
         return ShapeScore(records, (), 0.0)
-    return score_trials(records, [t for t in result.trials if t.config == result.winner] or result.trials)
+    return score_trials(records, [t for t in result.trials if t.config == result.winner])
 
 
 def replay(records: list[ShapeRecords], strategy, budget: int, profile: HardwareProfile) -> list[ShapeScore]:

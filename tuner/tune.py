@@ -77,7 +77,8 @@ class _Budgeted:
             ahead(self.shape, list(configs))
 
     def __call__(self, configs: list[Config]) -> list[Trial]:
-        new = [c for c in configs if c not in {t.config for t in self.trials}]
+        seen = {t.config for t in self.trials}
+        new = {c for c in configs if c not in seen}
         if len(self.trials) + len(new) > self.budget:
             raise ValueError(f"strategy asked for {len(self.trials) + len(new)} configs with a budget of {self.budget}")
         t0 = time.perf_counter()
@@ -85,7 +86,6 @@ class _Budgeted:
         self.measure_s += time.perf_counter() - t0
         if len(measured) != len(configs):
             raise ValueError(f"measurer returned {len(measured)} trials for {len(configs)} configs")
-        seen = {t.config for t in self.trials}
         self.trials.extend(replace(t, predicted_us=self.predicted_us.get(t.config)) for t in measured
                            if t.config not in seen)
         return measured
@@ -140,8 +140,9 @@ def tune(shape, measurer: Measurer, strategy, budget: int, *, profile: HardwareP
 
 def kernel_digest(module: str = "rooftune.kernels.gemm") -> str:
     """Digest of a kernel's source, found without importing it (that would import torch and triton)."""
-    path = importlib.util.find_spec(module).origin
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    from rooftune.kernels.measure import file_digest  # no torch at import
+
+    return file_digest(importlib.util.find_spec(module).origin)
 
 
 def residual_digest(residual) -> str:

@@ -37,6 +37,9 @@ class FakeKM:
     def __init__(self, pool):
         self.pool, self.factor, self.timed, self.compiled_again = pool, 1.0, [], []
 
+    def compile_timeout_s(self, n):
+        return self.timeout_base_s + self.timeout_per_config_s * n
+
     def compile(self, jobs, timeout_s=None):
         self.compiled_again.extend(c for _, c in jobs)
         return {c: "worker process died while compiling" for _, c in jobs}

@@ -57,16 +57,18 @@ def test_search_is_deterministic_and_handles_failures(problem):
     assert a == b and sum(not t.ok for t in a) == 2 and len(a) == 12
 
 
-def test_the_search_finds_what_the_prior_ranks_low(problem):
-    """Measured evidence moves the belief: with a prior that puts the true best far down, the search
-    still reaches it within 20 trials when its neighbours are measured fast."""
+def test_a_prior_that_buries_the_best_still_ends_near_it(problem):
+    """The prior is made to rank the true best far beyond the budget (a +0.3 log-time error on it):
+    20 trials still end within 2% of the best, through its measured neighbourhood."""
     configs, prior, measure, _ = problem
     times = np.array([measure([c])[0].time_us for c in configs])
     best = int(np.argmin(times))
-    rank = int((prior < prior[best]).sum())
-    trials = search(configs, prior, measure, 20, SearchSettings())
-    found = min(t.time_us for t in trials if t.ok)
-    assert found <= times[best] * 1.05, (rank, found, times[best])
+    wrong = prior.copy()
+    wrong[best] += 0.3
+    assert (wrong < wrong[best]).sum() > 100  # the premise: far outside 20 trials
+    trials = search(configs, wrong, measure, 20, SearchSettings())
+    assert configs[best] not in [t.config for t in trials]
+    assert min(t.time_us for t in trials if t.ok) <= times[best] * 1.02
 
 
 def test_belief_posterior_interpolates_and_shrinks_variance():
