@@ -42,7 +42,7 @@ MAX_TILE_EDGE = 256  # the largest BLOCK_* value of any published space (tests/c
 MAX_ROW_ELEMS = INT32_MAX // MAX_TILE_EDGE  # 8,388,607
 MAX_ROWS = INT32_MAX - MAX_TILE_EDGE
 GEMM_MIN_TILE = 16  # the GEMM space's smallest BLOCK_M and BLOCK_N
-ATTENTION_MIN_BLOCK_M = 32  # the attention space's smallest BLOCK_M
+ATTENTION_MIN_BLOCK_M = 64  # the attention space's smallest BLOCK_M
 
 
 def _check_size(kind: str, limits: dict[str, tuple[int, int]], programs: int, grid: str) -> None:
@@ -113,7 +113,7 @@ class AttentionShape:
         if self.heads % self.kv_heads:
             raise ShapeError(f"attention kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
         _check_size("attention shape", {"seq": (self.seq, MAX_ROWS)},
-                    -(-self.seq // ATTENTION_MIN_BLOCK_M) * self.batch * self.heads, "batch · heads · seq/32")
+                    -(-self.seq // ATTENTION_MIN_BLOCK_M) * self.batch * self.heads, "batch · heads · seq/64")
         if self.head_dim not in (16, 32, 64, 128, 256):
             raise ShapeError(f"attention head_dim must be a power of two from 16 to 256, got {self.head_dim}")
         if self.dtype not in DTYPES:

@@ -71,6 +71,22 @@ def gpu_visible() -> bool:
         return False
 
 
+def nvml_compute_capability(device: int = 0) -> tuple[int, int] | None:
+    """The GPU's compute capability through NVML (no torch, no CUDA context), or None where NVML cannot
+    tell: what compile workers need to build for this GPU before this process has a CUDA context."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(device))
+            return int(major), int(minor)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no library, an old driver
+        return None
+
+
 @contextlib.contextmanager
 def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None]:
     """Run the body in a green context of `num_sms` SMs (None: the whole device, no context).

@@ -11,7 +11,9 @@ Baselines: GEMM is timed beside cuBLAS (`torch.mm`, key "cublas"); attention bes
 `scaled_dot_product_attention` with `is_causal` as the shape says and `enable_gqa` where kv_heads < heads
 (key "sdpa", whatever backend PyTorch picks: with torch 2.11 on an H200, cuDNN for bf16, the fastest
 backend there; datasets/h200/attention/NOTES.md). A shape's `baselines_us` and its meta's
-`<key>_first_us` (the screening pass) carry the key.
+`<key>_first_us` (the screening pass) carry the key. A sweep also times the library's other routes
+beside them (`extra_baselines`): for attention, SDPA held to each backend that runs the shape
+("sdpa:cudnn", "sdpa:flash", "sdpa:efficient"; meta `baseline_errors` says why one is absent).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class Bench(Protocol):
     def launcher(self, config: Config, shape: Shape, inputs: list[tuple], out) -> Callable[[int], None]: ...
 
     def baseline(self, shape: Shape, inputs: list[tuple], out) -> Callable[[int], None]: ...
+
+    def extra_baselines(self, shape: Shape, inputs: list[tuple], out) -> tuple[dict, dict]: ...
 
 
 class GemmBench:
@@ -82,6 +86,9 @@ class GemmBench:
 
         operands = [(a, b.t() if shape.layout == "nk" else b) for a, b in inputs]
         return lambda i: torch.mm(*operands[i % len(operands)], out=out)
+
+    def extra_baselines(self, shape, inputs, out):
+        return {}, {}
 
 
 class AttentionBench:
@@ -124,6 +131,41 @@ class AttentionBench:
         gqa = shape.kv_heads != shape.heads
         return lambda i: scaled_dot_product_attention(*inputs[i % len(inputs)], is_causal=shape.causal,
                                                       enable_gqa=gqa)
+
+    def extra_baselines(self, shape, inputs, out):
+        """({"sdpa:<backend>": launcher} for each SDPA backend that runs the shape and agrees with SDPA's
+        own choice, {"sdpa:<backend>": why not} for the others)."""
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        routes = {"sdpa:cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa:flash": SDPBackend.FLASH_ATTENTION,
+                  "sdpa:efficient": SDPBackend.EFFICIENT_ATTENTION}
+        default = self.baseline(shape, inputs, out)
+
+        def held_to(backend):
+            def launch(i: int) -> None:
+                with sdpa_kernel([backend]):
+                    default(i)
+            return launch
+
+        launchers, errors = {}, {}
+        with torch.no_grad():
+            want = default(0).float()
+            for key, backend in routes.items():
+                try:
+                    with sdpa_kernel([backend]):
+                        got = default(0).float()
+                    if got.is_cuda:
+                        torch.cuda.synchronize()
+                except Exception as exc:  # a backend that refuses the shape is a finding, not a failure
+                    errors[key] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+                    continue
+                rel = ((got - want).norm() / want.norm().clamp_min(1e-30)).item()
+                if rel > 2e-2:
+                    errors[key] = f"differs from SDPA's choice: rel err {rel:.3g}"
+                    continue
+                launchers[key] = held_to(backend)
+        return launchers, errors
 
 
 # The GPU side of each registered kernel, by its registry name.

@@ -67,6 +67,30 @@ def warmup_by_name(module: str) -> Warmup:
     return warmup
 
 
+def _offline_warmup_of(module: str, arch: int, shape, config, device: str) -> float:
+    """`module.compile_kernels(shape, config)` for compute capability `arch` with no CUDA context
+    (kernels/prebuild.py's offline target): the binary lands in Triton's cache under the key that a
+    launch on such a GPU looks up, and the worker neither creates a context nor takes GPU memory."""
+    import importlib
+
+    from rooftune.kernels.prebuild import offline_target
+
+    kernels = importlib.import_module(module)
+    started = time.perf_counter()
+    with offline_target(arch):
+        kernels.compile_kernels(shape, config)
+    return time.perf_counter() - started
+
+
+def offline_warmup_by_name(module: str, arch: int) -> Warmup:
+    """Like `warmup_by_name`, compiling for `arch` (e.g. 90) without a GPU context in the workers."""
+    import functools
+
+    warmup = functools.partial(_offline_warmup_of, module, arch)
+    warmup.__module__ = module
+    return warmup
+
+
 class CompilePool:
     """`warmup` in a spawn pool of `workers` processes (default os.cpu_count(); 0 = in this process),
     kept across `compile` calls until `close` (or the end of a `with` block)."""

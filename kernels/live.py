@@ -5,8 +5,10 @@ Tuning needs an answer in seconds, so:
 - `TUNE_SETTINGS`: fewer screening rounds and a shorter final pass over the few fastest than a sweep
   (the final pass still interleaves them with the baseline; `tuner/tune.py` re-times the winners
   side by side);
-- the compile workers start before this process loads torch, and a search may `prefetch` configs it
-  is likely to ask for: they compile in the background while earlier rounds are timed;
+- the compile workers start before this process loads torch, compile for the GPU's architecture
+  (read through NVML) without a CUDA context of their own, and a search may `prefetch` configs it is
+  likely to ask for: they compile in the background while earlier rounds are timed, behind any config
+  a round asks for that was not prefetched;
 - rounds are timed apart, under clocks that drift (an idle H200 starts at a few hundred MHz), so the
   first round's fastest config is timed again in every later round as an anchor, and the round's
   times are scaled by anchor time in round one / anchor time now.
@@ -15,6 +17,7 @@ Tuning needs an answer in seconds, so:
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import TimeoutError as FuturesTimeout
@@ -25,8 +28,11 @@ from rooftune.kernels.measure import SweepSettings
 from rooftune.hwprofiles import HardwareProfile
 
 TUNE_SETTINGS = SweepSettings(rounds=5, retime_top=4, retime_rounds=7, retime_target_ms=1.0)
-# Compile workers for tuning: a round compiles a handful of configs, prefetching uses the rest.
-TUNE_WORKERS = 8
+
+
+def tune_workers() -> int:
+    """Compile workers for tuning: every core but two (this process times while they compile), 2 to 16."""
+    return max(2, min(16, (os.cpu_count() or 4) - 2))
 
 
 class LiveMeasurer:
@@ -53,7 +59,14 @@ class LiveMeasurer:
                 self._futures[(shape, c)] = self.km.pool.submit(shape, c)
 
     def _compiled(self, shape, configs: list[Config]) -> dict:
-        self.prefetch(shape, configs)
+        missing = [c for c in configs if (shape, c) not in self._futures]
+        if missing:  # ahead of prefetched configs still waiting for a worker: those go back in the queue after
+            waiting = [key for key, future in self._futures.items() if future.cancel()]
+            for key in waiting:
+                del self._futures[key]
+            self.prefetch(shape, missing)
+            for key in waiting:
+                self._futures[key] = self.km.pool.submit(*key)
         t0 = time.perf_counter()
         deadline = t0 + self.km.compile_timeout_s(len(configs))
         out, again = {}, []
@@ -96,17 +109,21 @@ class LiveMeasurer:
 
 @contextlib.contextmanager
 def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings = TUNE_SETTINGS, *,
-                  workers: int = TUNE_WORKERS, sms: int | None = None) -> Iterator[LiveMeasurer]:
+                  workers: int | None = None, sms: int | None = None) -> Iterator[LiveMeasurer]:
     """A LiveMeasurer for 'gemm' (against cuBLAS) or 'attention' (against SDPA) on this GPU (an SM
     partition of it with `sms`). The compile workers start first, before torch loads here, and close
     with the block. Raises NoGpuError without a GPU."""
     from rooftune.candidates import kernel_spec
-    from rooftune.hwprofiles.hwprobe import gpu_visible, require_cuda, sm_partition
-    from rooftune.kernels.compile import CompilePool, warmup_by_name
+    from rooftune.hwprofiles.hwprobe import gpu_visible, nvml_compute_capability, require_cuda, sm_partition
+    from rooftune.kernels.compile import CompilePool, offline_warmup_by_name, warmup_by_name
 
     if not gpu_visible():
         require_cuda()  # the same clear error, before any worker starts
-    pool = CompilePool(warmup_by_name(kernel_spec(kernel).module), workers=workers)
+    module = kernel_spec(kernel).module
+    capability = nvml_compute_capability()
+    warmup = (offline_warmup_by_name(module, 10 * capability[0] + capability[1]) if capability
+              else warmup_by_name(module))
+    pool = CompilePool(warmup, workers=tune_workers() if workers is None else workers)
     pool.start()
     try:
         from rooftune.kernels.measure import kernel_measurer

@@ -93,7 +93,7 @@ class KernelMeasurer:
 
     def __init__(self, bench: Bench, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
                  device: str = "cuda", workers: int | None = None, timeout_base_s: float = 60.0,
-                 timeout_per_config_s: float = 2.0, pool=None):
+                 timeout_per_config_s: float = 2.0, pool=None, all_baselines: bool = False):
         from rooftune.kernels.compile import CompilePool
 
         self.bench, self.profile, self.settings = bench, profile, settings
@@ -104,6 +104,8 @@ class KernelMeasurer:
         # `pool`: a CompilePool already started (live tuning starts it before torch loads here).
         self.pool = pool if pool is not None else CompilePool(bench.module.warmup, workers=workers, device=device)
         self.timeout_base_s, self.timeout_per_config_s = timeout_base_s, timeout_per_config_s
+        # A sweep times the library's other routes too (the bench's extra_baselines); a tune does not.
+        self.all_baselines = all_baselines
 
     def __enter__(self) -> KernelMeasurer:
         return self
@@ -149,9 +151,10 @@ class KernelMeasurer:
                 errors[c] = f"check: {problem}"[:300]
         return errors
 
-    def _launchers(self, shape, configs, errors) -> tuple[dict, int]:
-        """A launcher per config without an error (one that cannot be built gains one) and the baseline,
-        over input sets rotated to touch > 3x L2 between reuses; and how many sets."""
+    def _launchers(self, shape, configs, errors) -> tuple[dict, int, dict]:
+        """A launcher per config without an error (one that cannot be built gains one) and the
+        baselines, over input sets rotated to touch > 3x L2 between reuses; how many sets; and why
+        an extra baseline is absent."""
         from rooftune.kernels.timing import input_sets_needed
 
         bench = self.bench
@@ -167,7 +170,9 @@ class KernelMeasurer:
             except Exception as exc:
                 errors[c] = f"launcher: {type(exc).__name__}: {exc}"[:300]
         launchers[self.baseline] = bench.baseline(shape, inputs, out)
-        return launchers, sets
+        extras, absent = bench.extra_baselines(shape, inputs, out) if self.all_baselines else ({}, {})
+        launchers.update(extras)
+        return launchers, sets, absent
 
     def _final_passes(self, shape, launchers, keys, salts) -> list[dict]:
         """Independent interleaved passes over `keys`, one per seed salt: no pruning, longer bursts."""
@@ -192,9 +197,10 @@ class KernelMeasurer:
         t0 = time.perf_counter()
         errors = self._check(shape, configs, compiled)
         t_check = time.perf_counter() - t0
-        launchers, sets = self._launchers(shape, configs, errors)
+        launchers, sets, absent = self._launchers(shape, configs, errors)
+        bases = [base, *(k for k in launchers if isinstance(k, str) and k != base)]
         first = time_candidates(launchers, rounds=s.rounds, prune_ratio=s.prune_ratio, mid_ratio=s.mid_ratio,
-                                mid_rounds=s.mid_rounds, target_ms=s.target_ms, baseline_keys=(base,),
+                                mid_rounds=s.mid_rounds, target_ms=s.target_ms, baseline_keys=tuple(bases),
                                 seed=self._seed(shape, 2))
         t_first = time.perf_counter() - t0 - t_check
         ok = sorted((k for k, t in first.items() if k != base and t.median_us is not None),
@@ -205,7 +211,7 @@ class KernelMeasurer:
         pass_a, pass_b = self._final_passes(shape, launchers, top, (3, 4))
         pooled = {k: statistics.median([*pass_a[k].times_us, *pass_b[k].times_us]) for k in top
                   if pass_a[k].median_us is not None and pass_b[k].median_us is not None}
-        scale = statistics.median([pooled[k] / first[k].median_us for k in pooled if k != base] or [1.0])
+        scale = statistics.median([pooled[k] / first[k].median_us for k in pooled if k not in bases] or [1.0])
         rows = []
         for c in configs:
             t = first.get(c)
@@ -226,10 +232,11 @@ class KernelMeasurer:
             "clock_repeats": max((t.repeats for t in first.values()), default=0),
             f"{base}_first_us": first[base].median_us,
             "screen_scale": scale, "kernel_sha": self.kernel_sha, "paced_by": "configs",
-            "repeatability": repeatability({k: pass_a[k].median_us for k in top if k != base},
-                                           {k: pass_b[k].median_us for k in top if k != base}),
+            "repeatability": repeatability({k: pass_a[k].median_us for k in top if k not in bases},
+                                           {k: pass_b[k].median_us for k in top if k not in bases}),
+            **({"baseline_errors": absent} if absent else {}),
         }
-        baselines = {base: pooled[base]} if base in pooled else {}
+        baselines = {k: pooled[k] for k in bases if k in pooled}
         del launchers
         torch.cuda.empty_cache()
         return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)
@@ -243,7 +250,7 @@ class KernelMeasurer:
         configs = [*extras, *finals]
         errors = self._check(shape, configs, compiled)
         t_check = time.perf_counter() - t0
-        launchers, sets = self._launchers(shape, configs, errors)
+        launchers, sets, _ = self._launchers(shape, configs, errors)
         pass_a, pass_b = self._final_passes(shape, launchers, list(launchers), (5, 6))
         for timings in (pass_a, pass_b):
             errors.update((k, f"time: {t.error}") for k, t in timings.items() if t.error and k not in errors)
@@ -270,8 +277,9 @@ def gemm_measurer(profile: HardwareProfile, settings: SweepSettings = SweepSetti
 
 def attention_measurer(profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
                        **kwargs) -> KernelMeasurer:
-    """The attention forward of kernels/attention.py against PyTorch's SDPA."""
-    return KernelMeasurer(AttentionBench(), profile, settings, **kwargs)
+    """The attention forward of kernels/attention.py against PyTorch's SDPA (its own choice and, held
+    to each backend, every backend that runs the shape)."""
+    return KernelMeasurer(AttentionBench(), profile, settings, **{"all_baselines": True, **kwargs})
 
 
 def describe_device(settings: SweepSettings, sms: int | None, baseline: str = "cuBLAS") -> dict:

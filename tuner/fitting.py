@@ -28,7 +28,7 @@ CV_BUDGETS = (1, 5, 10, 20)
 FOLDS = 5
 FOLD_SEED = 0
 RIDGE_GRID = (RidgeSettings(0.1, 5.0), RidgeSettings(1.0, 5.0))
-# Rounds of 4 are fixed rather than searched: a live tune pays one compile latency per round.
+# Round sizes are fixed rather than searched (tuner/search.py): a live tune pays one compile latency per round.
 SEARCH_GRID = {"kappa": (1.0, 2.0), "length_scale": (1.0, 2.0), "prior_sd": (0.05, 0.1)}
 
 

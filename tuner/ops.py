@@ -13,10 +13,9 @@ GPU to name, and get INTERPRETER_PROFILE's configs.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
-from rooftune.candidates import AttentionShape, Config, kernel_of, legal_configs
+from rooftune.candidates import Config, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile, load_profile
 from rooftune.hwprofiles.gpus import shipped_profile_name
 from rooftune.tuner.strategies import zero_trial_pick
@@ -25,7 +24,6 @@ from rooftune.tuner.tune import CACHE_ENV, cache_path, cached_result, shipped_re
 PROFILE_ENV = "ROOFTUNE_PROFILE"
 TUNE_BUDGET = 20  # `rooftune tune`'s default: the cache key holds the budget
 INTERPRETER_PROFILE = "h200"
-MAX_STAND_IN_SEQ = 1024  # `candidates` stops doubling a short attention sequence here
 
 # (shape, device, tune, the environment that locates cache and profile) -> the config chosen
 _memo: dict[tuple, Config] = {}
@@ -53,24 +51,11 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool) -> C
         return stored.winner
     if tune:
         return tune_shape(shape, profile, TUNE_BUDGET, cache=cache).winner
-    ranked, configs = candidates(shape, profile)
-    pick = zero_trial_pick(ranked, configs, profile, residual)
+    configs = legal_configs(spec.space, shape, profile).configs
+    pick = zero_trial_pick(shape, configs, profile, residual)
     if pick is None:
         raise ValueError(f"no legal {spec.name} config for {shape} on {profile.name}")
     return pick
-
-
-def candidates(shape, profile: HardwareProfile) -> tuple[object, list[Config]]:
-    """(the shape to rank for, the space's legal configs for it): `shape` itself, except an attention
-    sequence too short for any legal config (seq <= 32: a 32-row query block is too small for 4 warps,
-    larger ones are pruned as more than the sequence needs), which runs the configs of the shortest
-    sequence, by doubling, that has some; the kernel masks the rows past its own."""
-    space = kernel_of(shape).space
-    configs = legal_configs(space, shape, profile).configs
-    while not configs and isinstance(shape, AttentionShape) and shape.seq < MAX_STAND_IN_SEQ:
-        shape = replace(shape, seq=shape.seq * 2)
-        configs = legal_configs(space, shape, profile).configs
-    return shape, configs
 
 
 def resolve_config(shape, device, tune: bool) -> Config:

@@ -33,7 +33,7 @@ def test_attention_limits_name_the_field():
     with pytest.raises(ShapeError, match="seq ="):
         AttentionShape(1, 1, shapes.MAX_ROWS + 1, 64)
     with pytest.raises(ShapeError, match="batch · heads"):
-        AttentionShape(2**16, 2**10, 2**10 + 1, 64)
+        AttentionShape(2**16, 2**10, 2**11 + 1, 64)
 
 
 def test_check_in_grid_names_parameter_value_and_allowed_values():

@@ -39,7 +39,7 @@ class FakeAttention:
 
     def compile(self, jobs, timeout_s=None):
         self.compiled.extend((self.group_key(s), c) for s, c in jobs)
-        return {c: "OutOfResources" if c["BLOCK_M"] == 256 and c["num_stages"] == 5 else 0.2 for _, c in jobs}
+        return {c: "OutOfResources" if c["BLOCK_M"] == 128 and c["num_stages"] == 4 else 0.2 for _, c in jobs}
 
     def measure(self, shape, configs, compiled):
         if self.dead or (shape == self.victim and self.culprit in configs):
@@ -76,7 +76,7 @@ def test_every_legal_config_is_recorded_and_a_resume_loses_nothing(tmp_path):
         assert result.meta["legal_configs"] == len(space) and result.meta["baseline_configs"] == 0
         failed = [r for r in result.rows if r.error]
         assert all(r.error == "compile: OutOfResources" and r.time_us is None for r in failed)
-        assert len(failed) == sum(c["BLOCK_M"] == 256 and c["num_stages"] == 5 for c in space)
+        assert len(failed) == sum(c["BLOCK_M"] == 128 and c["num_stages"] == 4 for c in space)
         assert result.baselines_us == {"sdpa": 50.0}
     assert sum(bool(r.error) for p in shape_files(tmp_path) for r in read_shape(p).rows) > 0
     records = read_dataset(tmp_path)
@@ -128,8 +128,12 @@ def test_the_attention_bench_runs_the_kernel_and_sdpa_alike_on_the_cpu():
                                                                               dtype="fp16"))
         compiled = {config: 0.1, bad: "OutOfResources"}
         assert measurer._check(shape, [config, bad], compiled) == {bad: "compile: OutOfResources"}
-        launchers, sets = measurer._launchers(shape, [config], {})
-        assert set(launchers) == {config, "sdpa"} and sets >= 1
+        launchers, sets, absent = measurer._launchers(shape, [config], {})
+        routes = {"sdpa:cudnn", "sdpa:flash", "sdpa:efficient"}
+        assert {config, "sdpa"} <= set(launchers) and sets >= 1  # a sweep times every backend that runs
+        assert set(launchers) - {config, "sdpa"} | set(absent) == routes and "sdpa:cudnn" in absent  # no cuDNN on a CPU
+        for key in set(launchers) - {config, "sdpa"}:
+            launchers[key](0)
         inputs = bench.inputs(shape, "cpu", measurer._seed(shape, 100))
         out = bench.output(shape, "cpu")
         bench.launcher(config, shape, [inputs], out)(0)

@@ -16,17 +16,26 @@ def cfg(i):
 
 
 class FakePool:
-    def __init__(self, broken=()):
-        self.submitted, self.broken = [], set(broken)
+    """Compiles at once, except configs in `queued`: those wait for a worker until `run_queued`."""
+
+    def __init__(self, broken=(), queued=()):
+        self.submitted, self.broken, self.queued, self.waiting = [], set(broken), set(queued), []
 
     def submit(self, shape, config):
         self.submitted.append(config)
         f = Future()
         if config in self.broken:
             f.set_exception(BrokenProcessPool("worker died"))
+        elif config in self.queued:
+            self.waiting.append(f)
         else:
             f.set_result(0.5)
         return f
+
+    def run_queued(self):
+        for f in self.waiting:
+            if f.set_running_or_notify_cancel():
+                f.set_result(0.5)
 
 
 class FakeKM:
@@ -59,6 +68,18 @@ def test_prefetched_configs_are_not_compiled_twice():
     assert pool.submitted == [cfg(0), cfg(1), cfg(2)]
     live.measure("s", [cfg(2), cfg(3)])
     assert pool.submitted == [cfg(0), cfg(1), cfg(2), cfg(3)]
+
+
+def test_a_round_goes_ahead_of_prefetched_configs_still_waiting_for_a_worker():
+    pool = FakePool(queued={cfg(1), cfg(2)})
+    live = LiveMeasurer(FakeKM(pool))
+    live.prefetch("s", [cfg(0), cfg(1), cfg(2)])
+    pool.queued = set()  # from now on workers are free
+    live.measure("s", [cfg(3)])  # not prefetched: submitted first, the waiting two again behind it
+    assert pool.submitted == [cfg(0), cfg(1), cfg(2), cfg(3), cfg(1), cfg(2)]
+    pool.run_queued()  # the cancelled futures do not run
+    live.measure("s", [cfg(1), cfg(2)])
+    assert pool.submitted == [cfg(0), cfg(1), cfg(2), cfg(3), cfg(1), cfg(2)]
 
 
 def test_later_rounds_are_scaled_by_the_first_rounds_fastest():

@@ -106,17 +106,18 @@ def test_attention_features_name_the_space_and_take_probe_configs():
 
 
 def test_the_fit_and_the_residual_use_each_kernels_features():
-    data = prepare(_planted("tma", 0.05, ATTENTION_SHAPES, ATTENTION_SPACE, attention_features), PROFILE)
+    # heads_fastest: ORDER 3 against ORDER 1, both in the H200's space (TMA is 1 in every config there)
+    data = prepare(_planted("heads_fastest", 0.05, ATTENTION_SHAPES, ATTENTION_SPACE, attention_features), PROFILE)
     assert data[0].names == attention_features(data[0].source.shape, list(data[0].source.configs), data[0].breakdown)[0]
     coef = fit_coefficients(data, RidgeSettings(ridge=1e-6, near_best_weight=0.0))
-    assert coef["tma"] == pytest.approx(0.05, abs=5e-3)
+    assert coef["heads_fastest"] == pytest.approx(0.05, abs=5e-3)
     residual = make_residual("attention", PROFILE, coef, {}, {})
     assert residual.features_version == ATTENTION_FEATURES_VERSION
     d = data[1]
     corrected = np.log(d.breakdown.time_us) + residual.correction(d.source.shape, list(d.source.configs), d.breakdown)
     assert np.allclose(corrected, np.log(d.source.time_us), atol=0.01)
-    tma = [i for i, c in enumerate(d.source.configs) if c["TMA"] == 1][0]
-    assert residual.contributions(d.source.shape, list(d.source.configs), d.breakdown, top=1)[tma][0][0] == "tma"
+    order3 = [i for i, c in enumerate(d.source.configs) if c["ORDER"] == 3][0]
+    assert residual.contributions(d.source.shape, list(d.source.configs), d.breakdown, top=1)[order3][0][0] == "heads_fastest"
 
 
 def test_a_residual_must_carry_its_kernels_features_version(tmp_path):

@@ -170,3 +170,18 @@ def test_an_unreadable_cache_file_is_named(inputs, benched, cache):
     with pytest.raises(TuneCacheError, match="not a readable rooftune autotune cache"):
         _launch(_tuned(), *inputs)
     assert benched == []
+
+
+@pytest.mark.gpu
+def test_the_example_on_the_gpu_times_only_its_budget():
+    # bf16 on the GPU, the example's own 8 configs and budget 4: Triton's do_bench runs 4 of them.
+    torch.manual_seed(0)
+    x = torch.randn(1000, 1536, device="cuda", dtype=torch.bfloat16)
+    layer = torch.nn.Linear(1536, 2304, device="cuda", dtype=torch.bfloat16)
+    example.fused_gemm_kernel.cache.clear()
+    for activation in ("relu", "gelu"):
+        y = example.fused_linear(x, layer.weight.detach(), layer.bias.detach(), activation)
+        want = example.reference(x.float(), layer.weight.detach().float(), layer.bias.detach().float(), activation)
+        torch.testing.assert_close(y.float(), want, atol=5e-2, rtol=2e-2)
+    timings = example.fused_gemm_kernel.configs_timings
+    assert len(timings) == 4 and all(min(t) > 0 for t in timings.values())

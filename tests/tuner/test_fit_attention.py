@@ -33,7 +33,7 @@ def _dataset(root, shapes_file: str):
     for shape in SHAPES:
         configs = legal_configs(ATTENTION_SPACE, shape, PROFILE).configs
         predicted = predict(shape, configs_to_columns(configs), PROFILE).time_us
-        rows = tuple(ConfigResult(c, float(t) * factor(c) * (0.9 if c["TMA"] else 1.0)) for c, t in zip(configs, predicted))
+        rows = tuple(ConfigResult(c, float(t) * factor(c) * (0.9 if c["ORDER"] == 3 else 1.0)) for c, t in zip(configs, predicted))
         write_shape(root, ShapeResult(shape, rows, {"sdpa": float(np.min(predicted))}, {"space_version": ATTENTION_SPACE.version}))
     return root
 
@@ -52,7 +52,7 @@ def test_fit_attention_writes_a_residual_that_eval_and_explain_take(tmp_path, on
     residual = read_residual(out)
     assert (residual.kernel, residual.features_version) == ("attention", ATTENTION_FEATURES_VERSION)
     assert residual.fit["space_version"] == ATTENTION_SPACE.version and residual.fit["shapes"] == 4
-    assert residual.coefficients["tma"] < 0 and 0 < len(residual.fit["static_list"]) <= 20
+    assert residual.coefficients["heads_fastest"] < 0 and 0 < len(residual.fit["static_list"]) <= 20
     summary = tmp_path / "s.json"
     r = runner.invoke(app(), ["eval", "attention", "--data", str(data), "--budget", "3", "--residual", str(out),
                               "--json", str(summary)])

@@ -3,6 +3,7 @@ the cache, the vLLM-style tables, the report, the CLI."""
 
 import contextlib
 import json
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -63,16 +64,27 @@ def test_every_distinct_shape_is_tuned_once_and_totals_add_up(measurer, tmp_path
     opened = []
     tuned = run(measurer, cache=tmp_path / "c.json", opened=opened)
     assert opened == ["gemm", "attention"]  # one measurer per kernel
-    # 8 tokens: attention over 8 queries has no legal config (the smallest query block is 64)
-    skipped = [lt for lt in tuned.layers if lt.skipped]
-    assert [(lt.layer.layer, lt.layer.tokens, lt.skipped) for lt in skipped] == [("attention", 8, NO_LEGAL_CONFIG)]
-    assert tuned.tuned == len(measurer.shapes) == 11 and tuned.cached == 0
+    # 8 tokens: attention over 8 queries runs the smallest query block (64), masked
+    assert not [lt for lt in tuned.layers if lt.skipped]
+    assert tuned.tuned == len(measurer.shapes) == 12 and tuned.cached == 0
     first, second = tuned.forward_times()
-    assert first.tokens == 8 and first.skipped == ("attention",)
+    assert first.tokens == 8 and first.skipped == ()
     rows = [lt for lt in tuned.layers if lt.layer.tokens == 64]
     assert second.rooftune_us == pytest.approx(sum(lt.result.time_us * lt.layer.count for lt in rows))
     assert second.torch_us == pytest.approx(BASELINE_US * (5 * 28 + 1))  # torch's time from the measurer
     assert second.speedup == pytest.approx(second.torch_us / second.rooftune_us)
+
+
+def test_a_shape_without_a_legal_config_is_skipped_not_fatal(measurer, monkeypatch):
+    from rooftune.tuner import model_tune
+
+    real = model_tune.legal_configs
+    monkeypatch.setattr(model_tune, "legal_configs", lambda space, shape, profile: real(space, shape, profile)
+                        if space.kernel == "gemm" else real(space, shape, replace(profile, smem_per_block_bytes=1024)))
+    tuned = run(measurer)
+    skipped = [(lt.layer.layer, lt.layer.tokens, lt.skipped) for lt in tuned.layers if lt.skipped]
+    assert skipped == [("attention", 8, NO_LEGAL_CONFIG), ("attention", 64, NO_LEGAL_CONFIG)]
+    assert tuned.forward_times()[0].skipped == ("attention",)
 
 
 def test_a_second_run_tunes_nothing(measurer, tmp_path, synthetic):
@@ -80,12 +92,12 @@ def test_a_second_run_tunes_nothing(measurer, tmp_path, synthetic):
     before = run(measurer, cache=cache)
     opened = []
     again = run(SyntheticMeasurer(synthetic), cache=cache, opened=opened)
-    assert again.tuned == 0 and again.cached == 11 and opened == []  # no measurer even opened
+    assert again.tuned == 0 and again.cached == 12 and opened == []  # no measurer even opened
     assert [lt.result.winner for lt in again.layers if lt.result] == [lt.result.winner for lt in before.layers
                                                                       if lt.result]
     assert all(lt.result.cached for lt in again.layers if lt.result)
     more = run(SyntheticMeasurer(synthetic), tokens=(8, 64, 512), cache=cache, opened=opened)
-    assert more.tuned == 6 and more.cached == 11 and opened == ["gemm", "attention"]
+    assert more.tuned == 6 and more.cached == 12 and opened == ["gemm", "attention"]
 
 
 def test_the_tables_are_vllms_format(measurer, tmp_path):
@@ -116,9 +128,9 @@ def test_the_report(measurer):
     tuned = run(measurer)
     data = json.loads(json.dumps(report_dict(tuned)))
     assert data["model"] == "qwen2.5-7b" and data["config"]["kv_heads"] == 4 and len(data["layers"]) == 12
-    assert [f["tokens"] for f in data["forward"]] == [8, 64] and data["forward"][0]["skipped"] == ["attention"]
+    assert [f["tokens"] for f in data["forward"]] == [8, 64] and data["forward"][0]["skipped"] == []
     text = report_markdown(tuned)
-    assert "| 64 | **forward** |" in text and "| 8 | **forward** (without attention) |" in text
+    assert "| 64 | **forward** |" in text and "| 8 | **forward** |" in text
 
 
 def test_cli_tune_model_end_to_end(tmp_path, monkeypatch, measurer):
@@ -133,14 +145,14 @@ def test_cli_tune_model_end_to_end(tmp_path, monkeypatch, measurer):
     result = runner.invoke(app, args, env={"COLUMNS": "100"})
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "11 shapes tuned, 0 from the cache" in text and "forward" in text and "wrote 5 GEMM tables" in text
+    assert "12 shapes tuned, 0 from the cache" in text and "forward" in text and "wrote 5 GEMM tables" in text
     assert (out / "N=37888,K=3584,device_name=NVIDIA_H200.json").exists()
     report = json.loads((out / "qwen2.5-7b.report.json").read_text())
     assert report["forward"][1]["torch_us"] == pytest.approx(BASELINE_US * 141)
     assert (out / "qwen2.5-7b.report.md").read_text().startswith("# qwen2.5-7b on NVIDIA H200")
     monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: pytest.fail("cache hit measured"))
     result = runner.invoke(app, args, env={"COLUMNS": "100"})
-    assert result.exit_code == 0 and "0 shapes tuned, 11 from the cache" in " ".join(result.output.split())
+    assert result.exit_code == 0 and "0 shapes tuned, 12 from the cache" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("args, words", [
