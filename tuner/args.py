@@ -157,9 +157,16 @@ def check_output(path: str | os.PathLike | None, option: str, folder: bool = Fal
         raise ArgumentError(f"{option} {path}: folder {parent} is not writable")
 
 
-PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".[plot]"'
+# Help texts that several commands share, so that one option reads the same everywhere. Help is rich
+# markup: a literal "[" before a lowercase letter is written "\\[".
+PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".\\[plot]"'
 RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
                  "or a residual JSON's path")
+GPU_HELP = "a profile name (`rooftune hwprofiles`) or a profile JSON's path"
+SHAPE_HELP = {"gemm": "MxNxK: C[M,N] = A[M,K] @ B",
+              "attention": "BxHxSxD (batch, heads, seq, head_dim), or BxHxSxDxKV with KV key/value heads "
+                           "(grouped-query)"}
+LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
 
 
 def residual_option(kernel: str, profile, choice: str, space_version: str | None):

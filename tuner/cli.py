@@ -14,8 +14,9 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from rooftune.tuner import cli_eval, cli_explain, cli_fit, cli_gpu  # noqa: E402
-from rooftune.tuner.args import PLOT_EXTRA, cli_errors, fail  # noqa: E402
+from rooftune.tuner import cli_eval, cli_explain, cli_fit, cli_gpu, cli_report  # noqa: E402
+from rooftune.tuner.args import GPU_HELP, LAYOUT_HELP, SHAPE_HELP, cli_errors  # noqa: E402
+from rooftune.tuner.cli_tables import add_cells, narrow_note, width_table  # noqa: E402
 
 app = typer.Typer(
     name="rooftune",
@@ -43,38 +44,58 @@ def main_options(
     """Few-trial autotuning of Triton kernels from a roofline + occupancy model."""
 
 
+# The profile table from PROFILES_WIDE_COLUMNS terminal columns on; below, without the GPU's full name.
+PROFILES_WIDE_COLUMNS = 110
+
+
 @app.command("hwprofiles")
 def hwprofiles_cmd() -> None:
     """List the shipped hardware profiles."""
     from rooftune.hwprofiles import list_profiles, load_profile
 
-    table = Table(title="hardware profiles (--gpu NAME)")
-    table.add_column("name", no_wrap=True)
-    for col in ("SMs", "DRAM GB/s", "bf16 TFLOP/s", "L2 MiB", "smem/block KiB"):
-        table.add_column(col, justify="right")
-    table.add_column("GPU (figures from)")
+    figures = ("name", "SMs", "DRAM GB/s", "bf16 TFLOP/s", "L2 MiB", "smem/block KiB")
+    table = width_table(console, "hardware profiles (--gpu NAME)", (*figures, "GPU (figures from)"), figures,
+                        PROFILES_WIDE_COLUMNS, left=("name", "GPU (figures from)"), wrap=("GPU (figures from)",))
     for name in list_profiles():
         p = load_profile(name)
-        table.add_row(name, str(p.sm_count), f"{p.dram_bw_gbps:.0f}", f"{p.bf16_tflops:.0f}",
-                      f"{p.l2_bytes / 2**20:.0f}", f"{p.smem_per_block_bytes / 1024:.0f}",
-                      f"{p.name} ({p.meta.get('kind', '?')})")
+        add_cells(table, {"name": name, "SMs": str(p.sm_count), "DRAM GB/s": f"{p.dram_bw_gbps:.0f}",
+                          "bf16 TFLOP/s": f"{p.bf16_tflops:.0f}", "L2 MiB": f"{p.l2_bytes / 2**20:.0f}",
+                          "smem/block KiB": f"{p.smem_per_block_bytes / 1024:.0f}",
+                          "GPU (figures from)": f"{p.name} ({p.meta.get('kind', '?')})"})
     console.print(table)
+    narrow_note(console, PROFILES_WIDE_COLUMNS, "each GPU's name and where its figures come from")
 
 
-@app.command("space")
-@cli_errors()
-def space_cmd(
-    kernel: str = typer.Argument(..., help="gemm or attention"),
-    shape: str = typer.Option(..., "--shape", help="MxNxK for gemm, BxHxSxD for attention"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile name or path to a profile JSON"),
-    layout: str = typer.Option("kn", "--layout", help="gemm: B stored [K,N] ('kn') or [N,K] ('nk')"),
+space_app = typer.Typer(help="Print a published search space: its parameters, version and legal count for a shape.",
+                        no_args_is_help=True)
+_GPU = typer.Option("h200", "--gpu", help=f"the GPU whose limits decide legality: {GPU_HELP}")
+
+
+@space_app.command("gemm")
+def space_gemm(
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
+    gpu: str = _GPU,
+    layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
 ) -> None:
-    """Print a published search space: its parameters, version and legal count for a shape."""
+    """The GEMM space: its parameters, version hash, legal count for the shape and why the rest are illegal."""
+    _space("gemm", shape, gpu, layout)
+
+
+@space_app.command("attention")
+def space_attention(
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
+    gpu: str = _GPU,
+) -> None:
+    """The causal-attention space: the same."""
+    _space("attention", shape, gpu)
+
+
+@cli_errors()
+def _space(kernel: str, shape: str, gpu: str, layout: str = "kn") -> None:
+    """Print the `kernel` space's grid, its legality rejections for the shape and the legal count."""
     from rooftune.candidates import SPACES, legal_configs
     from rooftune.tuner.args import load_gpu, parse_shape
 
-    if kernel not in SPACES:
-        fail(f"unknown kernel {kernel!r}; expected one of {', '.join(SPACES)}")
     space = SPACES[kernel]
     problem = parse_shape(kernel, shape, layout)
     profile = load_gpu(gpu)
@@ -94,78 +115,8 @@ def space_cmd(
     console.print(f"legal configs: [bold]{len(legal)}[/] of {legal.total}")
 
 
-@app.command("report")
-@cli_errors()
-def report_cmd(
-    kernel: str = typer.Argument(..., help="gemm or attention"),
-    data: str = typer.Option(..., "--data", help="a dataset folder written by `rooftune sweep`"),
-    json_out: str = typer.Option(None, "--json", help="also write the summary and rows as JSON"),
-    markdown: str = typer.Option(None, "--markdown", help="also write the per-shape table as Markdown"),
-    rows: bool = typer.Option(True, "--rows/--no-rows", help="print one row per shape"),
-    plot: str = typer.Option(None, "--plot", help="also draw baseline time ÷ best time against the problem's FLOPs "
-                             f"by shape class, to this image ({PLOT_EXTRA})"),
-) -> None:
-    """Report a swept dataset: best config vs the library baseline per shape (GEMM: cuBLAS; attention:
-    SDPA), errors, repeatability of the final passes."""
-    import dataclasses
-    import json
-    from pathlib import Path
-
-    from rooftune.candidates import KERNELS
-    from rooftune.eval.dataset import read_manifest
-    from rooftune.eval.reports import (REPORT_KINDS, markdown_table, pooled_repeatability, read_results, row_class,
-                                       shape_rows)
-    from rooftune.tuner.args import check_output
-    from rooftune.tuner.plots import check_plot
-
-    if kernel not in REPORT_KINDS:
-        fail(f"reports exist for {' and '.join(REPORT_KINDS)} datasets, got {kernel!r}")
-    kind, label = REPORT_KINDS[kernel], KERNELS[kernel].baseline_label
-    check_output(json_out, "--json")
-    check_output(markdown, "--markdown")
-    check_plot(plot)
-    if not (Path(data) / "manifest.json").is_file():
-        fail(f"{data}: not a rooftune dataset folder (no manifest.json)")
-    if (recorded := read_manifest(data).get("kernel", "gemm")) != kernel:
-        fail(f"{data} holds {recorded} measurements, not {kernel}")
-    results = read_results(data)
-    per_shape = shape_rows(data, results, kernel)
-    totals = {**kind.summary(per_shape), "repeatability": pooled_repeatability(data, results)}
-    if rows:
-        table = Table(title=f"{data}: best config of the space vs {label} ({kind.baseline_call})")
-        for col in ("shape", "source", "legal", "errors", "best µs", f"{label} µs", f"{label}/best", "Δratio med",
-                    "Δratio p90"):
-            table.add_column(col, justify="left" if col in ("shape", "source") else "right")
-        for r in per_shape:
-            table.add_row(r.shape, r.source, str(r.legal), str(r.errors), f"{r.best_us:.2f}" if r.best_us else "-",
-                          f"{r.baseline_us:.2f}" if r.baseline_us else "-",
-                          f"{r.vs_baseline:.3f}" if r.vs_baseline else "-",
-                          f"{r.ratio_median:.2%}" if r.ratio_median is not None else "-",
-                          f"{r.ratio_p90:.2%}" if r.ratio_p90 is not None else "-")
-        console.print(table)
-    rep = totals["repeatability"]
-    console.print(kind.line(totals))
-    if rep.get("shapes"):
-        console.print(
-            f"repeatability of the two final passes over {rep['configs']} configs: |Δ ratio to fastest| median "
-            f"{rep['ratio_median']:.2%}, p90 {rep['ratio_p90']:.2%}; |Δ time| median {rep['abs_median']:.2%}, "
-            f"p90 {rep['abs_p90']:.2%}; fastest within 1% in both passes: {rep['fastest_within_1pct_both']:.0%} of shapes")
-    if markdown:
-        Path(markdown).write_text(markdown_table(per_shape, totals, f"`rooftune report {kernel} --data {data}`", kernel))
-    if json_out:
-        Path(json_out).write_text(json.dumps(
-            {"summary": totals, "rows": [dataclasses.asdict(r) for r in per_shape]}, indent=2) + "\n")
-    if plot:
-        from rooftune.tuner.plots import report_scatter
-
-        drawn = [(res.shape.flops, r) for res, r in zip(results, per_shape) if r.vs_baseline]  # rows follow results
-        report_scatter([f for f, _ in drawn], [r.vs_baseline for _, r in drawn],
-                       [row_class(r, kernel) for _, r in drawn], plot, baseline_label=label,
-                       faint=[not r.aligned for _, r in drawn],
-                       title=f"{data}: {len(drawn)} shapes\nbest config of the space vs {label} ({kind.baseline_call})")
-        console.print(f"wrote {plot}")
-
-
+app.add_typer(space_app, name="space")
+cli_report.register(app)
 cli_explain.register(app)
 cli_eval.register(app)
 cli_fit.register(app)

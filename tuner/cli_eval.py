@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rooftune.tuner.args import PLOT_EXTRA, RESIDUAL_HELP, cli_errors, residual_option
+from rooftune.tuner.args import GPU_HELP, PLOT_EXTRA, RESIDUAL_HELP, cli_errors, residual_option
 
 eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
 
@@ -77,23 +77,22 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None,
         console.print(f"wrote {plot}")
 
 
-_DATA_HELP = "dataset folder or file (probe, AutoHeuristic log, rooftune dataset)"
-_BUDGET_HELP = "configs each strategy may measure per shape"
-_GPU_HELP = "profile of the GPU the data was recorded on"
-_METHODS_HELP = "comma-separated subset of the methods to replay (default: all that apply)"
-_EVAL_PLOT_HELP = f"also draw each method's CDF of per-shape scores to this image ({PLOT_EXTRA})"
+_DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}"
+_BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape")
+_GPU = typer.Option("h200", "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP}")
+_JSON = typer.Option(None, "--json", help="also write the summary as JSON to this file")
+_RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
+_METHODS = typer.Option(None, "--methods", help="comma-separated subset of the methods to replay (default: all "
+                        "that apply)")
+_PLOT = typer.Option(None, "--plot", help=f"also draw each method's CDF of per-shape scores to this image "
+                     f"({PLOT_EXTRA})")
 
 
-@eval_app.command("gemm")
+@eval_app.command("gemm", short_help="Score each method on recorded GEMM timings.")
 def eval_gemm(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP),
-    budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
-    gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
-    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
-    residual: str = typer.Option("shipped", "--residual", help="'shipped' (the residual fitted for --gpu, if "
-                                 "any), 'none' (the model alone), or a residual JSON's path"),
-    methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
-    plot: Path = typer.Option(None, "--plot", help=_EVAL_PLOT_HELP),
+    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
+    budget: int = _BUDGET, gpu: str = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
+    methods: str = _METHODS, plot: Path = _PLOT,
 ) -> None:
     """Replay each method through `tune` (the code `rooftune tune` runs) with the dataset's recorded
     measurer: rooftune (model + residual + search: the product), model (model order), static (a list
@@ -101,15 +100,12 @@ def eval_gemm(
     _eval("gemm", data, budget, gpu, json_out, residual, methods, plot)
 
 
-@eval_app.command("attention")
+@eval_app.command("attention", short_help="The same on recorded causal-attention timings.")
 def eval_attention(
-    data: Path = typer.Option(..., "--data", help="attention probe folder or its CSV"),
-    budget: int = typer.Option(..., "--budget", min=1, help=_BUDGET_HELP),
-    gpu: str = typer.Option("h200", "--gpu", help=_GPU_HELP),
-    json_out: Path = typer.Option(None, "--json", help="write the summary as JSON to this file"),
-    residual: str = typer.Option("shipped", "--residual", help=RESIDUAL_HELP),
-    methods: str = typer.Option(None, "--methods", help=_METHODS_HELP),
-    plot: Path = typer.Option(None, "--plot", help=_EVAL_PLOT_HELP),
+    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("attention", "the H200 attention probe "
+                                                                    "(folder or its CSV)")),
+    budget: int = _BUDGET, gpu: str = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
+    methods: str = _METHODS, plot: Path = _PLOT,
 ) -> None:
     """Score strategies against recorded attention timings: rooftune (model + residual, where one
     applies, + search), model order, random, static (the list learned on train with the residual;

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-from rooftune.tuner.args import PLOT_EXTRA, RESIDUAL_HELP, cli_errors, residual_option
+from rooftune.tuner.args import (GPU_HELP, LAYOUT_HELP, PLOT_EXTRA, RESIDUAL_HELP, SHAPE_HELP, cli_errors,
+                                 residual_option)
+from rooftune.tuner.cli_tables import add_cells, narrow_note, width_table
 
 # The explain table's columns: all of them from WIDE_COLUMNS terminal columns on, else the ranking.
 FULL_COLUMNS = ("#", "config", "µs", "model µs", "resid ×", "bound", "dominant", "CTA/SM", "occ", "waves",
@@ -36,7 +38,6 @@ def config_label(config) -> str:
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
              residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None) -> None:
     import numpy as np
-    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -74,29 +75,19 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     fitted = f"model × residual fitted on {residual.fit.get('data')}" if residual else "model alone (no residual)"
     console = Console()
     # The full breakdown needs ~150 columns; a narrower terminal gets the ranking and what drives it.
-    wide = console.width >= WIDE_COLUMNS
     title = f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs; {fitted}"
-    table = Table(title=title, box=None if not wide else box.HEAVY_HEAD, pad_edge=wide)
-    columns = FULL_COLUMNS if wide else NARROW_COLUMNS
-    for col in columns:
-        table.add_column(col, justify="right" if col not in ("config", "bound", "dominant", "CTA/SM") else "left",
-                         no_wrap=col == "config")
-
-    def row(rank: int, i: int, style: str | None = None):
-        cells = {"#": str(rank), "config": config_label(configs[i]), "µs": f"{corrected[i]:.2f}",
-                 "model µs": f"{bd.time_us[i]:.2f}", "resid ×": f"{factor[i]:.3f}", "bound": str(bd.bound[i]),
-                 "dominant": terms[int(bd.dominant[i])],
-                 "CTA/SM": f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}",
-                 "occ": f"{bd.occupancy[i]:.0%}", "waves": f"{bd.waves[i]:.2f}", "wave eff": f"{bd.wave_efficiency[i]:.2f}",
-                 "pad eff": f"{bd.padding_efficiency[i]:.2f}", "wgmma": "yes" if bd.uses_wgmma[i] else "no"}
-        table.add_row(*(cells[c] for c in columns), style=style)
-
+    table = width_table(console, title, FULL_COLUMNS, NARROW_COLUMNS, WIDE_COLUMNS,
+                        left=("config", "bound", "dominant", "CTA/SM"), wrap=("bound", "dominant", "CTA/SM"))
     for rank, i in enumerate(order[:top], start=1):
-        row(rank, i)
+        add_cells(table, {
+            "#": str(rank), "config": config_label(configs[i]), "µs": f"{corrected[i]:.2f}",
+            "model µs": f"{bd.time_us[i]:.2f}", "resid ×": f"{factor[i]:.3f}", "bound": str(bd.bound[i]),
+            "dominant": terms[int(bd.dominant[i])],
+            "CTA/SM": f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}",
+            "occ": f"{bd.occupancy[i]:.0%}", "waves": f"{bd.waves[i]:.2f}", "wave eff": f"{bd.wave_efficiency[i]:.2f}",
+            "pad eff": f"{bd.padding_efficiency[i]:.2f}", "wgmma": "yes" if bd.uses_wgmma[i] else "no"})
     console.print(table)
-    if not wide:
-        console.print(f"(a terminal of {WIDE_COLUMNS}+ columns shows the whole breakdown: bound, occupancy, waves, "
-                      "padding, wgmma)", style="dim")
+    narrow_note(console, WIDE_COLUMNS, "the whole breakdown: bound, occupancy, waves, padding, wgmma")
     best = order[0]
     console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
                   f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
@@ -178,18 +169,23 @@ def _fmt(value) -> str:
         return str(value)
 
 
-@explain_app.command("gemm")
+_GPU = typer.Option("h200", "--gpu", help=f"the GPU to rank for: {GPU_HELP}")
+_TOP = typer.Option(5, "--top", min=1, help="how many predicted-best configs to show")
+_CONFIG_HELP = "also explain this config (NAME=VALUE pairs, the space's published values), e.g. '{}'"
+_DTYPE = typer.Option("bf16", "--dtype", help="element type: bf16, fp16, tf32 or fp32")
+_RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
+_PLOT = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP)
+_DATA = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP)
+
+
+@explain_app.command("gemm", short_help="The top GEMM configs as rooftune ranks them, and why.")
 def explain_gemm(
-    shape: str = typer.Option(..., "--shape", help="MxNxK"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile name or path to a profile JSON"),
-    top: int = typer.Option(5, "--top", min=1, help="how many predicted-best configs to show"),
-    config: str = typer.Option(None, "--config", help="also explain this config, e.g. 'BLOCK_M=128,...,num_stages=3'"),
-    layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
-    dtype: str = typer.Option("bf16", "--dtype", help="bf16, fp16, tf32 or fp32"),
-    residual: str = typer.Option("shipped", "--residual", help="'shipped' (the residual fitted for --gpu, if "
-                                 "any), 'none' (the model alone), or a residual JSON's path"),
-    plot: Path = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP),
-    data: Path = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP),
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
+    gpu: str = _GPU,
+    top: int = _TOP,
+    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=3")),
+    layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
+    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
 ) -> None:
     """Top configs as rooftune ranks them (model × residual) with the model's breakdown (dominant term,
     waves, occupancy) and the residual's factor; with --config, that config's terms and the residual's
@@ -197,16 +193,13 @@ def explain_gemm(
     _explain("gemm", shape, gpu, top, config, layout, dtype, residual, plot, data)
 
 
-@explain_app.command("attention")
+@explain_app.command("attention", short_help="The same for causal attention.")
 def explain_attention(
-    shape: str = typer.Option(..., "--shape", help="BxHxSxD"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile name or path to a profile JSON"),
-    top: int = typer.Option(5, "--top", min=1),
-    config: str = typer.Option(None, "--config", help="also explain this config"),
-    dtype: str = typer.Option("bf16", "--dtype"),
-    residual: str = typer.Option("shipped", "--residual", help=RESIDUAL_HELP),
-    plot: Path = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP),
-    data: Path = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP),
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
+    gpu: str = _GPU,
+    top: int = _TOP,
+    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=2")),
+    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
 ) -> None:
     """Top causal-attention configs as rooftune ranks them (model × residual, where one is fitted) with their breakdown."""
     _explain("attention", shape, gpu, top, config, "kn", dtype, residual, plot, data)

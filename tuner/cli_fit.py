@@ -6,19 +6,21 @@ from pathlib import Path
 
 import typer
 
+from rooftune.tuner.args import GPU_HELP
+
 fit_app = typer.Typer(help="Fit the residual correction on a training dataset (cross-validated).",
                       no_args_is_help=True)
 
 
-_OUT_HELP = ("where to write the residual JSON (default: beside the shipped profiles, where `tune`, `eval` "
-             "and `explain` find it)")
+_GPU = typer.Option("h200", "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP}")
+_OUT = typer.Option(None, "--out", help="where to write the residual JSON (default: beside the shipped profiles, "
+                    "where `tune`, `eval` and `explain` find it)")
 
 
-@fit_app.command("gemm")
+@fit_app.command("gemm", short_help="Fit the GEMM residual and the search's constants.")
 def fit_gemm(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep gemm`"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile of the GPU the data was recorded on"),
-    out: Path = typer.Option(None, "--out", help=_OUT_HELP),
+    gpu: str = _GPU, out: Path = _OUT,
 ) -> None:
     """Choose the ridge penalty, the near-best weighting and the search constants by 5-fold
     cross-validation over shapes (the search replayed at budgets 1, 5, 10, 20), refit on every
@@ -27,11 +29,10 @@ def fit_gemm(
     _fit("gemm", data, gpu, out)
 
 
-@fit_app.command("attention")
+@fit_app.command("attention", short_help="The same for causal attention.")
 def fit_attention(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep attention`"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile of the GPU the data was recorded on"),
-    out: Path = typer.Option(None, "--out", help=_OUT_HELP),
+    gpu: str = _GPU, out: Path = _OUT,
 ) -> None:
     """The same for the causal attention forward: its residual (attention's features), search
     constants and static list, cross-validated on the training shapes. Refuses held-out data."""

@@ -6,11 +6,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rooftune.tuner.args import check_output, check_sms, cli_errors, fail
+from rooftune.tuner.args import GPU_HELP, LAYOUT_HELP, SHAPE_HELP, check_output, check_sms, cli_errors, fail
+from rooftune.tuner.cli_tables import add_cells, width_table
 
 console = Console()
 tune_app = typer.Typer(help="Tune a shape live on this GPU: at most --budget configs compiled, checked and timed.",
                        no_args_is_help=True)
+sweep_app = typer.Typer(help="Time every legal config of the space for each shape: a dataset's ground truth.",
+                        no_args_is_help=True)
 
 
 class RichReporter:
@@ -52,39 +55,54 @@ def hwprobe_cmd(
         console.print_json(json.dumps(profile_to_dict(profile)))
 
 
-@cli_errors()
-def sweep_cmd(
-    kernel: str = typer.Argument(..., help="gemm or attention"),
-    shapes: str = typer.Option(..., "--shapes", help="JSON list of {m, n, k[, layout]} objects (gemm) or "
-                                                     "{batch, heads, seq, head_dim[, causal, dtype]} (attention)"),
-    out: str = typer.Option(..., "--out", help="dataset folder (created, or resumed)"),
-    gpu: str = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality"),
-    sms: int = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs"),
-    max_minutes: float = typer.Option(None, "--max-minutes", help="start no shape that would end later"),
-    workers: int = typer.Option(None, "--workers", help="compile processes (default: all CPU cores)"),
-    backfill_extras: bool = typer.Option(
-        False, "--backfill-extras",
-        help="gemm only, instead of sweeping: time the tutorial configs outside the space that finished "
-             "shapes lack"),
-) -> None:
-    """Time every legal config of the published space for each shape, beside the library baseline
-    (gemm: cuBLAS; attention: PyTorch's SDPA); resumable. With
-    --backfill-extras, add the Triton tutorial's configs outside the space to finished shapes swept
-    without them (timed beside their final configs, on the dataset's scale); resumable too.
+_SWEEP_HELP = """Time every legal config of the published space for each shape, beside {}; resumable.{}
     Exit code 3: a config killed the CUDA context (it is quarantined: run again to continue) or the
     compile workers hung. Exit code 4: the CUDA context died under no single config (the baseline, or
     an interleaved round): nothing is quarantined and a rerun would repeat it."""
-    from rooftune.eval.backfill import backfill_gemm
+_SHAPES_HELP = "a JSON list of {} objects"
+_SWEEP_OUT = typer.Option(..., "--out", help="dataset folder (created, or resumed)")
+_SWEEP_GPU = typer.Option("h200", "--gpu", help=f"this GPU, for legality: {GPU_HELP}")
+_SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs")
+_MAX_MINUTES = typer.Option(None, "--max-minutes", help="start no shape that would end later")
+_WORKERS = typer.Option(None, "--workers", help="compile processes (default: all CPU cores)")
+
+
+@sweep_app.command("gemm", help=_SWEEP_HELP.format("cuBLAS and the Triton tutorial's configs", """ With
+    --backfill-extras, add the tutorial's configs outside the space to finished shapes swept without them
+    (timed beside their final configs, on the dataset's scale); resumable too."""),
+                   short_help="Time every legal GEMM config of each shape, beside cuBLAS.")
+def sweep_gemm_cmd(
+    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
+    out: str = _SWEEP_OUT, gpu: str = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    workers: int = _WORKERS,
+    backfill_extras: bool = typer.Option(
+        False, "--backfill-extras",
+        help="instead of sweeping: time the tutorial configs outside the space that finished shapes lack"),
+) -> None:
+    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, backfill_extras)
+
+
+@sweep_app.command("attention", help=_SWEEP_HELP.format("PyTorch's SDPA", ""),
+                   short_help="The same for the causal attention forward, beside SDPA.")
+def sweep_attention_cmd(
+    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format(
+        "{batch, heads, seq, head_dim[, kv_heads, causal, dtype]}")),
+    out: str = _SWEEP_OUT, gpu: str = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    workers: int = _WORKERS,
+) -> None:
+    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers)
+
+
+@cli_errors()
+def _sweep(kernel: str, shapes: str, out: str, gpu: str, sms: int | None, max_minutes: float | None,
+           workers: int | None, backfill_extras: bool = False) -> None:
+    """Check the options (a bad shape list before any GPU work), sweep or backfill, print the summary."""
     from rooftune.candidates.shapes import load_attention_shapes, load_shapes
     from rooftune.eval import sweep
+    from rooftune.eval.backfill import backfill_gemm
     from rooftune.tuner.args import load_gpu
 
-    loaders = {"gemm": load_shapes, "attention": load_attention_shapes}
-    if kernel not in loaders:
-        fail(f"unknown or unsupported kernel {kernel!r}; `sweep` supports {', '.join(loaders)}")
-    if backfill_extras and kernel != "gemm":
-        fail("--backfill-extras is for gemm only (attention has no configs outside its space to add)")
-    loaders[kernel](shapes)  # a bad list fails here, before any GPU work
+    {"gemm": load_shapes, "attention": load_attention_shapes}[kernel](shapes)  # a bad list fails before the GPU
     profile = load_gpu(gpu)
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
@@ -109,7 +127,7 @@ _TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen 
     winner and the time each phase took. Exit code 1: every measured config failed; 3: a config killed
     the CUDA context or the compile workers hung."""
 _BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
-_GPU = typer.Option("h200", "--gpu", help="profile (name or JSON path) for legality and the model")
+_GPU = typer.Option("h200", "--gpu", help=f"this GPU, for legality and the model: {GPU_HELP}")
 _SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
 _CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU (default: the "
                       "per-user cache that rooftune's PyTorch ops read, $ROOFTUNE_CACHE or "
@@ -136,7 +154,7 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
     import json
     from pathlib import Path
 
-    from rich.table import Table
+    from rich.markup import escape
 
     from rooftune.candidates import kernel_spec
     from rooftune.tuner.args import load_gpu
@@ -153,15 +171,15 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
     with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):
         result = tune_shape(problem, profile, budget, cache=cache, sms=sms)
     cached = " (from the cache)" if result.cached else ""
-    table = Table(title=f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}")
-    for col in ("#", "config", "predicted µs", "measured µs"):
-        table.add_column(col, justify="left" if col == "config" else "right", no_wrap=col == "config")
+    title = f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}"
+    table = width_table(console, title, ("#", "config", "predicted µs", "measured µs"), left=("config",),
+                        wrap=("measured µs",))  # an error wraps there
     for i, t in enumerate(result.trials, start=1):
         win = t.config == result.winner
-        measured = f"{t.time_us:.2f}" if t.ok else f"[red]{t.error[:60]}[/]"
-        predicted = f"{t.predicted_us:.2f}" if t.predicted_us is not None else "-"
-        table.add_row(f"{i}{' *' if win else ''}", config_label(t.config), predicted, measured,
-                      style="bold green" if win else None)
+        add_cells(table, {"#": f"{i}{' *' if win else ''}", "config": config_label(t.config),
+                          "predicted µs": f"{t.predicted_us:.2f}" if t.predicted_us is not None else "-",
+                          "measured µs": f"{t.time_us:.2f}" if t.ok else f"[red]{escape(t.error[:60])}[/]"},
+                  style="bold green" if win else None)
     console.print(table)
     baseline = (f"{label} {result.baseline_us:.2f} µs, {label}/winner {result.baseline_us / result.time_us:.3f}"
                 if result.baseline_us else f"{label} not timed")
@@ -175,11 +193,11 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
                                               "tflops": result.tflops}, indent=2) + "\n")
 
 
-@tune_app.command("gemm", help=_TUNE_HELP)
+@tune_app.command("gemm", help=_TUNE_HELP, short_help="Tune one GEMM shape live, beside cuBLAS.")
 @cli_errors()
 def tune_gemm_cmd(
-    shape: str = typer.Option(..., "--shape", help="MxNxK"),
-    layout: str = typer.Option("kn", "--layout", help="B stored [K,N] ('kn') or [N,K] ('nk')"),
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
+    layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
     budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
 ) -> None:
     from rooftune.tuner.args import parse_shape
@@ -187,10 +205,11 @@ def tune_gemm_cmd(
     _tune("gemm", parse_shape("gemm", shape, layout), budget, gpu, sms, cache, json_out)
 
 
-@tune_app.command("attention", help=_TUNE_HELP)
+@tune_app.command("attention", help=_TUNE_HELP,
+                  short_help="Tune one causal-attention shape live, beside SDPA.")
 @cli_errors()
 def tune_attention_cmd(
-    shape: str = typer.Option(..., "--shape", help="BxHxSxD, or BxHxSxDxKV with KV key/value heads (grouped-query)"),
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
     budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
 ) -> None:
     from rooftune.tuner.args import parse_shape
@@ -198,7 +217,7 @@ def tune_attention_cmd(
     _tune("attention", parse_shape("attention", shape), budget, gpu, sms, cache, json_out)
 
 
-@tune_app.command("model")
+@tune_app.command("model", short_help="Tune every GEMM and attention shape of a model's forward pass.")
 @cli_errors()
 def tune_model_cmd(
     config: str = typer.Option(..., "--config", help="a Hugging Face style config.json (or the folder holding "
@@ -215,8 +234,6 @@ def tune_model_cmd(
     count (shapes already in the cache are not measured again), and print each layer's time and the
     forward pass's total (Σ time × runs) with rooftune's kernels and with torch's (cuBLAS, SDPA).
     Exit code 1: some shape's measured configs all failed (the rest is written); 3: as `tune gemm`."""
-    from rich.table import Table
-
     from rooftune.tuner.args import load_gpu, parse_counts
     from rooftune.tuner.model_shapes import load_model_config, model_shapes
     from rooftune.tuner.model_tables import shape_label, write_report, write_tables
@@ -234,20 +251,21 @@ def tune_model_cmd(
     with Progress(*columns, console=console, transient=True) as progress:
         tuned = tune_model(model, tokens, profile, budget, seq=seq, cache=cache, sms=sms,
                            reporter=RichReporter(progress))
-    table = Table(title=f"{model.name} on {tuned.profile}: µs per call, forward = Σ time × runs "
-                        f"({tuned.tuned} shapes tuned, {tuned.cached} from the cache)")
-    for col in ("tokens", "layer", "shape", "runs", "rooftune", "torch", "ratio"):
-        table.add_column(col, justify="left" if col in ("layer", "shape") else "right")
+    title = (f"{model.name} on {tuned.profile}: µs per call, forward = Σ time × runs ({tuned.tuned} shapes tuned, "
+             f"{tuned.cached} from the cache)")
+    table = width_table(console, title, ("tokens", "layer", "shape", "runs", "rooftune", "torch", "ratio"),
+                        left=("layer", "shape"), wrap=("layer", "shape"))
     for f in tuned.forward_times():
         for lt in (lt for lt in tuned.layers if lt.layer.tokens == f.tokens):
             r, why = lt.result, "no config" if lt.skipped == NO_LEGAL_CONFIG else "failed"
-            table.add_row(str(f.tokens), lt.layer.layer, shape_label(lt.layer.shape), str(lt.layer.count),
-                          f"{r.time_us:,.1f}" if r else f"[red]{why}[/]",
-                          f"{r.baseline_us:,.1f}" if r and r.baseline_us else "-",
-                          f"{r.baseline_us / r.time_us:.3f}" if r and r.baseline_us else "-")
-        table.add_row(str(f.tokens), "forward" + ("*" if f.skipped else ""), "", "", f"{f.rooftune_us:,.1f}",
-                      f"{f.torch_us:,.1f}" if f.torch_us else "-", f"{f.speedup:.3f}" if f.speedup else "-",
-                      style="bold", end_section=True)
+            add_cells(table, {"tokens": str(f.tokens), "layer": lt.layer.layer, "shape": shape_label(lt.layer.shape),
+                              "runs": str(lt.layer.count), "rooftune": f"{r.time_us:,.1f}" if r else f"[red]{why}[/]",
+                              "torch": f"{r.baseline_us:,.1f}" if r and r.baseline_us else "-",
+                              "ratio": f"{r.baseline_us / r.time_us:.3f}" if r and r.baseline_us else "-"})
+        add_cells(table, {"tokens": str(f.tokens), "layer": "forward" + ("*" if f.skipped else ""), "shape": "",
+                          "runs": "", "rooftune": f"{f.rooftune_us:,.1f}",
+                          "torch": f"{f.torch_us:,.1f}" if f.torch_us else "-",
+                          "ratio": f"{f.speedup:.3f}" if f.speedup else "-"}, style="bold", end_section=True)
     console.print(table)
     console.print("ratio: torch / rooftune (above 1: rooftune faster)")
     if any(f.skipped for f in tuned.forward_times()):
@@ -264,5 +282,5 @@ def tune_model_cmd(
 
 def register(app) -> None:
     app.command("hwprobe")(hwprobe_cmd)
-    app.command("sweep")(sweep_cmd)
+    app.add_typer(sweep_app, name="sweep")
     app.add_typer(tune_app, name="tune")

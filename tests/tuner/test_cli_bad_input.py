@@ -71,7 +71,7 @@ def test_explain_config_in_the_grid_but_illegal_is_still_explained():
     ("gemm", "64x64x8388608", "k = 8388608"),
     ("gemm", "2147483391x272x64", "output tiles"),
     ("attention", "1x1x99999999999x64", "seq = 99999999999"),
-    ("attention", "65536x1024x1024x64", "batch · heads · seq/32"),
+    ("attention", "65536x1024x4096x64", "batch · heads · seq/64"),
 ])
 def test_shape_over_the_size_limit(kernel, shape, field):
     _bad_input(["explain", kernel, "--shape", shape], field, "limit")

@@ -1,0 +1,35 @@
+"""The CLI's tables at any terminal width: fewer columns below a width, and a number never cut to fit."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+
+def width_table(console: Console, title: str, columns: Sequence[str], narrow: Sequence[str] | None = None,
+                wide_at: int = 0, left: Collection[str] = (), wrap: Collection[str] = ()) -> Table:
+    """A table of `columns` on a terminal of `wide_at` columns or more, else of the `narrow` ones (by
+    default the same), borderless (the frame's columns go to the cells). Columns are right-justified
+    but those in `left`, and never wrap but those in `wrap` (text, folded where a word is too long):
+    so rich fits the terminal by wrapping the text rather than cutting a number to "…". Add rows
+    with `add_cells`."""
+    wide = console.width >= wide_at
+    table = Table(title=title, box=box.HEAVY_HEAD if wide else None, pad_edge=wide)
+    for col in columns if wide or narrow is None else narrow:
+        table.add_column(col, justify="left" if col in left else "right", no_wrap=col not in wrap,
+                         overflow="fold" if col in wrap else "ellipsis")
+    return table
+
+
+def add_cells(table: Table, cells: Mapping[str, str], style: str | None = None, end_section: bool = False) -> None:
+    """One row of `table` from `cells` (column header -> text, a superset of the table's columns)."""
+    table.add_row(*(cells[str(col.header)] for col in table.columns), style=style, end_section=end_section)
+
+
+def narrow_note(console: Console, wide_at: int, hidden: str) -> None:
+    """Below `wide_at` columns, say in a dim line what a wider terminal adds (`hidden`)."""
+    if console.width < wide_at:
+        console.print(f"(a terminal of {wide_at}+ columns also shows {hidden})", style="dim")
