@@ -35,21 +35,21 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
-import torch
 import triton
 import triton.language as tl
 
 from rooftune.candidates.shapes import AttentionShape
 from rooftune.kernels.gemm import TORCH_DTYPES
+from rooftune.kernels.lazy import TRITON_DTYPES, torch
 from triton.runtime.jit import MockTensor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 HEAD_DIMS = (16, 32, 64, 128, 256)
-DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+DTYPES = ("bf16", "fp16", "fp32")  # of the inputs; torch's names: TORCH_DTYPES
 LOG2E = math.log2(math.e)
 # The reference's fp64 score tile stays near this many elements (128 MiB).
 REFERENCE_CHUNK_ELEMS = 1 << 24
-QKV = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+QKV = tuple  # (Q, K, V): three torch tensors (an alias for annotations; torch loads on first use)
 
 
 @triton.jit
@@ -213,8 +213,8 @@ def _dims(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, 
         raise ValueError(f"Q, K and V shapes differ: {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if not q.dtype == k.dtype == v.dtype:
         raise ValueError(f"Q, K and V dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.dtype not in DTYPES:
-        raise ValueError(f"attention dtype must be one of {DTYPES}, got {q.dtype}")
+    if q.dtype not in [TORCH_DTYPES[d] for d in DTYPES]:
+        raise ValueError(f"attention dtype must be one of {[TORCH_DTYPES[d] for d in DTYPES]}, got {q.dtype}")
     if not q.device == k.device == v.device:
         raise ValueError(f"Q, K and V devices differ: {q.device}, {k.device}, {v.device}")
     if head_dim not in HEAD_DIMS:
@@ -376,8 +376,9 @@ def warmup(shape: AttentionShape, config: Mapping[str, int], device: str = "cuda
 def compile_kernels(shape: AttentionShape, config: Mapping[str, int]) -> list:
     """[the one CompiledKernel] (`.asm`, `.metadata.shared`) a launch of `config` on contiguous Q, K, V of
     `shape` runs on the current device: `_launch_fn`'s arguments, with Triton's MockTensor (a dtype and
-    a shape) standing in for tensors and no log-sum-exp output (STORE_LSE=False, as in `make_launcher`)."""
-    dtype = TORCH_DTYPES[shape.dtype]
+    a shape) standing in for tensors and no log-sum-exp output (STORE_LSE=False, as in `make_launcher`);
+    Triton's dtypes, so that a compile worker never loads torch (kernels/lazy.py)."""
+    dtype = TRITON_DTYPES[shape.dtype]
     bm, bn = config["BLOCK_M"], config["BLOCK_N"]
     q_dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
     kv_dims = (shape.batch, shape.kv_heads, shape.seq, shape.head_dim)
@@ -386,7 +387,7 @@ def compile_kernels(shape: AttentionShape, config: Mapping[str, int]) -> list:
              for d, st, rows in ((q_dims, q_st, bm), (kv_dims, kv_st, bn), (kv_dims, kv_st, bn), (q_dims, q_st, bm))]
     tma = bool(config.get("TMA", 0))
     srcs = [_descriptor(*m) if tma else m[0] for m in mocks]
-    return [_attn_fwd.warmup(*srcs, torch.float32, *q_st, *kv_st, *kv_st, *q_st,
+    return [_attn_fwd.warmup(*srcs, MockTensor(tl.float32), *q_st, *kv_st, *kv_st, *q_st,
                              shape.heads, shape.heads // shape.kv_heads, shape.seq, _scale(None, shape.head_dim) * LOG2E,
                              HEAD_DIM=shape.head_dim, BLOCK_M=bm, BLOCK_N=bn, ORDER=config["ORDER"],
                              CAUSAL=shape.causal, STORE_LSE=False, TMA=tma,

@@ -24,13 +24,14 @@ import math
 import time
 from collections.abc import Callable, Mapping
 
-import torch
 import triton
 import triton.language as tl
+from triton.runtime.jit import MockTensor
 
 from rooftune.candidates.shapes import GEMM_LAYOUTS, GemmShape
+from rooftune.kernels.lazy import TRITON_DTYPES, TorchDtypes, torch
 
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
+TORCH_DTYPES = TorchDtypes()
 
 # The split-K reduction's tile: small in M because split-K serves small-M (decode) shapes.
 REDUCE_BLOCK_M = 8
@@ -305,18 +306,20 @@ def warmup(shape: GemmShape, config: Mapping[str, int], device: str = "cuda") ->
 
 def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     """The compiled kernels (Triton CompiledKernel: `.asm`, `.metadata.shared`) that a launch of `config`
-    on contiguous inputs of `shape` uses, on the current device, with the arguments `_launch_fn` passes."""
-    dtype = TORCH_DTYPES[shape.dtype]
+    on contiguous inputs of `shape` uses, on the current device, with the arguments `_launch_fn` passes.
+    Triton's dtypes, not torch's: a compile worker never loads torch (kernels/lazy.py); the binder's
+    key is the same (tests/kernels/binder_keys.py)."""
+    dtype, f32 = MockTensor(TRITON_DTYPES[shape.dtype]), MockTensor(tl.float32)
     m, n, k = shape.m, shape.n, shape.k
     strides = _shape_strides(shape)
     align_n, align_k = alignments(shape.layout, n, k, strides)
-    kernels = [_gemm_kernel.warmup(dtype, dtype, dtype, torch.float32, m, n, k, *strides,
+    kernels = [_gemm_kernel.warmup(dtype, dtype, dtype, f32, m, n, k, *strides,
                                    config["GROUP_M"], config["SPLIT_K"],
                                    BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                                    B_NK=shape.layout == "nk", ALIGN_N=align_n, ALIGN_K=align_k,
                                    num_warps=config["num_warps"], num_stages=config["num_stages"], grid=(1,))]
     if config["SPLIT_K"] > 1:
-        kernels.append(_splitk_reduce_kernel.warmup(torch.float32, dtype, m, n, *strides[4:], config["SPLIT_K"],
+        kernels.append(_splitk_reduce_kernel.warmup(f32, dtype, m, n, *strides[4:], config["SPLIT_K"],
                                                     BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, ALIGN_N=align_n,
                                                     num_warps=REDUCE_NUM_WARPS, grid=(1,)))
     return kernels

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 # The CLI's numerical work is elementwise over a few thousand configs or small dense solves (the
 # search's Gaussian process is at most budget x budget): one BLAS thread does it fastest, and
@@ -124,7 +125,27 @@ cli_gpu.register(app)
 
 
 def main() -> None:
-    app()
+    """The `rooftune` program. A command that used the GPU ends without Python's teardown: the CUDA
+    context, the compile workers and their queues are the OS's to reclaim, which it does faster (a
+    live tune measured ~1.9 s outside its own phases with the teardown, ~0.8 s without). Output is
+    flushed first; files are written and closed before a command returns; multiprocessing's
+    finalizers still run, so the compile pool's semaphores are released (else its resource tracker
+    warns of leaked semaphores)."""
+    try:
+        app()
+    except SystemExit as done:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            if done.code is not None and not isinstance(done.code, int):
+                print(done.code, file=sys.stderr)
+            import multiprocessing.util
+
+            multiprocessing.util._run_finalizers(0)  # no public API; what multiprocessing's own atexit runs first
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        raise
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The live check of `rooftune tune gemm` on a GPU: held-out shapes tuned, each in a fresh process, then
+"""The live check of `rooftune tune gemm|attention` on a GPU: held-out shapes tuned, each in a fresh process, then
 every winner re-timed side by side with that shape's exhaustive best config from the committed dataset,
 in one process.
 
@@ -7,6 +7,7 @@ Triton also builds its launcher stubs); the rest share one Triton cache, as a us
 layers one after another would (binaries of earlier shapes with the same specialization are reused).
 
     python -m rooftune.tuner.livecheck --data datasets/h200/gemm/heldout --count 20 --cold 10 --out DIR
+    python -m rooftune.tuner.livecheck --data datasets/h200/attention/heldout --count 10 --cold 10 --out DIR
 
 Writes DIR/livecheck.json (per shape: the tune's wall time and phases, winner, re-timed winner and best,
 fraction = best / winner) and prints a table. Resumable: shapes already in the JSON are not tuned again.
@@ -25,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rooftune.candidates import parse_config
+from rooftune.candidates import GemmShape, kernel_of, parse_config
 from rooftune.eval.dataset import atomic_write_bytes, shape_id
 from rooftune.eval.metrics import summarize
 
@@ -37,14 +38,22 @@ def pick_shapes(records, count: int) -> list:
     return ordered[::step][:count]
 
 
+def tune_args(shape) -> list[str]:
+    """`rooftune tune`'s kernel and shape arguments for a dataset's shape (GEMM, or causal attention)."""
+    if isinstance(shape, GemmShape):
+        return ["gemm", "--shape", f"{shape.m}x{shape.n}x{shape.k}", "--layout", shape.layout]
+    kv = f"x{shape.kv_heads}" if shape.kv_heads != shape.heads else ""
+    return ["attention", "--shape", f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}"]
+
+
 def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | None = None) -> dict:
-    """`rooftune tune gemm` for `shape` in a fresh process, with a fresh Triton cache (None) or the
-    given one; wall seconds and its JSON."""
+    """`rooftune tune` for `shape` in a fresh process, with a fresh Triton cache (None) or the given
+    one; wall seconds and its JSON."""
     json_path = out_dir / f"tune_{shape_id(shape)}.json"
     with tempfile.TemporaryDirectory() as fresh:
         env = {**os.environ, "TRITON_CACHE_DIR": str(triton_cache or fresh)}
-        cmd = [sys.executable, "-m", "rooftune.tuner.cli", "tune", "gemm", "--shape", f"{shape.m}x{shape.n}x{shape.k}",
-               "--layout", shape.layout, "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--json", str(json_path)]
+        cmd = [sys.executable, "-m", "rooftune.tuner.cli", "tune", *tune_args(shape),
+               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--json", str(json_path)]
         t0 = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall_s = time.perf_counter() - t0
@@ -60,7 +69,9 @@ def retime(pairs, profile) -> dict:
     from rooftune.kernels.measure import SweepSettings
 
     out = {}
-    with live_measurer("gemm", profile, SweepSettings()) as live:
+    if not pairs:
+        return out
+    with live_measurer(kernel_of(pairs[0][0].shape).name, profile, SweepSettings()) as live:
         for records, winner, best in pairs:
             configs = [winner] if winner == best else [winner, best]
             trials = {t.config: t for t in live.measure(records.shape, configs)}
@@ -105,9 +116,8 @@ def main(argv=None) -> int:
     cache = out_dir / "cache.json"
     for _ in range(2):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "rooftune.tuner.cli", "tune", "gemm", "--shape",
-                        f"{first.m}x{first.n}x{first.k}", "--layout", first.layout, "--budget", str(args.budget),
-                        "--gpu", args.gpu, "--cache", str(cache)], capture_output=True, text=True)
+        subprocess.run([sys.executable, "-m", "rooftune.tuner.cli", "tune", *tune_args(first), "--budget",
+                        str(args.budget), "--gpu", args.gpu, "--cache", str(cache)], capture_output=True, text=True)
         state["cache_hit_wall_s"] = time.perf_counter() - t0
     pairs = []
     for r in records:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from triton._utils import canonicalize_dtype
+from triton.runtime.jit import MockTensor
 
 from rooftune.candidates import Config, GemmShape
 from rooftune.kernels import gemm as gemm_module
@@ -96,14 +98,15 @@ class _Recorder:
 
 
 def _binary_selectors(args, kwargs, unspecialized):
-    """What Triton selects a binary by: dtypes of pointers, for integers the value-1 constant, divisibility
-    by 16 and int64 (only int64 where not specialized), constexprs and options as given."""
+    """What Triton selects a binary by: dtypes of pointers (a tensor's, a torch dtype's or a MockTensor's,
+    by Triton's canonical name), for integers the value-1 constant, divisibility by 16 and int64 (only
+    int64 where not specialized), constexprs and options as given."""
     sel = []
     for i, v in enumerate(args):
-        if isinstance(v, torch.Tensor):
-            sel.append(v.dtype)
+        if isinstance(v, (torch.Tensor, MockTensor)):
+            sel.append(canonicalize_dtype(v.dtype))
         elif isinstance(v, torch.dtype):
-            sel.append(v)
+            sel.append(canonicalize_dtype(v))
         elif i in unspecialized:
             sel.append(v >= 2**31)
         else:

@@ -14,6 +14,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton._utils import canonicalize_dtype
 
 from rooftune.candidates import AttentionShape, Config
 from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, attention_smem_bytes
@@ -273,14 +274,15 @@ class _Recorder:
 
 
 def _binary_selectors(args, unspecialized):
-    """What Triton selects a binary by: pointer dtypes, for integers the value-1 constant, divisibility by
-    16 and int64 (only int64 where not specialized), float type, constexprs and options as given."""
+    """What Triton selects a binary by: pointer dtypes (by Triton's canonical name: a torch tensor's and a
+    MockTensor's Triton dtype compare equal), for integers the value-1 constant, divisibility by 16 and
+    int64 (only int64 where not specialized), float type, constexprs and options as given."""
     sel = []
     for i, value in enumerate(args):
         if isinstance(value, TensorDescriptor):  # its shape and strides are runtime values
-            sel.append((value.base.dtype, tuple(value.block_shape)))
+            sel.append((canonicalize_dtype(value.base.dtype), tuple(value.block_shape)))
         elif isinstance(value, (torch.Tensor, torch.dtype, MockTensor)):
-            sel.append(getattr(value, "dtype", value))
+            sel.append(canonicalize_dtype(getattr(value, "dtype", value)))
         elif isinstance(value, float):
             sel.append(float)
         elif isinstance(value, int) and i in unspecialized:

@@ -50,3 +50,13 @@ def test_main_tunes_cold_resumes_and_reports_the_fraction(tmp_path, monkeypatch,
     calls.clear()
     livecheck.main(["--out", str(tmp_path), "--count", "2"])  # resumed: nothing tuned again
     assert not [c for c in calls if "--json" in c]
+
+
+def test_tune_arguments_name_each_kernels_shape():
+    from rooftune.candidates import AttentionShape, GemmShape
+
+    assert livecheck.tune_args(GemmShape(64, 256, 512, layout="nk")) == ["gemm", "--shape", "64x256x512",
+                                                                         "--layout", "nk"]
+    assert livecheck.tune_args(AttentionShape(2, 32, 1000, 128, kv_heads=8)) == ["attention", "--shape",
+                                                                                 "2x32x1000x128x8"]
+    assert livecheck.tune_args(AttentionShape(2, 32, 1000, 64))[2] == "2x32x1000x64"
