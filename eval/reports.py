@@ -37,6 +37,10 @@ class ShapeRow:
     ratio_p90: float | None
     best_within_1pct: bool | None
     tags: tuple[str, ...] = ()
+    # The library's other routes timed beside it (attention: SDPA held to each backend, "sdpa:cudnn"...)
+    # and the fastest of all of them, baseline included, / best (where any were timed).
+    routes_us: dict[str, float] | None = None
+    vs_fastest: float | None = None
 
 
 def _sources(dataset: Path, kind: ReportKind) -> dict[Hashable, str]:
@@ -69,7 +73,10 @@ def shape_rows(dataset: str | Path, results: list[ShapeResult] | None = None, ke
     rows = []
     for rec in map(to_records, read_results(dataset) if results is None else results):
         s = rec.shape
-        best, baseline = rec.best_candidate_us, rec.baselines_us.get(KERNELS[kernel].baseline)
+        name = KERNELS[kernel].baseline
+        best, baseline = rec.best_candidate_us, rec.baselines_us.get(name)
+        routes = {k: v for k, v in rec.baselines_us.items() if k.startswith(f"{name}:") and v}
+        fastest = min([*routes.values(), *([baseline] if baseline else [])], default=None)
         rep = rec.meta.get("repeatability") or {}
         space = set(rec.candidate_configs())
         rows.append(ShapeRow(
@@ -77,7 +84,8 @@ def shape_rows(dataset: str | Path, results: list[ShapeResult] | None = None, ke
             errors=sum(not t.ok for t in rec.trials if t.config in space), best_us=best, baseline_us=baseline,
             vs_baseline=baseline / best if best and baseline else None,
             ratio_median=rep.get("ratio_median"), ratio_p90=rep.get("ratio_p90"),
-            best_within_1pct=rep.get("best_within_1pct"), tags=kind.tags(s)))
+            best_within_1pct=rep.get("best_within_1pct"), tags=kind.tags(s),
+            routes_us=routes or None, vs_fastest=fastest / best if routes and best else None))
     return rows
 
 
@@ -130,11 +138,20 @@ def summary(rows: list[ShapeRow]) -> dict[str, float | int]:
 def attention_summary(rows: list[ShapeRow]) -> dict:
     """Geometric-mean SDPA / best time over all shapes and per tag (head_dim, seq band), and noise."""
     tags = sorted({t for r in rows for t in r.tags})
+    timed = [r for r in rows if r.vs_fastest]
+    routes = sorted({k for r in timed for k in r.routes_us})
     return {
         "shapes": len(rows),
         "vs_sdpa_geomean": geomean(r.vs_baseline for r in rows),
         "by_tag": {t: {"vs_sdpa_geomean": geomean(r.vs_baseline for r in rows if t in r.tags),
+                       "vs_fastest_geomean": geomean(r.vs_fastest for r in timed if t in r.tags),
                        "shapes": sum(t in r.tags for r in rows)} for t in tags},
+        # Where each SDPA backend was timed (a sweep does): the fastest route per shape, and each backend.
+        "backends_timed": len(timed),
+        "vs_fastest_geomean": geomean(r.vs_fastest for r in timed),
+        "by_backend": {k: {"vs_geomean": geomean(r.routes_us[k] / r.best_us for r in timed if k in r.routes_us),
+                           "fastest_on": sum(min(r.routes_us, key=r.routes_us.get) == k for r in timed),
+                           "shapes": sum(k in r.routes_us for r in timed)} for k in routes},
         **noise_summary(rows),
     }
 
@@ -163,16 +180,27 @@ def _by_tag(totals: dict) -> str:
     return ", ".join(f"{t} {g['vs_sdpa_geomean']:.3f} ({g['shapes']})" for t, g in totals["by_tag"].items())
 
 
+def _backends(totals: dict) -> str:
+    """Against the fastest SDPA backend per shape, where the sweep timed each backend."""
+    if not totals.get("backends_timed"):
+        return ""
+    tags = ", ".join(f"{t} {g['vs_fastest_geomean']:.3f}" for t, g in totals["by_tag"].items())
+    each = ", ".join(f"{k.split(':', 1)[1]} {b['vs_geomean']:.3f} ({b['shapes']}, fastest on {b['fastest_on']})"
+                     for k, b in totals["by_backend"].items())
+    return (f"; fastest SDPA backend time / best time: all {totals['vs_fastest_geomean']:.3f} "
+            f"({totals['backends_timed']} shapes), {tags}; each backend: {each}")
+
+
 def attention_line(totals: dict) -> str:
     """The attention summary as `rooftune report` prints it."""
     return (f"{totals['shapes']} shapes; SDPA time / best time, geometric mean: all {totals['vs_sdpa_geomean']:.3f}; "
-            f"{_by_tag(totals)}; errors {totals['errors']}")
+            f"{_by_tag(totals)}{_backends(totals)}; errors {totals['errors']}")
 
 
 def attention_sentence(totals: dict) -> str:
     """The attention summary as the Markdown table's opening sentence."""
     return (f"Geometric mean of SDPA time / best time: all {totals['vs_sdpa_geomean']:.3f} "
-            f"({totals['shapes']} shapes); {_by_tag(totals)}.")
+            f"({totals['shapes']} shapes); {_by_tag(totals)}{_backends(totals)}.")
 
 
 def _attention_tags(shape) -> tuple[str, ...]:

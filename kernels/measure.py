@@ -234,9 +234,14 @@ class KernelMeasurer:
             "screen_scale": scale, "kernel_sha": self.kernel_sha, "paced_by": "configs",
             "repeatability": repeatability({k: pass_a[k].median_us for k in top if k not in bases},
                                            {k: pass_b[k].median_us for k in top if k not in bases}),
-            **({"baseline_errors": absent} if absent else {}),
         }
         baselines = {k: pooled[k] for k in bases if k in pooled}
+        for k in bases[1:]:  # why a route timed beside the baseline has no time
+            if k not in baselines:
+                t = first.get(k)
+                absent[k] = f"time: {t.error}" if t is not None and t.error else "no time in both final passes"
+        if absent:
+            meta["baseline_errors"] = absent
         del launchers
         torch.cuda.empty_cache()
         return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)

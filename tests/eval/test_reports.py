@@ -91,7 +91,7 @@ def attention_dataset(tmp_path):
     write_shape(root, ShapeResult(AttentionShape(4, 32, 4096, 128), (
         ConfigResult(cfg(64, 1), 1000.0, retime_us=1000.0, retime2_us=1000.0),
         ConfigResult(cfg(128, 1), 1100.0, retime_us=1100.0, retime2_us=1100.0),
-        ConfigResult(cfg(64, 0), None, error="check: bad")), {"sdpa": 850.0}))
+        ConfigResult(cfg(64, 0), None, error="check: bad")), {"sdpa": 850.0, "sdpa:cudnn": 840.0, "sdpa:flash": 1500.0}))
     # short shape: SDPA's launch costs dominate, the space is 2x faster
     write_shape(root, ShapeResult(AttentionShape(31, 16, 64, 64, kv_heads=2), (
         ConfigResult(cfg(64, 1), 9.0),), {"sdpa": 18.0}))
@@ -106,8 +106,14 @@ def test_attention_rows_and_summary_share_the_gemm_report(attention_dataset):
     assert rows["31x16x64x64x2"].source == "random gqa8" and rows["31x16x64x64x2"].vs_baseline == pytest.approx(2.0)
     totals = attention_summary(list(rows.values()))
     assert totals["vs_sdpa_geomean"] == pytest.approx(geomean([0.85, 2.0])) and totals["errors"] == 1
-    assert totals["by_tag"]["seq >= 1024"] == {"vs_sdpa_geomean": pytest.approx(0.85), "shapes": 1}
+    assert totals["by_tag"]["seq >= 1024"] == {"vs_sdpa_geomean": pytest.approx(0.85),
+                                               "vs_fastest_geomean": pytest.approx(0.84), "shapes": 1}
     assert totals["by_tag"]["head_dim 64"]["vs_sdpa_geomean"] == pytest.approx(2.0)
+    # each backend where the sweep timed them: the fastest route of the long shape is cuDNN
+    assert long.routes_us == {"sdpa:cudnn": 840.0, "sdpa:flash": 1500.0} and long.vs_fastest == pytest.approx(0.84)
+    assert rows["31x16x64x64x2"].vs_fastest is None and totals["backends_timed"] == 1
+    assert totals["by_backend"] == {"sdpa:cudnn": {"vs_geomean": pytest.approx(0.84), "fastest_on": 1, "shapes": 1},
+                                    "sdpa:flash": {"vs_geomean": pytest.approx(1.5), "fastest_on": 0, "shapes": 1}}
 
 
 def test_report_attention_command(attention_dataset, tmp_path):
@@ -117,6 +123,7 @@ def test_report_attention_command(attention_dataset, tmp_path):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "vs SDPA" in text and f"all {geomean([0.85, 2.0]):.3f}" in text and "seq >= 1024 0.850 (1)" in text
+    assert "fastest SDPA backend time / best time: all 0.840 (1 shapes)" in text and "flash 1.500 (1, fastest on 0)" in text
     assert "fastest within 1% in both passes: 100% of shapes" in text
     assert json.loads(out.read_text())["summary"]["errors"] == 1
     table = md.read_text().splitlines()
