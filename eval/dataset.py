@@ -3,6 +3,8 @@
     DIR/manifest.json            dataset card data: GPU, software versions, space version, timing
                                  method, measured noise, shape list and generator seed
     DIR/shapes/<id>.csv.gz       one per finished shape, written atomically (temp file + os.replace)
+    DIR/.manifest.lock           taken (flock) around every read-modify-write of the manifest and the
+                                 quarantine, so that several sweeps (one per GPU) can share the folder
 
 A shape file starts with one comment line `# rooftune-shape {json}` (the shape: GEMM {m, n, k, layout,
 dtype} or attention {batch, heads, seq, head_dim, causal, dtype}; its baselines in µs, e.g. cuBLAS
@@ -23,11 +25,14 @@ Gzip headers carry no time stamp, so the same results give the same bytes (clean
 from __future__ import annotations
 
 import csv
+import fcntl
 import gzip
 import io
 import json
 import os
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
@@ -38,6 +43,7 @@ from rooftune.eval.records import ShapeRecords
 
 FORMAT = "rooftune-dataset-1"
 MANIFEST = "manifest.json"
+LOCK = ".manifest.lock"
 SHAPES_DIR = "shapes"
 STAT_COLUMNS = ("time_us", "error", "compile_s", "rounds", "spread", "screen_us", "retime_us", "retime2_us",
                 "retime_rounds", "in_space")
@@ -65,11 +71,22 @@ def _header_shape(fields: dict) -> GemmShape | AttentionShape:
     return AttentionShape(**fields) if "head_dim" in fields else GemmShape(**fields)
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it: once, at import, before any threads
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a reader (or a killed writer) never sees a partial file."""
+    """Write `data` to `path` so that a reader (or a killed writer) never sees a partial file. The file
+    gets the permissions a plain `open(path, "w")` would (0666 less the umask), not mkstemp's 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -207,19 +224,50 @@ def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
 COMPATIBLE_KEYS = ("kernel", "space_version", "gpu_profile", "sms")
 
 
+def check_compatible(root: str | os.PathLike, manifest: dict) -> dict | None:
+    """The manifest at `root` if it agrees with `manifest` on COMPATIBLE_KEYS (None: no dataset there
+    yet); a DatasetError naming the clashes otherwise."""
+    if not (Path(root) / MANIFEST).is_file():
+        return None
+    existing = read_manifest(root)
+    clashes = [f"{k}: {existing.get(k)!r} there, {manifest.get(k)!r} now"
+               for k in COMPATIBLE_KEYS if existing.get(k) != manifest.get(k)]
+    if clashes:
+        raise DatasetError(f"{root} holds a different dataset ({'; '.join(clashes)}); use another --out folder")
+    return existing
+
+
+@contextmanager
+def dataset_lock(root: str | os.PathLike) -> Iterator[None]:
+    """Hold the dataset folder's lock (an exclusive flock on DIR/.manifest.lock, released when the
+    process dies) for a read-modify-write of a file that several writers share."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with open(Path(root) / LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def update_manifest(root: str | os.PathLike, change: Callable[[dict], dict]) -> dict:
+    """Replace the manifest by `change(manifest)` under the dataset's lock, so that no other writer's
+    update between the read and the write is lost; returns the new manifest."""
+    with dataset_lock(root):
+        manifest = change(read_manifest(root))
+        write_manifest(root, manifest)
+    return manifest
+
+
 def open_dataset(root: str | os.PathLike, manifest: dict) -> dict:
     """Create the dataset folder with `manifest`, or check that an existing one is compatible
-    (same kernel, space version, GPU profile and SM partition) and return its manifest."""
-    if (Path(root) / MANIFEST).is_file():
-        existing = read_manifest(root)
-        clashes = [f"{k}: {existing.get(k)!r} there, {manifest.get(k)!r} now"
-                   for k in COMPATIBLE_KEYS if existing.get(k) != manifest.get(k)]
-        if clashes:
-            raise DatasetError(f"{root} holds a different dataset ({'; '.join(clashes)}); "
-                               "use another --out folder")
-        return existing
-    write_manifest(root, manifest)
-    return read_manifest(root)
+    (same kernel, space version, GPU profile and SM partition) and return its manifest. Several
+    sweeps may open one folder at once: the first creates it, the others find it."""
+    with dataset_lock(root):
+        existing = check_compatible(root, manifest)
+        if existing is None:
+            write_manifest(root, manifest)
+    return existing if existing is not None else read_manifest(root)
 
 
 def read_dataset(root: str | os.PathLike) -> list[ShapeRecords]:

@@ -204,7 +204,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     # once per matrix-instruction k step. These kernels carve nearly all of L1 into shared memory,
     # so the spill traffic goes to L2.
     spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
-    spill_iter = spilled * REGISTER_BYTES * 2 * warps * THREADS_PER_WARP * k16_steps
+    spill_iter = spilled.astype(float) * REGISTER_BYTES * 2 * warps * THREADS_PER_WARP * k16_steps
     smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype) * k16_steps + fill_iter
     l2_total = (tiles_n * m + tiles_m * n) * float(k) * elem
     dram_operands = split_k * _dram_operand_bytes(shape, bm, bn, group_m, concurrent, k_split, elem, profile)

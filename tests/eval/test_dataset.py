@@ -155,3 +155,10 @@ def test_attention_ids_keep_the_four_number_form_and_name_kv_heads():
     assert shape_id(plain) == "4x32x4096x128-causal-bf16" and "kv_heads" not in _shape_header(plain)
     assert shape_id(gqa) == "1x32x8192x128x8-causal-bf16"
     assert _header_shape(_shape_header(gqa)) == gqa and _header_shape(_shape_header(plain)) == plain
+
+
+def test_atomic_write_gives_a_plain_files_permissions(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"x")
+    atomic_write_bytes(tmp_path / "atomic", b"x")
+    assert (tmp_path / "atomic").stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
