@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape, parse_config
-from rooftune.eval.dataset import ConfigResult, DatasetError, ShapeResult, atomic_write_bytes, shape_id
+from rooftune.eval.dataset import ConfigResult, DatasetError, ShapeResult, atomic_write_bytes, dataset_lock, shape_id
 from rooftune.kernels.context import ContextLost
 
 QUARANTINE = "quarantine.json"
@@ -43,12 +43,14 @@ def read_quarantine(root: str | Path) -> dict[str, dict[Config, str]]:
 
 
 def quarantine(root: str | Path, shape: GemmShape, config: Config, reason: str) -> Path:
-    """Add `config` of `shape` to the quarantine file of the dataset at `root`; returns its path."""
+    """Add `config` of `shape` to the quarantine file of the dataset at `root` (under the dataset's
+    lock: sweeps on other GPUs may add theirs at the same time); returns its path."""
     path = Path(root) / QUARANTINE
-    entries = read_quarantine(root)
-    entries.setdefault(shape_id(shape), {})[config] = reason
-    data = {sid: [{"config": str(c), "reason": r} for c, r in configs.items()] for sid, configs in entries.items()}
-    atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+    with dataset_lock(root):
+        entries = read_quarantine(root)
+        entries.setdefault(shape_id(shape), {})[config] = reason
+        data = {sid: [{"config": str(c), "reason": r} for c, r in configs.items()] for sid, configs in entries.items()}
+        atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
     return path
 
 

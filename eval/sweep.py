@@ -18,6 +18,12 @@ shapes, through `run_shapes` and the GPU measurer's `measure_extras`.
 A config that kills the CUDA context (an illegal memory access) is quarantined (eval/quarantine.py):
 the run writes it to DIR/quarantine.json and stops; the next run records it as an error unrun.
 
+Across machines and GPUs (`sweep_shapes`): `shard` keeps one shard of the list (eval/shard.py:
+shards of about equal estimated cost, the same on every machine); `gpus` splits it again over one
+worker process per GPU (eval/gpus.py), all writing into the one dataset folder: shape files are
+atomic, the manifest and the quarantine are updated under the folder's lock, and each shape's file
+and the manifest (`shape_devices`) name the GPU that measured it.
+
 Per shape, the GPU measurer takes the compile results of the shape's specialization group (compiled
 once per config per group, in parallel, only for the shapes about to run, in one pool of workers kept
 for the whole run) and checks and times them (kernels/measure.py says how).
@@ -25,27 +31,32 @@ for the whole run) and checks and times them (kernels/measure.py says how).
 
 from __future__ import annotations
 
+import functools
+import os
 import statistics
 import time
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 from rooftune.candidates import KERNELS, Config, KernelSpec, legal_configs
 from rooftune.candidates.shapes import load_attention_shapes, load_shapes
 from rooftune.eval.dataset import (
+    MANIFEST,
     ShapeResult,
+    check_compatible,
     finished_ids,
     open_dataset,
-    read_manifest,
     read_shape,
     shape_files,
     shape_id,
-    write_manifest,
+    update_manifest,
     write_shape,
 )
+from rooftune.eval.gpus import run_on_gpus
 from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarantined
+from rooftune.eval.shard import shard_of, sweep_cost_us
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.kernels.benches import Shape
 from rooftune.kernels.measure import (
@@ -75,9 +86,9 @@ class Measurer(Compiler, Protocol):
                 compiled: dict[Config, float | str]) -> ShapeResult: ...
 
 
-def noise_summary(root: str | Path) -> dict[str, float | int]:
-    """Repeatability over every finished shape of a dataset: medians of the per-shape figures."""
-    per_shape = [read_shape(p).meta.get("repeatability") or {} for p in shape_files(root)]
+def noise_summary(metas: Sequence[dict]) -> dict[str, float | int]:
+    """Repeatability over the finished shapes (their metas) of a dataset: medians of the per-shape figures."""
+    per_shape = [m.get("repeatability") or {} for m in metas]
     per_shape = [r for r in per_shape if r]
     if not per_shape:
         return {}
@@ -86,6 +97,20 @@ def noise_summary(root: str | Path) -> dict[str, float | int]:
         summary[f"{key}_over_shapes_median"] = statistics.median(r[key] for r in per_shape)
     summary["best_within_1pct_fraction"] = sum(bool(r["best_within_1pct"]) for r in per_shape) / len(per_shape)
     return summary
+
+
+def refresh_manifest(root: str | Path) -> dict:
+    """Recount the manifest from the shape files, under the dataset's lock (so the last of several
+    writers to finish counts every file): `shapes_done`, `noise`, and `shape_devices` (shape id ->
+    the GPU that measured it, for the shapes whose file says so). Returns the new manifest."""
+
+    def recount(manifest: dict) -> dict:
+        metas = {p.name[: -len(".csv.gz")]: read_shape(p).meta for p in shape_files(root)}
+        devices = {sid: m["device"] for sid, m in metas.items() if m.get("device")}
+        return {**manifest, "shapes_done": len(metas), "noise": noise_summary(list(metas.values())),
+                **({"shape_devices": devices} if devices else {})}
+
+    return update_manifest(root, recount)
 
 
 class Reporter(Protocol):
@@ -114,6 +139,11 @@ class SweepSummary:
     remaining: int       # shapes left for a later run
     stopped_early: bool  # the time budget ended the run
     seconds: float
+    by_gpu: Mapping[int, SweepSummary] = field(default_factory=dict)  # with --gpus: each GPU's part
+
+    def __str__(self) -> str:
+        budget = " (time budget reached)" if self.stopped_early else ""
+        return f"done {self.done}, already there {self.skipped}, left {self.remaining}{budget}; {self.seconds:.0f} s"
 
 
 def order_by_group(shapes: Sequence[Shape], key: Callable[[Shape], Hashable]) -> list[Shape]:
@@ -128,14 +158,17 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: Measurer, prof
               *, kernel: KernelSpec | None = None, manifest: dict | None = None,
               max_minutes: float | None = None, lookahead: int = 8,
               reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
-              first_shape_s: float = 30.0, compile_s_per_config: float = 0.05) -> SweepSummary:
+              first_shape_s: float = 30.0, compile_s_per_config: float = 0.05,
+              device: str | None = None) -> SweepSummary:
     """Measure every shape of `shapes` not yet in the dataset at `out` and write each when done: the
     legal configs of `kernel.space`, then `kernel.extras` (rows with in_space = 0).
 
     Resumable: finished shapes are skipped, each is written atomically, so a killed run loses at
     most the shape in progress. `max_minutes`: see `run_shapes`. A config whose run kills the CUDA
     context (the measurer raises ContextLost) is quarantined and the run ends (ContextQuarantined);
-    quarantined configs are not measured, their rows carry the error `QUARANTINED`.
+    quarantined configs are not measured, their rows carry the error `QUARANTINED`. `device` (which
+    GPU measures, e.g. 'gpu 1: NVIDIA H200') goes into each shape's meta and the manifest's
+    `shape_devices`. Several runs (other GPUs, other shards) may write into one `out` at once.
     """
     own = getattr(measurer, "kernel", None)  # a KernelMeasurer knows its kernel; fakes may not
     if kernel is not None and own is not None and kernel != own:
@@ -143,8 +176,7 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: Measurer, prof
     kernel = kernel or own or KERNELS["gemm"]
     started = now()
     reporter = reporter or SilentReporter()
-    open_dataset(out, {"kernel": kernel.name, "space_version": kernel.space.version,
-                       "gpu_profile": profile.name, "sms": None, **(manifest or {})})
+    open_dataset(out, {**dataset_identity(kernel, profile, None), **(manifest or {})})
     done_ids = finished_ids(out)
     unique = list({shape_id(s): s for s in shapes}.values())
     todo = order_by_group([s for s in unique if shape_id(s) not in done_ids], measurer.group_key)
@@ -160,15 +192,22 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: Measurer, prof
         reporter.phase(shape, f"measuring {len(measured[sid])} configs")
         result = measurer.measure(shape, measured[sid], compiled)
         result = with_quarantined(result, rows_of[sid], quarantined.get(sid, {}))
+        if device is not None:
+            result = replace(result, meta={**result.meta, "device": device})
         write_shape(out, _flag_space(result, space[sid]))
 
     finished, stopped = run_shapes(todo, lambda s: measured[shape_id(s)], measurer, quarantining(out, work),
                                    started=started, max_minutes=max_minutes, lookahead=lookahead,
                                    reporter=reporter, now=now, first_shape_s=first_shape_s,
                                    compile_s_per_config=compile_s_per_config)
-    write_manifest(out, {**read_manifest(out), "shapes_done": len(finished_ids(out)), "noise": noise_summary(out)})
+    refresh_manifest(out)
     return SweepSummary(done=finished, skipped=len(unique) - len(todo),
                         remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
+
+
+def dataset_identity(kernel: KernelSpec, profile: HardwareProfile, sms: int | None) -> dict:
+    """The manifest keys that a resumed or shared dataset must agree on (dataset.COMPATIBLE_KEYS)."""
+    return {"kernel": kernel.name, "space_version": kernel.space.version, "gpu_profile": profile.name, "sms": sms}
 
 
 def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]], measurer: Compiler,
@@ -225,36 +264,69 @@ def _flag_space(result: ShapeResult, space_configs: list[Config]) -> ShapeResult
     return replace(result, rows=rows, meta=meta)
 
 
-def _sweep_list(shapes: list[Shape], shapes_path: str | Path, out: str | Path, profile: HardwareProfile,
-                kernel: KernelSpec, make_measurer: Callable[..., KernelMeasurer], *, sms: int | None,
-                max_minutes: float | None, workers: int | None, settings: SweepSettings,
-                reporter: Reporter | None) -> SweepSummary:
-    """`shapes` (read from `shapes_path`) swept on this GPU with `make_measurer(profile, settings, workers=)`."""
-    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+_LOADERS = {"gemm": load_shapes, "attention": load_attention_shapes}
+_MEASURERS: dict[str, Callable[..., KernelMeasurer]] = {"gemm": gemm_measurer, "attention": attention_measurer}
+
+
+def sweep_shapes(kernel: str, shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *,
+                 shard: tuple[int, int] | None = None, gpus: Sequence[int] | None = None, sms: int | None = None,
+                 max_minutes: float | None = None, workers: int | None = None,
+                 settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> SweepSummary:
+    """The list at `shapes_path` (read with the kernel's loader), or with `shard` = (I, N) its shard I
+    of N (`shard_of`, costs by `sweep_cost_us`), swept into the dataset at `out` with `_sweep_part`:
+    on this process's GPU, or with `gpus` split again over one worker process per listed GPU, each
+    with cores / len(gpus) compile workers unless `workers` says. A worker that fails leaves the
+    others to finish their parts; its error is then raised here (eval/gpus.py)."""
+    shapes = _LOADERS[kernel](shapes_path)
+    cost = functools.cache(functools.partial(sweep_cost_us, profile=profile, replay_us=1000.0 * settings.target_ms))
+    listed = len(shapes)
+    if shard is not None:
+        shapes = shard_of(shapes, *shard, cost)
+    part = functools.partial(_sweep_part, kernel, shapes_path=shapes_path, listed=listed, out=out, profile=profile,
+                             sms=sms, max_minutes=max_minutes, settings=settings)
+    if gpus is None:
+        return part(shapes, reporter, workers=workers)
+    check_compatible(out, dataset_identity(KERNELS[kernel], profile, sms))  # once, before any worker starts
+    reporter = reporter or SilentReporter()
+    unique = {shape_id(s) for s in shapes}
+    reporter.start(len(unique), len(unique & finished_ids(out)))
+    started = time.monotonic()
+    workers = workers if workers is not None else max(1, (os.cpu_count() or 1) // len(gpus))
+    try:
+        by_gpu = run_on_gpus(functools.partial(part, workers=workers),
+                             [shard_of(shapes, i, len(gpus), cost) for i in range(len(gpus))], gpus, reporter)
+    finally:  # a worker that died after writing its last shape did not count it
+        if (Path(out) / MANIFEST).is_file():
+            refresh_manifest(out)
+    parts = by_gpu.values()
+    return SweepSummary(done=sum(p.done for p in parts), skipped=sum(p.skipped for p in parts),
+                        remaining=sum(p.remaining for p in parts), stopped_early=any(p.stopped_early for p in parts),
+                        seconds=time.monotonic() - started, by_gpu=by_gpu)
+
+
+def _sweep_part(kernel: str, shapes: list[Shape], reporter: Reporter | None, *, shapes_path: str | Path, listed: int,
+                out: str | Path, profile: HardwareProfile, sms: int | None, max_minutes: float | None,
+                workers: int | None, settings: SweepSettings) -> SweepSummary:
+    """`shapes` (of the `listed` read from `shapes_path`) swept on this process's GPU (CUDA device 0)
+    with the kernel's measurer (`workers` compile processes), each shape's file naming the GPU."""
+    from rooftune.hwprofiles.hwprobe import device_label, require_cuda, sm_partition
 
     require_cuda()
-    manifest = {**describe_device(settings, sms, kernel.baseline_label), "shapes_file": Path(shapes_path).name,
-                "shapes_sha256": file_digest(shapes_path), "shapes_listed": len(shapes)}
-    with sm_partition(sms), make_measurer(profile, settings, workers=workers) as measurer:
-        return run_sweep(shapes, out, measurer, profile, kernel=kernel, manifest=manifest,
-                         max_minutes=max_minutes, reporter=reporter)
+    spec = KERNELS[kernel]
+    manifest = {**describe_device(settings, sms, spec.baseline_label), "shapes_file": Path(shapes_path).name,
+                "shapes_sha256": file_digest(shapes_path), "shapes_listed": listed}
+    with sm_partition(sms), _MEASURERS[kernel](profile, settings, workers=workers) as measurer:
+        return run_sweep(shapes, out, measurer, profile, kernel=spec, manifest=manifest,
+                         max_minutes=max_minutes, reporter=reporter, device=device_label())
 
 
-def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
-               max_minutes: float | None = None, workers: int | None = None,
-               settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> SweepSummary:
-    """`rooftune sweep gemm`: load the shape list, then sweep it on this GPU (an SM partition of it
-    with `sms`) into the dataset at `out`. Raises ShapeListError, NoGpuError, DatasetError,
-    ContextQuarantined, CompileStalled."""
-    return _sweep_list(load_shapes(shapes_path), shapes_path, out, profile, KERNELS["gemm"], gemm_measurer, sms=sms,
-                       max_minutes=max_minutes, workers=workers, settings=settings, reporter=reporter)
+def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:
+    """`rooftune sweep gemm`: `sweep_shapes` for the GEMM kernel, beside cuBLAS (an SM partition of each
+    GPU with `sms`). Raises ShapeListError, NoGpuError, DatasetError, ContextQuarantined, CompileStalled."""
+    return sweep_shapes("gemm", shapes_path, out, profile, **options)
 
 
-def sweep_attention(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
-                    max_minutes: float | None = None, workers: int | None = None,
-                    settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> SweepSummary:
+def sweep_attention(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:
     """`rooftune sweep attention`: as `sweep_gemm`, for the attention forward over a list read by
     `load_attention_shapes`, every legal config of ATTENTION_SPACE timed beside SDPA (key "sdpa")."""
-    return _sweep_list(load_attention_shapes(shapes_path), shapes_path, out, profile, KERNELS["attention"],
-                       attention_measurer, sms=sms, max_minutes=max_minutes, workers=workers, settings=settings,
-                       reporter=reporter)
+    return sweep_shapes("attention", shapes_path, out, profile, **options)

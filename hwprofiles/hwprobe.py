@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import os
 import statistics
 from collections.abc import Callable, Iterator
 
@@ -56,19 +57,58 @@ def require_cuda():
     return torch
 
 
-def gpu_visible() -> bool:
-    """Whether the NVIDIA driver sees a GPU, asked through NVML (milliseconds; no torch, no CUDA
-    context): a fast first check before starting work that `require_cuda` would refuse later."""
+def nvml_gpu_count() -> int:
+    """How many GPUs the NVIDIA driver sees, asked through NVML (milliseconds; no torch, no CUDA
+    context; CUDA_VISIBLE_DEVICES does not apply); 0 without a driver or pynvml."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            return pynvml.nvmlDeviceGetCount() > 0
+            return int(pynvml.nvmlDeviceGetCount())
         finally:
             pynvml.nvmlShutdown()
     except Exception:  # no driver, no library: no GPU
-        return False
+        return 0
+
+
+def gpu_visible() -> bool:
+    """Whether the NVIDIA driver sees a GPU (`nvml_gpu_count`): a fast first check before starting
+    work that `require_cuda` would refuse later."""
+    return nvml_gpu_count() > 0
+
+
+def nvml_index(device: int = 0) -> int:
+    """NVML's index of torch's CUDA device `device`, matched by UUID: NVML numbers every GPU of the
+    machine, CUDA only those CUDA_VISIBLE_DEVICES lists (a sweep worker's one GPU is its device 0).
+    `device` itself where no UUID matches (no pynvml, an old torch)."""
+    import torch
+
+    try:
+        import pynvml
+
+        uuid = str(torch.cuda.get_device_properties(device).uuid).lower().removeprefix("gpu-")
+        pynvml.nvmlInit()
+        try:
+            for index in range(pynvml.nvmlDeviceGetCount()):
+                nvml_uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
+                nvml_uuid = nvml_uuid.decode() if isinstance(nvml_uuid, bytes) else str(nvml_uuid)
+                if nvml_uuid.lower().removeprefix("gpu-") == uuid:
+                    return index
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no library, no uuid attribute: assume the numbers agree
+        pass
+    return device
+
+
+def device_label(device: int = 0) -> str:
+    """Which GPU measures, as a dataset records it: 'gpu I: NAME', I the device's entry in
+    CUDA_VISIBLE_DEVICES (a `--gpus` worker's is the GPU it was given), else its CUDA number."""
+    torch = require_cuda()
+    listed = [e.strip() for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
+    number = listed[device] if device < len(listed) else str(device)
+    return f"gpu {number}: {torch.cuda.get_device_name(device)}"
 
 
 def nvml_compute_capability(device: int = 0) -> tuple[int, int] | None:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from rooftune.hwprofiles.hwprobe import nvml_index
 from rooftune.kernels.context import ContextLost, context_error, error_text
 
 Launch = Callable[[int], None]
@@ -261,7 +262,7 @@ def time_candidates(launchers: dict[Hashable, Launch], *, rounds: int = 7, targe
     A launcher that fails to run or to be captured gets a Timing with `error`; the others go on.
     Raises ContextLost when that failure killed the CUDA context.
     """
-    clock = clock or NvmlClock(torch.cuda.current_device())
+    clock = clock or NvmlClock(nvml_index(torch.cuda.current_device()))
     graphs: dict[Hashable, object] = {}
     launches: dict[Hashable, int] = {}
     failed: dict[Hashable, Timing] = {}

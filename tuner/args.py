@@ -14,8 +14,9 @@ import typer
 # The CLI's one map from an exception to an exit code, as (module, class, code). `cli_errors` looks a
 # class up only when its module is already imported (an instance of it implies so), so mapping an
 # error never imports torch. 2: bad input, or no GPU for a GPU command (the user's to fix);
-# 1: tuning found no working config; 3: a config killed the CUDA context (quarantined: run again)
-# or the compile workers hung; 4: the context died under no single config (a rerun would repeat it).
+# 1: tuning found no working config, or a GPU's sweep worker died with no error to pass on;
+# 3: a config killed the CUDA context (quarantined: run again) or the compile workers hung;
+# 4: the context died under no single config (a rerun would repeat it).
 # Any other exception, a plain ValueError included, is a bug: it propagates with its traceback
 # (exit 1) and is never reported as bad input.
 EXIT_CODES = (
@@ -34,6 +35,7 @@ EXIT_CODES = (
     ("rooftune.tuner.model_shapes", "ModelConfigError", 2),
     ("rooftune.tuner.model_tables", "TableError", 2),
     ("rooftune.tuner.tune", "TuneError", 1),
+    ("rooftune.eval.gpus", "WorkerError", 1),
     ("rooftune.eval.quarantine", "ContextQuarantined", 3),
     ("rooftune.kernels.context", "ContextLost", 3),
     ("rooftune.kernels.compile", "CompileStalled", 3),
@@ -101,15 +103,32 @@ def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16")
 
 
 @cli_errors()
-def parse_counts(text: str, option: str) -> list[int]:
-    """'1,8,64' -> [1, 8, 64]: positive integers, comma-separated, each once; exits on bad input."""
+def parse_counts(text: str, option: str, least: int = 1) -> list[int]:
+    """'1,8,64' -> [1, 8, 64]: integers of at least `least` (1; 0 for GPU numbers), comma-separated,
+    each once; exits on bad input."""
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
-    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ArgumentError(f"{option} must be positive integers separated by commas, got {text!r}")
+    if not parts or not all(p.isdigit() and int(p) >= least for p in parts):
+        kind = "positive integers" if least == 1 else f"integers from {least} up"
+        raise ArgumentError(f"{option} must be {kind} separated by commas, got {text!r}")
     counts = [int(p) for p in parts]
     if len(set(counts)) != len(counts):
         raise ArgumentError(f"{option} names a value twice: {text!r}")
     return counts
+
+
+@cli_errors()
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """--shard 'I/N' -> (I, N): shard I (0 .. N-1) of N; None when not given; exits on bad input."""
+    if text is None:
+        return None
+    index, slash, count = str(text).strip().partition("/")
+    if not (slash and index.strip().isdigit() and count.strip().isdigit()):
+        raise ArgumentError(f"--shard must be I/N (shard I of N, counted from 0, e.g. 0/2), got {text!r}")
+    index, count = int(index), int(count)
+    if not 0 <= index < count:
+        raise ArgumentError(f"--shard {text}: I must be between 0 and N-1 = {count - 1}" if count
+                            else f"--shard {text}: N must be at least 1")
+    return index, count
 
 
 @cli_errors()

@@ -56,15 +56,25 @@ def hwprobe_cmd(
 
 
 _SWEEP_HELP = """Time every legal config of the published space for each shape, beside {}; resumable.{}
+    Several GPUs: --gpus 0,1 runs one worker process per GPU, each on its share of the list, all
+    into the one --out folder. Several machines: --shard I/N on machine I of N (same list, --gpu and
+    rooftune version on each) sweeps shard I; with --gpus too, the shard is split over the GPUs.
+    Shards are of about equal estimated cost, fixed by the set of shapes (not their order).
     Exit code 3: a config killed the CUDA context (it is quarantined: run again to continue) or the
     compile workers hung. Exit code 4: the CUDA context died under no single config (the baseline, or
-    an interleaved round): nothing is quarantined and a rerun would repeat it."""
+    an interleaved round): nothing is quarantined and a rerun would repeat it. With --gpus, a failed
+    worker's code (1 if it died without an error), after the others have finished."""
 _SHAPES_HELP = "a JSON list of {} objects"
 _SWEEP_OUT = typer.Option(..., "--out", help="dataset folder (created, or resumed)")
 _SWEEP_GPU = typer.Option("h200", "--gpu", help=f"this GPU, for legality: {GPU_HELP}")
 _SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs")
 _MAX_MINUTES = typer.Option(None, "--max-minutes", help="start no shape that would end later")
-_WORKERS = typer.Option(None, "--workers", help="compile processes (default: all CPU cores)")
+_WORKERS = typer.Option(None, "--workers", help="compile processes per GPU (default: the CPU cores, shared "
+                        "among --gpus)")
+_SHARD = typer.Option(None, "--shard", help="I/N: sweep only shard I (0 .. N-1) of N, e.g. 0/2 on one machine "
+                      "and 1/2 on another")
+_GPUS = typer.Option(None, "--gpus", help="comma-separated GPU numbers (as CUDA numbers them, e.g. 0,1): one "
+                     "worker per GPU, each sweeping its share")
 
 
 @sweep_app.command("gemm", help=_SWEEP_HELP.format("cuBLAS and the Triton tutorial's configs", """ With
@@ -74,12 +84,13 @@ _WORKERS = typer.Option(None, "--workers", help="compile processes (default: all
 def sweep_gemm_cmd(
     shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
     out: str = _SWEEP_OUT, gpu: str = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
-    workers: int = _WORKERS,
+    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
     backfill_extras: bool = typer.Option(
         False, "--backfill-extras",
-        help="instead of sweeping: time the tutorial configs outside the space that finished shapes lack"),
+        help="instead of sweeping: time the tutorial configs outside the space that finished shapes lack "
+             "(one GPU; not with --shard or --gpus)"),
 ) -> None:
-    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, backfill_extras)
+    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_extras)
 
 
 @sweep_app.command("attention", help=_SWEEP_HELP.format("PyTorch's SDPA", ""),
@@ -88,37 +99,42 @@ def sweep_attention_cmd(
     shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format(
         "{batch, heads, seq, head_dim[, kv_heads, causal, dtype]}")),
     out: str = _SWEEP_OUT, gpu: str = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
-    workers: int = _WORKERS,
+    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
 ) -> None:
-    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers)
+    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers, shard, gpus)
 
 
 @cli_errors()
 def _sweep(kernel: str, shapes: str, out: str, gpu: str, sms: int | None, max_minutes: float | None,
-           workers: int | None, backfill_extras: bool = False) -> None:
+           workers: int | None, shard: str | None, gpus: str | None, backfill_extras: bool = False) -> None:
     """Check the options (a bad shape list before any GPU work), sweep or backfill, print the summary."""
     from rooftune.candidates.shapes import load_attention_shapes, load_shapes
     from rooftune.eval import sweep
     from rooftune.eval.backfill import backfill_gemm
-    from rooftune.tuner.args import load_gpu
+    from rooftune.tuner.args import load_gpu, parse_counts, parse_shard
 
     {"gemm": load_shapes, "attention": load_attention_shapes}[kernel](shapes)  # a bad list fails before the GPU
+    shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
+    if backfill_extras and (shard_of or gpu_list):
+        fail("--backfill-extras runs on one GPU: drop --shard and --gpus")
     profile = load_gpu(gpu)
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     run = backfill_gemm if backfill_extras else {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention}[kernel]
+    split = {} if backfill_extras else {"shard": shard_of, "gpus": gpu_list}
     with Progress(*columns, console=console) as progress:
         summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
-                      reporter=RichReporter(progress))
-    budget = " (time budget reached)" if summary.stopped_early else ""
+                      reporter=RichReporter(progress), **split)
     if backfill_extras:
+        budget = " (time budget reached)" if summary.stopped_early else ""
         console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "
                       f"{summary.not_needed}, failed (no final config re-timed) {summary.failed}, "
                       f"left {summary.remaining}{budget}; {summary.seconds:.0f} s")
-    else:
-        console.print(f"done {summary.done}, already there {summary.skipped}, left {summary.remaining}{budget}; "
-                      f"{summary.seconds:.0f} s")
+        return
+    for number, part in summary.by_gpu.items():
+        console.print(f"gpu {number}: {part}")
+    console.print(str(summary))
 
 
 _TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen by the search (at most --budget

@@ -93,3 +93,23 @@ def test_l2_read_kernel_sums_what_each_program_reads():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
     with pytest.raises(ValueError, match="multiple of"):
         l2_read(buf[:-1], programs, iters)
+
+
+def test_nvml_index_matches_the_cuda_device_by_uuid(monkeypatch):
+    """A worker that sees only GPU 2 (CUDA device 0) reads NVML's GPU 2; without a match, the device itself."""
+    import sys
+    import types
+
+    import torch
+
+    from rooftune.hwprofiles.hwprobe import nvml_index
+
+    uuids = ["GPU-aaaa-0", b"GPU-bbbb-1", "GPU-CCCC-2"]
+    fake = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+                                 nvmlDeviceGetCount=lambda: len(uuids), nvmlDeviceGetHandleByIndex=lambda i: i,
+                                 nvmlDeviceGetUUID=lambda handle: uuids[handle])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    uuid_of = {0: "cccc-2", 1: "ffff-9"}
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(uuid=uuid_of[d]))
+    assert nvml_index(0) == 2
+    assert nvml_index(1) == 1  # no NVML GPU has its UUID

@@ -171,3 +171,49 @@ def test_attention_sweep_input_errors(tmp_path, monkeypatch):
     result = runner.invoke(app, ["sweep", "attention", "--shapes", str(bad), "--out", "d", "--backfill-extras"])
     assert result.exit_code == 2 and "No such option: --backfill-extras" in result.output
 
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sweep_passes_shard_and_gpus_and_reports_each_gpu(tmp_path, monkeypatch, kernel):
+    from rooftune.eval import sweep
+
+    seen = {}
+
+    def fake_sweep(shapes, out, profile, **kwargs):
+        seen.update(kwargs)
+        part = sweep.SweepSummary(done=2, skipped=0, remaining=1, stopped_early=False, seconds=30.0)
+        return sweep.SweepSummary(done=4, skipped=0, remaining=2, stopped_early=False, seconds=31.0,
+                                  by_gpu={0: part, 2: part})
+
+    name, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, name, fake_sweep)
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps(listed))
+    result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d", "--shard", "1/3",
+                                 "--gpus", "0, 2"])
+    assert result.exit_code == 0, result.output
+    assert seen["shard"] == (1, 3) and seen["gpus"] == [0, 2]
+    assert "gpu 0: done 2, already there 0, left 1; 30 s" in result.output
+    assert "gpu 2: done 2" in result.output and "done 4, already there 0, left 2; 31 s" in result.output
+
+
+def test_sweep_rejects_bad_shard_and_gpus(tmp_path, monkeypatch):
+    from rooftune.eval import sweep
+
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps(KERNELS["gemm"][1]))
+    base = ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d")]
+    for args, message in ((["--shard", "2/2"], "between 0 and N-1 = 1"), (["--shard", "x"], "must be I/N"),
+                          (["--shard", "1"], "must be I/N"), (["--shard", "-1/2"], "must be I/N"),
+                          (["--shard", "0/0"], "N must be at least 1"), (["--gpus", "0,0"], "twice"),
+                          (["--gpus", "a"], "--gpus must be integers from 0 up"),
+                          (["--gpus", "0", "--backfill-extras"], "--backfill-extras runs on one GPU"),
+                          (["--shard", "0/2", "--backfill-extras"], "--backfill-extras runs on one GPU")):
+        monkeypatch.setattr(sweep, "sweep_gemm", lambda *a, **k: pytest.fail("bad input must fail first"))
+        result = runner.invoke(app, base + args)
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), (args, result.output)
+    monkeypatch.undo()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    result = runner.invoke(app, base + ["--gpus", "1,5"])  # the real library: no worker starts
+    assert result.exit_code == 2 and "--gpus names GPU 5, but this machine shows GPUs 0-1" in result.output
+    assert not (tmp_path / "d").exists()
