@@ -7,8 +7,11 @@
 T=${1:-560}; end=$((SECONDS+T))
 export PYTHONUNBUFFERED=1
 for list in train heldout; do
+  listed=$(python3 -c "import json; print(len(json.load(open('datasets/h200/attention/shapes_$list.json'))))")
+  done_=$(ls datasets/h200/attention/$list/shapes 2>/dev/null | grep -c 'csv.gz$')
+  [ "$done_" -ge "$listed" ] && { echo "sweep $list: all $listed shapes there"; continue; }
   l=$(( end - SECONDS - 20 ))
-  [ $l -gt 40 ] || break
+  [ $l -gt 30 ] || break
   timeout $l rooftune sweep attention --shapes datasets/h200/attention/shapes_$list.json \
     --out datasets/h200/attention/$list --gpu h200 --max-minutes "$(python3 -c "print(($l - 25) / 60)")" \
     > "$OUT/sweep_$list.log" 2>&1
