@@ -16,8 +16,9 @@ import triton
 import triton.language as tl
 from triton._utils import canonicalize_dtype
 
-from rooftune.candidates import AttentionShape, Config
-from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, attention_smem_bytes
+from rooftune.candidates import AttentionShape, Config, legal_configs
+from rooftune.candidates.attention_space import ATTENTION_SPACE, TMA_BARRIER_BYTES, attention_smem_bytes
+from rooftune.hwprofiles import load_profile
 from rooftune.kernels import attention as attn
 from rooftune.kernels.check import TOLERANCE, check_attention, relative_error
 from triton.runtime.jit import MockTensor
@@ -311,7 +312,6 @@ def test_warmup_compiles_what_a_launch_uses(monkeypatch, dims, tma):
     assert _binary_selectors(rec.calls[0], heads_group_seq) == _binary_selectors(rec.calls[1], heads_group_seq)
 
 
-# Compiled for sm_90 on the CPU (Triton's bundled ptxas, no GPU), in a process without the interpreter.
 # Compiled for sm_90 on the CPU (Triton's bundled ptxas, no GPU), in a process without the interpreter;
 # the PTX patterns are sm90_compile.py's (the GEMM's script), found through argv[2].
 SM90_SCRIPT = r"""
@@ -412,3 +412,14 @@ def test_grouped_query_bf16_on_gpu_matches_sdpa(dims, config):
     q, k, v = attn.make_inputs(shape, "cuda", 3)
     sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     assert relative_error(attn.attention(q, k, v, config), sdpa.float()) <= TOLERANCE[torch.bfloat16]
+
+
+@pytest.mark.parametrize("seq", [1, 8, 31])
+def test_the_spaces_smallest_blocks_serve_the_shortest_sequences(seq):
+    # attention-rules-3 keeps BLOCK_M 64 x BLOCK_N 32 legal at any seq: rows and keys past seq are
+    # masked (pointers) or zero-filled by the descriptor (TMA).
+    shape = AttentionShape(2, 4, seq, 64, dtype="fp16", kv_heads=2)
+    configs = legal_configs(ATTENTION_SPACE, shape, load_profile("h200")).configs
+    for config in (configs[0], configs[-1]):
+        assert (config["BLOCK_M"], config["BLOCK_N"]) == (64, 32)
+        assert_matches(shape, config)

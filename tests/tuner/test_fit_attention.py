@@ -86,14 +86,19 @@ def test_eval_takes_only_a_residual_of_its_kernel(tmp_path, one_setting):
 
 
 def test_without_a_residual_eval_attention_runs_the_model_and_the_tutorial_style_list(tmp_path):
-    """No attention residual ships: the model alone, and the tutorial-style static list, as each
-    config's twin in today's space (pointer loads), not as unrecorded configs scored 0."""
+    """`--residual none`: the model alone, and the tutorial-style static list, as each config's twin in
+    today's space, not as unrecorded configs scored 0. By default the shipped residual (fitted on the
+    H200 training set) and its own static list."""
     data = _dataset(tmp_path / "train", "shapes_train.json")
     summary = tmp_path / "s.json"
-    r = runner.invoke(app(), ["eval", "attention", "--data", str(data), "--budget", "5", "--json", str(summary)])
+    r = runner.invoke(app(), ["eval", "attention", "--data", str(data), "--budget", "5", "--residual", "none",
+                              "--json", str(summary)])
     assert r.exit_code == 0, r.output
     evaluated = json.loads(summary.read_text())
     assert evaluated["residual"] is None and evaluated["methods"]["static"]["mean"] > 0.3
+    r = runner.invoke(app(), ["eval", "attention", "--data", str(data), "--budget", "5", "--json", str(summary)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(summary.read_text())["residual"]["fit"] == "datasets/h200/attention/train"
 
 
 def app():
