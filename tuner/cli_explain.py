@@ -67,8 +67,11 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
         fail(f"no legal {kernel} config for {shape} on {profile.name}")
     bd = predict(shape, configs_to_columns(configs), profile)
     residual = residual_option(kernel, profile, residual_choice, space.version)
-    factor = np.exp(residual.correction(shape, configs, bd)) if residual else np.ones(len(configs))
-    corrected = bd.time_us * factor  # what rooftune ranks by (the model alone without a residual)
+    correction = residual.correction(shape, configs, bd) if residual else np.zeros(len(configs))
+    # Ranked as rooftune ranks; shown with the residual's geometric mean over the legal configs taken
+    # out, on the model's absolute scale (tuner/strategies.py `shown_us`).
+    factor = np.exp(correction - (correction[:len(legal)].mean() if len(legal) else 0.0))
+    corrected = bd.time_us * factor  # the model alone without a residual
     order = [int(i) for i in corrected.argsort(kind="stable")]
     terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
 

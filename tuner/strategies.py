@@ -51,20 +51,35 @@ def model_ranking(shape, candidates: list[Config], profile: HardwareProfile) -> 
     return [(candidates[i], float(breakdown.time_us[i])) for i in order if breakdown.fits[i]]
 
 
-def corrected_prior(shape, candidates: list[Config], profile: HardwareProfile, residual) -> tuple[list[Config], np.ndarray]:
-    """The launchable candidates and their corrected predicted log time, log(model µs) + residual
-    correction (the model alone where `residual` is None)."""
+def corrected_terms(shape, candidates: list[Config], profile: HardwareProfile,
+                    residual) -> tuple[list[Config], np.ndarray, np.ndarray]:
+    """The launchable candidates, log(model µs) of each, and the residual's correction (zeros where
+    `residual` is None)."""
     from rooftune.roofline import predict
 
     if not candidates:
-        return [], np.zeros(0)
+        return [], np.zeros(0), np.zeros(0)
     columns = configs_to_columns(candidates)
     bd = predict(shape, columns, profile)
-    prior = np.log(bd.time_us)
-    if residual is not None:
-        prior = prior + residual.correction(shape, columns, bd)
+    correction = residual.correction(shape, columns, bd) if residual is not None else np.zeros(len(candidates))
     keep = np.flatnonzero(bd.fits)
-    return [candidates[i] for i in keep], prior[keep]
+    return [candidates[i] for i in keep], np.log(bd.time_us)[keep], np.asarray(correction, dtype=float)[keep]
+
+
+def corrected_prior(shape, candidates: list[Config], profile: HardwareProfile, residual) -> tuple[list[Config], np.ndarray]:
+    """The launchable candidates and their corrected predicted log time, log(model µs) + residual
+    correction (the model alone where `residual` is None)."""
+    configs, log_model, correction = corrected_terms(shape, candidates, profile, residual)
+    return configs, log_model + correction
+
+
+def shown_us(log_model: np.ndarray, correction: np.ndarray) -> np.ndarray:
+    """Predicted µs to show a user: the model's times × the residual's factors with their geometric mean
+    over these configs taken out. The residual is fitted within each shape (roofline/fit.py), so it
+    ranks a shape's configs but a shape-wide factor in it is not identified and means nothing (it can
+    be 3x); shown this way, the times keep the model's absolute scale."""
+    centred = correction - correction.mean() if len(correction) else correction
+    return np.exp(log_model + centred)
 
 
 def zero_trial_pick(shape, candidates: list[Config], profile: HardwareProfile, residual) -> Config | None:
@@ -87,11 +102,11 @@ def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strat
         settings = SearchSettings.from_dict(residual.strategy) if residual is not None else MODEL_ONLY_SEARCH
 
     def strategy(shape, candidates, measure, budget, profile):
-        configs, prior = corrected_prior(shape, candidates, profile, residual)
+        configs, log_model, correction = corrected_terms(shape, candidates, profile, residual)
         annotate = getattr(measure, "annotate", None)
         if annotate is not None:  # `tune` keeps each trial's prediction beside its measurement
-            annotate(dict(zip(configs, np.exp(prior).tolist())))
-        return search(configs, prior, measure, budget, settings)
+            annotate(dict(zip(configs, shown_us(log_model, correction).tolist())))
+        return search(configs, log_model + correction, measure, budget, settings)
 
     strategy.__name__ = "rooftune"
     return strategy
