@@ -9,6 +9,9 @@ Tuning needs an answer in seconds, so:
   (read through NVML) without a CUDA context of their own, and a search may `prefetch` configs it is
   likely to ask for: they compile in the background while earlier rounds are timed, behind any config
   a round asks for that was not prefetched;
+- this process loads torch and creates its CUDA context only when the first round is measured
+  (`cuda_s`), so the search's first round and prefetches, chosen by the model without a GPU, are
+  already compiling meanwhile;
 - rounds are timed apart, under clocks that drift (an idle H200 starts at a few hundred MHz), so the
   first round's fastest config is timed again in every later round as an anchor, and the round's
   times are scaled by anchor time in round one / anchor time now.
@@ -38,20 +41,31 @@ def tune_workers() -> int:
 class LiveMeasurer:
     """`measure(shape, configs)`: compile (in parallel; a config that fails is a failed trial), check,
     time, anchored across rounds; `prefetch(shape, configs)`: compile in the background. Keeps the
-    seconds spent waiting on compiles and the baseline's last time (cuBLAS, SDPA)."""
+    seconds spent waiting on compiles, the seconds the deferred CUDA start took (`start_cuda`: called
+    before the first measurement, None when CUDA is up already) and the baseline's last time (cuBLAS, SDPA)."""
 
-    def __init__(self, kernel_measurer):
+    def __init__(self, kernel_measurer, start_cuda=None):
         self.km = kernel_measurer
         self.compile_s = 0.0
+        self.cuda_s = 0.0
+        self._start_cuda = start_cuda
         self.last_baseline_us: float | None = None
         self._futures: dict = {}   # (shape, config) -> Future of compile seconds or error text
         self._anchor: dict = {}    # shape -> (config, its time in the first round)
 
     def start_cuda(self, device: str = "cuda") -> None:
-        import torch
+        from rooftune.hwprofiles.hwprobe import require_cuda
 
+        torch = require_cuda()
         torch.zeros(1, device=device)
         torch.cuda.synchronize(device)
+
+    def _cuda_up(self) -> None:
+        if self._start_cuda is not None:
+            start, self._start_cuda = self._start_cuda, None
+            t0 = time.perf_counter()
+            start()
+            self.cuda_s += time.perf_counter() - t0
 
     def prefetch(self, shape, configs: list[Config]) -> None:
         for c in configs:
@@ -85,6 +99,7 @@ class LiveMeasurer:
         return out
 
     def measure(self, shape, configs: list[Config]) -> list[Trial]:
+        self._cuda_up()
         anchor = self._anchor.get(shape)
         timed = list(configs) + ([anchor[0]] if anchor and anchor[0] not in configs else [])
         result = self.km.measure(shape, timed, self._compiled(shape, timed))
@@ -112,7 +127,9 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
                   workers: int | None = None, sms: int | None = None) -> Iterator[LiveMeasurer]:
     """A LiveMeasurer for 'gemm' (against cuBLAS) or 'attention' (against SDPA) on this GPU (an SM
     partition of it with `sms`). The compile workers start first, before torch loads here, and close
-    with the block. Raises NoGpuError without a GPU."""
+    with the block; on the whole GPU, torch and the CUDA context load at the first measurement (an SM
+    partition needs them at once). Raises NoGpuError without a GPU (where NVML sees none: at once;
+    else at the first measurement)."""
     from rooftune.candidates import kernel_spec
     from rooftune.hwprofiles.hwprobe import gpu_visible, nvml_compute_capability, require_cuda, sm_partition
     from rooftune.kernels.compile import CompilePool, offline_warmup_by_name, warmup_by_name
@@ -128,10 +145,16 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
     try:
         from rooftune.kernels.measure import kernel_measurer
 
+        km = kernel_measurer(kernel, profile, settings, pool=pool)  # loads neither torch nor CUDA
+        if sms is None:
+            live = LiveMeasurer(km)
+            live._start_cuda = lambda: live.start_cuda(km.device)
+            yield live
+            return
         require_cuda()
         with sm_partition(sms):
-            live = LiveMeasurer(kernel_measurer(kernel, profile, settings, pool=pool))
-            live.start_cuda(live.km.device)
+            live = LiveMeasurer(km)
+            live.start_cuda(km.device)
             yield live
     finally:
         # Workers may still be compiling prefetched configs nobody will ask for: stop them rather than

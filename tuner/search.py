@@ -150,8 +150,8 @@ def search(candidates: list[Config], prior_log_us: np.ndarray, measure: MeasureB
     # round spreads away from it by the same bound.
     batch = next_round(belief, min(settings.first_round, budget, len(candidates)), settings.kappa)
     prefetch = getattr(measure, "prefetch", None)
-    if prefetch is not None and budget > len(batch):
-        ahead = [int(i) for i in np.argsort(belief.prior, kind="stable")[:PREFETCH]]
+    if prefetch is not None:  # a live measurer compiles the first round while it starts CUDA
+        ahead = [int(i) for i in np.argsort(belief.prior, kind="stable")[:PREFETCH]] if budget > len(batch) else []
         prefetch([candidates[i] for i in batch + [i for i in ahead if i not in batch]])
     while batch:
         measured = measure([candidates[i] for i in batch])

@@ -276,9 +276,11 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
             t_ready = time.perf_counter()
             result = tune(shape, live, strategy, budget, profile=model_profile, space=spec.space,
                           baseline=live.baseline_us)
-            phases = {"startup_s": round(t_ready - t_start, 3), "compile_s": round(live.compile_s, 3),
+            # Start-up includes the CUDA start, deferred to the first measurement (kernels/live.py).
+            cuda_s = getattr(live, "cuda_s", 0.0)
+            phases = {"startup_s": round(t_ready - t_start + cuda_s, 3), "compile_s": round(live.compile_s, 3),
                       **(result.phases_s or {})}
-            phases["measure_s"] = round(phases["measure_s"] - live.compile_s, 3)
+            phases["measure_s"] = round(phases["measure_s"] - live.compile_s - cuda_s, 3)
             result = replace(result, phases_s=phases)
     result = replace(result, phases_s={**(result.phases_s or {}), "total_s": round(time.perf_counter() - t_start, 3)})
     if path:

@@ -70,6 +70,16 @@ def test_prefetched_configs_are_not_compiled_twice():
     assert pool.submitted == [cfg(0), cfg(1), cfg(2), cfg(3)]
 
 
+def test_cuda_starts_at_the_first_measurement_after_the_prefetched_compiles_are_submitted():
+    pool, events = FakePool(), []
+    live = LiveMeasurer(FakeKM(pool), start_cuda=lambda: events.append(("cuda", len(pool.submitted))))
+    live.prefetch("s", [cfg(0), cfg(1)])
+    assert events == [] and live.cuda_s == 0.0  # nothing of CUDA yet: the compiles are under way
+    live.measure("s", [cfg(0), cfg(1)])
+    live.measure("s", [cfg(2)])
+    assert events == [("cuda", 2)] and live.cuda_s >= 0.0  # once, before the first round was timed
+
+
 def test_a_round_goes_ahead_of_prefetched_configs_still_waiting_for_a_worker():
     pool = FakePool(queued={cfg(1), cfg(2)})
     live = LiveMeasurer(FakeKM(pool))

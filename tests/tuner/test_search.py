@@ -98,3 +98,22 @@ def test_settings_round_trip_and_embedding_columns():
     assert SearchSettings.from_dict({"kappa": 3, "unknown": 1}).kappa == 3.0
     cfgs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs[:3]
     assert config_embedding(cfgs).shape == (3, 9)
+
+
+@pytest.mark.parametrize("budget", [1, 8, 20])
+def test_a_live_measurer_gets_the_first_round_before_anything_is_measured(problem, budget):
+    configs, prior, measure, batches = problem
+    asked = []
+
+    def live(batch):
+        asked.append(("measure", len(batch)))
+        return measure(batch)
+
+    live.prefetch = lambda ahead: asked.append(("prefetch", list(ahead)))
+    search(configs, prior, live, budget, SearchSettings())
+    kind, ahead = asked[0]
+    assert kind == "prefetch" and ahead[:len(batches[0])] == batches[0]  # compiling while CUDA starts
+    if budget <= len(batches[0]):
+        assert ahead == batches[0]  # nothing beyond what will be measured
+    else:
+        assert len(ahead) > len(batches[0])  # and the prior's best, which later rounds mostly draw from
