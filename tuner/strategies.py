@@ -89,7 +89,7 @@ def zero_trial_pick(shape, candidates: list[Config], profile: HardwareProfile, r
 
 
 # The search without a residual (a GPU profiled but not fitted): rounds by the posterior mean alone
-# (κ = 0), so the first round is the model's own top four and later rounds follow measured evidence.
+# (κ = 0), so the first round is the model's own top eight and later rounds follow measured evidence.
 # Chosen as the setting no worse than model order at 5 and 10 configs on the model-only H200 training
 # set and on the AutoHeuristic A100 and H100 logs (which therefore do not validate it independently).
 MODEL_ONLY_SEARCH = SearchSettings(kappa=0.0)
