@@ -13,7 +13,14 @@ from rooftune.candidates.attention_space import ATTENTION_SPACE
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import GEMM_SPACE
-from rooftune.candidates.shapes import AttentionShape, GemmShape, parse_attention_shape, parse_gemm_shape
+from rooftune.candidates.shapes import (
+    AttentionShape,
+    GemmShape,
+    load_attention_shapes,
+    load_shapes,
+    parse_attention_shape,
+    parse_gemm_shape,
+)
 from rooftune.candidates.space import SearchSpace
 
 
@@ -24,13 +31,14 @@ def no_extras(shape, configs: list[Config]) -> list[Config]:
 @dataclass(frozen=True)
 class KernelSpec:
     """`name` (the CLI's and the manifests' word), `shape_type` and `parse(text, **options)`, the
-    published `space`, `extras(shape, legal configs)` -> configs outside the space timed beside it
+    reader of a sweep's shape list (`load_list(path)`), the published `space`, `extras(shape, legal configs)` -> configs outside the space timed beside it
     (rows with in_space = 0), the library baseline's key and its name in prose, the Triton kernel's
     module (imported only where a GPU works), and the shape's form for help texts."""
 
     name: str
     shape_type: type
     parse: Callable[..., object]
+    load_list: Callable[..., list]
     space: SearchSpace
     extras: Callable[[object, list[Config]], list[Config]]
     baseline: str
@@ -40,10 +48,10 @@ class KernelSpec:
 
 
 KERNELS: dict[str, KernelSpec] = {
-    "gemm": KernelSpec("gemm", GemmShape, parse_gemm_shape, GEMM_SPACE, gemm_baseline_extras, "cublas", "cuBLAS",
-                       "rooftune.kernels.gemm", "MxNxK"),
-    "attention": KernelSpec("attention", AttentionShape, parse_attention_shape, ATTENTION_SPACE, no_extras, "sdpa",
-                            "SDPA", "rooftune.kernels.attention", "BxHxSxD[xKV]"),
+    "gemm": KernelSpec("gemm", GemmShape, parse_gemm_shape, load_shapes, GEMM_SPACE, gemm_baseline_extras, "cublas",
+                       "cuBLAS", "rooftune.kernels.gemm", "MxNxK"),
+    "attention": KernelSpec("attention", AttentionShape, parse_attention_shape, load_attention_shapes, ATTENTION_SPACE,
+                            no_extras, "sdpa", "SDPA", "rooftune.kernels.attention", "BxHxSxD[xKV]"),
 }
 
 

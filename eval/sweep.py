@@ -3,8 +3,8 @@
 This module is the orchestration (`run_sweep`: resume, grouping by compile specialization, the time
 budget, the manifest, the quarantine); it is GPU-free and takes a `Measurer` and the kernel's
 registry entry (`KernelSpec`: space, extra configs) as arguments. `KernelMeasurer`
-(kernels/measure.py) is the GPU one, the same for every kernel but for its bench (`gemm_measurer`:
-the GEMM kernel against cuBLAS; `attention_measurer`: the attention forward against PyTorch's SDPA);
+(kernels/measure.py) is the GPU one, the same for every kernel but for its bench (`kernel_measurer`:
+the GEMM kernel against cuBLAS; the attention forward against PyTorch's SDPA and each of its backends);
 tests pass a fake. Repeatability over a finished dataset is `noise_summary`.
 
 Beside the space, each GEMM shape also times the Triton tutorial's configs that are not (as the same
@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Protocol
 
 from rooftune.candidates import KERNELS, Config, KernelSpec, legal_configs
-from rooftune.candidates.shapes import load_attention_shapes, load_shapes
 from rooftune.eval.dataset import (
     MANIFEST,
     ShapeResult,
@@ -59,14 +58,7 @@ from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarant
 from rooftune.eval.shard import shard_of, sweep_cost_us
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.kernels.benches import Shape
-from rooftune.kernels.measure import (
-    KernelMeasurer,
-    SweepSettings,
-    attention_measurer,
-    describe_device,
-    file_digest,
-    gemm_measurer,
-)
+from rooftune.kernels.measure import SweepSettings, describe_device, file_digest, kernel_measurer
 
 
 class Compiler(Protocol):
@@ -264,10 +256,6 @@ def _flag_space(result: ShapeResult, space_configs: list[Config]) -> ShapeResult
     return replace(result, rows=rows, meta=meta)
 
 
-_LOADERS = {"gemm": load_shapes, "attention": load_attention_shapes}
-_MEASURERS: dict[str, Callable[..., KernelMeasurer]] = {"gemm": gemm_measurer, "attention": attention_measurer}
-
-
 def sweep_shapes(kernel: str, shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *,
                  shard: tuple[int, int] | None = None, gpus: Sequence[int] | None = None, sms: int | None = None,
                  max_minutes: float | None = None, workers: int | None = None,
@@ -277,7 +265,7 @@ def sweep_shapes(kernel: str, shapes_path: str | Path, out: str | Path, profile:
     on this process's GPU, or with `gpus` split again over one worker process per listed GPU, each
     with cores / len(gpus) compile workers unless `workers` says. A worker that fails leaves the
     others to finish their parts; its error is then raised here (eval/gpus.py)."""
-    shapes = _LOADERS[kernel](shapes_path)
+    shapes = KERNELS[kernel].load_list(shapes_path)
     cost = functools.cache(functools.partial(sweep_cost_us, profile=profile, replay_us=1000.0 * settings.target_ms))
     listed = len(shapes)
     if shard is not None:
@@ -315,7 +303,8 @@ def _sweep_part(kernel: str, shapes: list[Shape], reporter: Reporter | None, *, 
     spec = KERNELS[kernel]
     manifest = {**describe_device(settings, sms, spec.baseline_label), "shapes_file": Path(shapes_path).name,
                 "shapes_sha256": file_digest(shapes_path), "shapes_listed": listed}
-    with sm_partition(sms), _MEASURERS[kernel](profile, settings, workers=workers) as measurer:
+    # A sweep times the library's other routes beside its own choice (attention: each SDPA backend).
+    with sm_partition(sms), kernel_measurer(kernel, profile, settings, workers=workers, all_baselines=True) as measurer:
         return run_sweep(shapes, out, measurer, profile, kernel=spec, manifest=manifest,
                          max_minutes=max_minutes, reporter=reporter, device=device_label())
 

@@ -57,19 +57,25 @@ def require_cuda():
     return torch
 
 
-def nvml_gpu_count() -> int:
-    """How many GPUs the NVIDIA driver sees, asked through NVML (milliseconds; no torch, no CUDA
-    context; CUDA_VISIBLE_DEVICES does not apply); 0 without a driver or pynvml."""
+def _nvml(query: Callable, default):
+    """`query(pynvml)` inside one NVML session (no torch, no CUDA context: milliseconds); `default`
+    without a driver or pynvml, or when the query fails."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         try:
-            return int(pynvml.nvmlDeviceGetCount())
+            return query(pynvml)
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library: no GPU
-        return 0
+    except Exception:  # no driver, no library, an old driver
+        return default
+
+
+def nvml_gpu_count() -> int:
+    """How many GPUs the NVIDIA driver sees, asked through NVML (CUDA_VISIBLE_DEVICES does not apply);
+    0 without a driver or pynvml."""
+    return _nvml(lambda nvml: int(nvml.nvmlDeviceGetCount()), 0)
 
 
 def gpu_visible() -> bool:
@@ -78,28 +84,28 @@ def gpu_visible() -> bool:
     return nvml_gpu_count() > 0
 
 
+@functools.cache
 def nvml_index(device: int = 0) -> int:
     """NVML's index of torch's CUDA device `device`, matched by UUID: NVML numbers every GPU of the
     machine, CUDA only those CUDA_VISIBLE_DEVICES lists (a sweep worker's one GPU is its device 0).
-    `device` itself where no UUID matches (no pynvml, an old torch)."""
+    `device` itself where no UUID matches (no pynvml, an old torch). Fixed for a process's life, so
+    asked once per device (every timing pass reads clocks through it)."""
     import torch
 
     try:
-        import pynvml
-
         uuid = str(torch.cuda.get_device_properties(device).uuid).lower().removeprefix("gpu-")
-        pynvml.nvmlInit()
-        try:
-            for index in range(pynvml.nvmlDeviceGetCount()):
-                nvml_uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
-                nvml_uuid = nvml_uuid.decode() if isinstance(nvml_uuid, bytes) else str(nvml_uuid)
-                if nvml_uuid.lower().removeprefix("gpu-") == uuid:
-                    return index
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library, no uuid attribute: assume the numbers agree
-        pass
-    return device
+    except Exception:  # no uuid attribute, no such device: assume the numbers agree
+        return device
+
+    def find(nvml) -> int:
+        for index in range(nvml.nvmlDeviceGetCount()):
+            nvml_uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(index))
+            nvml_uuid = nvml_uuid.decode() if isinstance(nvml_uuid, bytes) else str(nvml_uuid)
+            if nvml_uuid.lower().removeprefix("gpu-") == uuid:
+                return index
+        return device
+
+    return _nvml(find, device)
 
 
 def device_label(device: int = 0) -> str:
@@ -113,18 +119,10 @@ def device_label(device: int = 0) -> str:
 
 def nvml_compute_capability(device: int = 0) -> tuple[int, int] | None:
     """The GPU's compute capability through NVML (no torch, no CUDA context), or None where NVML cannot
-    tell: what compile workers need to build for this GPU before this process has a CUDA context."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(device))
-            return int(major), int(minor)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library, an old driver
-        return None
+    tell (no GPU, no driver, an old one): what compile workers need to build for this GPU before this
+    process has a CUDA context."""
+    return _nvml(lambda nvml: tuple(int(v) for v in nvml.nvmlDeviceGetCudaComputeCapability(
+        nvml.nvmlDeviceGetHandleByIndex(device))), None)
 
 
 @contextlib.contextmanager

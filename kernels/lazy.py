@@ -9,6 +9,7 @@ later: the first round of a tune waits for it. The kernels' modules therefore re
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterator, Mapping
 
 import triton.language as tl
@@ -19,12 +20,10 @@ _TORCH_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "tf32"
 
 
 class _Torch:
-    """The torch module, imported at the first attribute access."""
+    """The torch module, imported at the first attribute access (later ones find it in sys.modules)."""
 
     def __getattr__(self, name: str):
-        module = importlib.import_module("torch")
-        self.__dict__.update(_module=module)
-        return getattr(module, name)
+        return getattr(sys.modules.get("torch") or importlib.import_module("torch"), name)
 
 
 torch = _Torch()

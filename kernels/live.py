@@ -41,14 +41,14 @@ def tune_workers() -> int:
 class LiveMeasurer:
     """`measure(shape, configs)`: compile (in parallel; a config that fails is a failed trial), check,
     time, anchored across rounds; `prefetch(shape, configs)`: compile in the background. Keeps the
-    seconds spent waiting on compiles, the seconds the deferred CUDA start took (`start_cuda`: called
-    before the first measurement, None when CUDA is up already) and the baseline's last time (cuBLAS, SDPA)."""
+    seconds spent waiting on compiles, the seconds the deferred CUDA start took (`cuda_started`
+    False: `start_cuda` runs before the first measurement) and the baseline's last time (cuBLAS, SDPA)."""
 
-    def __init__(self, kernel_measurer, start_cuda=None):
+    def __init__(self, kernel_measurer, cuda_started: bool = True):
         self.km = kernel_measurer
         self.compile_s = 0.0
         self.cuda_s = 0.0
-        self._start_cuda = start_cuda
+        self._cuda_started = cuda_started
         self.last_baseline_us: float | None = None
         self._futures: dict = {}   # (shape, config) -> Future of compile seconds or error text
         self._anchor: dict = {}    # shape -> (config, its time in the first round)
@@ -61,10 +61,10 @@ class LiveMeasurer:
         torch.cuda.synchronize(device)
 
     def _cuda_up(self) -> None:
-        if self._start_cuda is not None:
-            start, self._start_cuda = self._start_cuda, None
+        if not self._cuda_started:
+            self._cuda_started = True
             t0 = time.perf_counter()
-            start()
+            self.start_cuda(self.km.device)
             self.cuda_s += time.perf_counter() - t0
 
     def prefetch(self, shape, configs: list[Config]) -> None:
@@ -134,10 +134,10 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
     from rooftune.hwprofiles.hwprobe import gpu_visible, nvml_compute_capability, require_cuda, sm_partition
     from rooftune.kernels.compile import CompilePool, offline_warmup_by_name, warmup_by_name
 
-    if not gpu_visible():
+    capability = nvml_compute_capability()  # None: no GPU, or NVML cannot tell
+    if capability is None and not gpu_visible():
         require_cuda()  # the same clear error, before any worker starts
     module = kernel_spec(kernel).module
-    capability = nvml_compute_capability()
     warmup = (offline_warmup_by_name(module, 10 * capability[0] + capability[1]) if capability
               else warmup_by_name(module))
     pool = CompilePool(warmup, workers=tune_workers() if workers is None else workers)
@@ -147,9 +147,7 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
 
         km = kernel_measurer(kernel, profile, settings, pool=pool)  # loads neither torch nor CUDA
         if sms is None:
-            live = LiveMeasurer(km)
-            live._start_cuda = lambda: live.start_cuda(km.device)
-            yield live
+            yield LiveMeasurer(km, cuda_started=False)
             return
         require_cuda()
         with sm_partition(sms):

@@ -151,10 +151,10 @@ class KernelMeasurer:
                 errors[c] = f"check: {problem}"[:300]
         return errors
 
-    def _launchers(self, shape, configs, errors) -> tuple[dict, int, dict]:
-        """A launcher per config without an error (one that cannot be built gains one) and the
-        baselines, over input sets rotated to touch > 3x L2 between reuses; how many sets; and why
-        an extra baseline is absent."""
+    def _launchers(self, shape, configs, errors) -> tuple[dict, int, list, dict]:
+        """A launcher per config without an error (one that cannot be built gains one) and per
+        baseline, over input sets rotated to touch > 3x L2 between reuses; how many sets; the
+        baselines' keys (the library's own first, then the extra routes); why an extra route is absent."""
         from rooftune.kernels.timing import input_sets_needed
 
         bench = self.bench
@@ -172,7 +172,7 @@ class KernelMeasurer:
         launchers[self.baseline] = bench.baseline(shape, inputs, out)
         extras, absent = bench.extra_baselines(shape, inputs, out) if self.all_baselines else ({}, {})
         launchers.update(extras)
-        return launchers, sets, absent
+        return launchers, sets, [self.baseline, *extras], absent
 
     def _final_passes(self, shape, launchers, keys, salts) -> list[dict]:
         """Independent interleaved passes over `keys`, one per seed salt: no pruning, longer bursts."""
@@ -197,8 +197,7 @@ class KernelMeasurer:
         t0 = time.perf_counter()
         errors = self._check(shape, configs, compiled)
         t_check = time.perf_counter() - t0
-        launchers, sets, absent = self._launchers(shape, configs, errors)
-        bases = [base, *(k for k in launchers if isinstance(k, str) and k != base)]
+        launchers, sets, bases, absent = self._launchers(shape, configs, errors)
         first = time_candidates(launchers, rounds=s.rounds, prune_ratio=s.prune_ratio, mid_ratio=s.mid_ratio,
                                 mid_rounds=s.mid_rounds, target_ms=s.target_ms, baseline_keys=tuple(bases),
                                 seed=self._seed(shape, 2))
@@ -255,7 +254,7 @@ class KernelMeasurer:
         configs = [*extras, *finals]
         errors = self._check(shape, configs, compiled)
         t_check = time.perf_counter() - t0
-        launchers, sets, _ = self._launchers(shape, configs, errors)
+        launchers, sets, _, _ = self._launchers(shape, configs, errors)
         pass_a, pass_b = self._final_passes(shape, launchers, list(launchers), (5, 6))
         for timings in (pass_a, pass_b):
             errors.update((k, f"time: {t.error}") for k, t in timings.items() if t.error and k not in errors)

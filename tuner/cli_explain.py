@@ -46,6 +46,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     from rooftune.roofline.occupancy import LIMITERS
     from rooftune.tuner.args import fail, load_gpu, parse_shape, warn
     from rooftune.tuner.plots import check_plot
+    from rooftune.tuner.strategies import centred
 
     space = SPACES[kernel]
     shape = parse_shape(kernel, shape_text, layout, dtype)
@@ -68,9 +69,8 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     bd = predict(shape, configs_to_columns(configs), profile)
     residual = residual_option(kernel, profile, residual_choice, space.version)
     correction = residual.correction(shape, configs, bd) if residual else np.zeros(len(configs))
-    # Ranked as rooftune ranks; shown with the residual's geometric mean over the legal configs taken
-    # out, on the model's absolute scale (tuner/strategies.py `shown_us`).
-    factor = np.exp(correction - (correction[:len(legal)].mean() if len(legal) else 0.0))
+    # Ranked as rooftune ranks; shown on the model's absolute scale, centred over the legal configs.
+    factor = np.exp(centred(correction, over=len(legal)))
     corrected = bd.time_us * factor  # the model alone without a residual
     order = [int(i) for i in corrected.argsort(kind="stable")]
     terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS

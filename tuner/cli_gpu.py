@@ -108,12 +108,12 @@ def sweep_attention_cmd(
 def _sweep(kernel: str, shapes: str, out: str, gpu: str, sms: int | None, max_minutes: float | None,
            workers: int | None, shard: str | None, gpus: str | None, backfill_extras: bool = False) -> None:
     """Check the options (a bad shape list before any GPU work), sweep or backfill, print the summary."""
-    from rooftune.candidates.shapes import load_attention_shapes, load_shapes
+    from rooftune.candidates import KERNELS
     from rooftune.eval import sweep
     from rooftune.eval.backfill import backfill_gemm
     from rooftune.tuner.args import load_gpu, parse_counts, parse_shard
 
-    {"gemm": load_shapes, "attention": load_attention_shapes}[kernel](shapes)  # a bad list fails before the GPU
+    KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
     if backfill_extras and (shard_of or gpu_list):
         fail("--backfill-extras runs on one GPU: drop --shard and --gpus")

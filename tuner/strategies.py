@@ -73,13 +73,18 @@ def corrected_prior(shape, candidates: list[Config], profile: HardwareProfile, r
     return configs, log_model + correction
 
 
+def centred(correction: np.ndarray, over: int | None = None) -> np.ndarray:
+    """The residual's correction with its mean over the first `over` configs (default all) taken out.
+    The residual is fitted within each shape (roofline/fit.py), so it ranks a shape's configs but a
+    shape-wide factor in it is not identified and means nothing (it can be 3x); centred, corrected
+    times keep the model's absolute scale. The ranking is the same."""
+    base = correction[:over]
+    return correction - base.mean() if len(base) else correction
+
+
 def shown_us(log_model: np.ndarray, correction: np.ndarray) -> np.ndarray:
-    """Predicted µs to show a user: the model's times × the residual's factors with their geometric mean
-    over these configs taken out. The residual is fitted within each shape (roofline/fit.py), so it
-    ranks a shape's configs but a shape-wide factor in it is not identified and means nothing (it can
-    be 3x); shown this way, the times keep the model's absolute scale."""
-    centred = correction - correction.mean() if len(correction) else correction
-    return np.exp(log_model + centred)
+    """Predicted µs to show a user: the model's times × the residual's centred factors."""
+    return np.exp(log_model + centred(correction))
 
 
 def zero_trial_pick(shape, candidates: list[Config], profile: HardwareProfile, residual) -> Config | None:

@@ -128,9 +128,10 @@ def test_the_attention_bench_runs_the_kernel_and_sdpa_alike_on_the_cpu():
                                                                               dtype="fp16"))
         compiled = {config: 0.1, bad: "OutOfResources"}
         assert measurer._check(shape, [config, bad], compiled) == {bad: "compile: OutOfResources"}
-        launchers, sets, absent = measurer._launchers(shape, [config], {})
+        launchers, sets, bases, absent = measurer._launchers(shape, [config], {})
         routes = {"sdpa:cudnn", "sdpa:flash", "sdpa:efficient"}
         assert {config, "sdpa"} <= set(launchers) and sets >= 1  # a sweep times every backend that runs
+        assert bases[0] == "sdpa" and set(bases) == set(launchers) - {config}
         assert set(launchers) - {config, "sdpa"} | set(absent) == routes and "sdpa:cudnn" in absent  # no cuDNN on a CPU
         for key in set(launchers) - {config, "sdpa"}:
             launchers[key](0)

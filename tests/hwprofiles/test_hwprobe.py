@@ -111,5 +111,7 @@ def test_nvml_index_matches_the_cuda_device_by_uuid(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     uuid_of = {0: "cccc-2", 1: "ffff-9"}
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(uuid=uuid_of[d]))
+    nvml_index.cache_clear()  # asked once per device in a process: this test's fakes are new
     assert nvml_index(0) == 2
     assert nvml_index(1) == 1  # no NVML GPU has its UUID
+    nvml_index.cache_clear()

@@ -41,7 +41,7 @@ class FakePool:
 class FakeKM:
     """Times: config i takes 10 + i µs, times the clock factor of the current round."""
 
-    baseline, timeout_base_s, timeout_per_config_s = "cublas", 60.0, 2.0
+    baseline, timeout_base_s, timeout_per_config_s, device = "cublas", 60.0, 2.0, "cpu"
 
     def __init__(self, pool):
         self.pool, self.factor, self.timed, self.compiled_again = pool, 1.0, [], []
@@ -72,7 +72,8 @@ def test_prefetched_configs_are_not_compiled_twice():
 
 def test_cuda_starts_at_the_first_measurement_after_the_prefetched_compiles_are_submitted():
     pool, events = FakePool(), []
-    live = LiveMeasurer(FakeKM(pool), start_cuda=lambda: events.append(("cuda", len(pool.submitted))))
+    live = LiveMeasurer(FakeKM(pool), cuda_started=False)
+    live.start_cuda = lambda device: events.append(("cuda", len(pool.submitted)))
     live.prefetch("s", [cfg(0), cfg(1)])
     assert events == [] and live.cuda_s == 0.0  # nothing of CUDA yet: the compiles are under way
     live.measure("s", [cfg(0), cfg(1)])
