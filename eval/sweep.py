@@ -32,7 +32,6 @@ for the whole run) and checks and times them (kernels/measure.py says how).
 from __future__ import annotations
 
 import functools
-import os
 import statistics
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -58,6 +57,7 @@ from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarant
 from rooftune.eval.shard import shard_of, sweep_cost_us
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.kernels.benches import Shape
+from rooftune.kernels.compile import usable_cpus
 from rooftune.kernels.measure import SweepSettings, describe_device, file_digest, kernel_measurer
 
 
@@ -279,7 +279,7 @@ def sweep_shapes(kernel: str, shapes_path: str | Path, out: str | Path, profile:
     unique = {shape_id(s) for s in shapes}
     reporter.start(len(unique), len(unique & finished_ids(out)))
     started = time.monotonic()
-    workers = workers if workers is not None else max(1, (os.cpu_count() or 1) // len(gpus))
+    workers = workers if workers is not None else max(1, usable_cpus() // len(gpus))
     try:
         by_gpu = run_on_gpus(functools.partial(part, workers=workers),
                              [shard_of(shapes, i, len(gpus), cost) for i in range(len(gpus))], gpus, reporter)

@@ -91,13 +91,22 @@ def offline_warmup_by_name(module: str, arch: int) -> Warmup:
     return warmup
 
 
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity mask under taskset or a container's cpuset), else
+    the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 class CompilePool:
-    """`warmup` in a spawn pool of `workers` processes (default os.cpu_count(); 0 = in this process),
+    """`warmup` in a spawn pool of `workers` processes (default `usable_cpus()`; 0 = in this process),
     kept across `compile` calls until `close` (or the end of a `with` block)."""
 
     def __init__(self, warmup: Warmup, *, workers: int | None = None, device: str = "cuda"):
         self.warmup, self.device = warmup, device
-        self.workers = (os.cpu_count() or 1) if workers is None else workers
+        self.workers = usable_cpus() if workers is None else workers
         self._pool: ProcessPoolExecutor | None = None
         self.pools_started = 0
 

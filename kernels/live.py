@@ -20,13 +20,13 @@ Tuning needs an answer in seconds, so:
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
 from rooftune.candidates import Config, Trial
+from rooftune.kernels.compile import usable_cpus
 from rooftune.kernels.measure import SweepSettings
 from rooftune.hwprofiles import HardwareProfile
 
@@ -35,7 +35,7 @@ TUNE_SETTINGS = SweepSettings(rounds=5, retime_top=4, retime_rounds=7, retime_ta
 
 def tune_workers() -> int:
     """Compile workers for tuning: every core but two (this process times while they compile), 2 to 16."""
-    return max(2, min(16, (os.cpu_count() or 4) - 2))
+    return max(2, min(16, usable_cpus() - 2))
 
 
 class LiveMeasurer:
