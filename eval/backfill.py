@@ -1,10 +1,16 @@
-"""The extras backfill: the Triton tutorial's configs outside the space, timed for shapes swept before them.
+"""Backfills: what a sweep did not record, timed later for the shapes it finished.
+
+The extras backfill: the Triton tutorial's configs outside the space, timed for shapes swept before them.
 
 Datasets swept before the sweep timed those configs (candidates/baselines.py) lack their in_space=0
 rows; `backfill_extras` adds them to finished shapes: the extras timed interleaved with the shape's
 recorded final configs in two final passes, and put on the dataset's scale by the median ratio
 recorded / new time over those finals. The loop, the time budget and the quarantine are the
 sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras` (kernels/measure.py).
+
+The routes backfill: the SDPA backends that attention sweeps built but did not time (they were left out
+of the final passes), timed beside SDPA's own choice and put on the dataset's scale through its recorded
+time (`backfill_routes`; the GPU side is `KernelMeasurer.measure_routes`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import Protocol
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape
 from rooftune.candidates.baselines import gemm_baseline_extras
-from rooftune.candidates.shapes import load_shapes
+from rooftune.candidates.shapes import load_attention_shapes, load_shapes
 from rooftune.eval.dataset import (
     ConfigResult,
     DatasetError,
@@ -36,7 +42,14 @@ from rooftune.eval.dataset import (
 from rooftune.eval.quarantine import QUARANTINED, quarantining, read_quarantine
 from rooftune.eval.sweep import Compiler, Reporter, SilentReporter, order_by_group, run_shapes
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.kernels.measure import RetimePasses, SweepSettings, describe_device, gemm_measurer, repeatability
+from rooftune.kernels.measure import (
+    ROUTE_UNTIMED,
+    RetimePasses,
+    SweepSettings,
+    describe_device,
+    gemm_measurer,
+    repeatability,
+)
 
 
 class ExtrasMeasurer(Compiler, Protocol):
@@ -194,3 +207,120 @@ def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwarePro
     with sm_partition(sms), gemm_measurer(profile, settings, workers=workers) as measurer:
         return backfill_extras(out, profile, measurer, shapes=shapes, sms=sms, manifest=run,
                                max_minutes=max_minutes, reporter=reporter)
+
+
+# --- The routes backfill: SDPA backends timed beside the recorded baseline -------------------------------
+
+def untimed_routes(result: ShapeResult) -> list[str]:
+    """The extra routes a sweep built for this shape but recorded no time for (`ROUTE_UNTIMED`)."""
+    return sorted(k for k, why in result.meta.get("baseline_errors", {}).items() if why == ROUTE_UNTIMED)
+
+
+def routes_backfilled_shape(result: ShapeResult, base: str, passes: RetimePasses, date: str) -> ShapeResult | None:
+    """`result` with each route timed in `passes` and missing from its baselines added, on the dataset's
+    scale; None when the baseline `base` has no time in both passes (or none recorded).
+
+    A route's new time is the median over both passes' rounds; scale = the recorded baseline time / its
+    new time; the route's recorded time = new × scale. Recorded baselines and every row stay as they
+    are. `baseline_errors` keeps only the routes still without a time, each with the backfill's reason
+    where it has one. The meta's `routes_backfilled` records the date, the scale, the routes added and
+    the two passes' agreement over the timed routes (`passes`)."""
+    new_us = {k: statistics.median([*passes.first_us[k], *passes.second_us[k]]) for k in passes.first_us
+              if passes.first_us[k] and passes.second_us.get(k)}
+    recorded = result.baselines_us.get(base)
+    if not recorded or base not in new_us:
+        return None
+    scale = recorded / new_us[base]
+    added = {k: t * scale for k, t in new_us.items() if k != base and k not in result.baselines_us}
+    baselines = {**result.baselines_us, **added}
+    why_now = {**passes.meta.get("baseline_errors", {}), **passes.errors}
+    still = {k: why_now.get(k, why) for k, why in result.meta.get("baseline_errors", {}).items() if k not in baselines}
+    timed = sorted(new_us)
+    record = {"date": date, "scale": scale, "added": sorted(added), **{k: v for k, v in passes.meta.items()
+                                                                      if k != "baseline_errors"}}
+    if len(timed) > 1:
+        record["passes"] = repeatability({k: statistics.median(passes.first_us[k]) for k in timed},
+                                         {k: statistics.median(passes.second_us[k]) for k in timed})
+    meta = {k: v for k, v in result.meta.items() if k != "baseline_errors"}
+    meta.update({"baseline_errors": still} if still else {})
+    meta["routes_backfilled"] = record
+    return replace(result, baselines_us=baselines, meta=meta)
+
+
+class RoutesMeasurer(Protocol):
+    baseline: str
+
+    def measure_routes(self, shape) -> RetimePasses: ...
+
+
+def backfill_routes(root: str | Path, measurer: RoutesMeasurer, *, shapes: Sequence | None = None,
+                    manifest: dict | None = None, max_minutes: float | None = None,
+                    reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
+                    date: str | None = None) -> BackfillSummary:
+    """Time the routes that the finished shapes of the dataset at `root` (those in `shapes`, or all) were
+    swept without (`untimed_routes`) beside the recorded baseline, and add them on the dataset's scale
+    (`routes_backfilled_shape`); each file is rewritten atomically, its recorded bytes otherwise as they
+    were. Resumable: a shape with `routes_backfilled` in its meta, or with nothing untimed, is skipped.
+    `max_minutes`: no shape is started once the next one (estimated as the slowest so far) would end
+    past it. A run that backfilled a shape appends `manifest` and its count to the manifest's
+    `routes_backfill` list. Raises DatasetError for a folder that is not a dataset."""
+    started = now()
+    reporter = reporter or SilentReporter()
+    date = date or datetime.date.today().isoformat()
+    read_manifest(root)
+    wanted = None if shapes is None else {shape_id(s) for s in shapes}
+    todo, already = [], 0
+    for path in shape_files(root):
+        result = read_shape(path)
+        if wanted is not None and shape_id(result.shape) not in wanted:
+            continue
+        if "routes_backfilled" in result.meta or not untimed_routes(result):
+            already += 1
+        else:
+            todo.append((path, result))
+    reporter.start(len(todo) + already, already)
+    done = failed = 0
+    slowest, stopped = 0.0, False
+    for path, result in todo:
+        if max_minutes is not None and now() - started + slowest > 60 * max_minutes:
+            stopped = True
+            break
+        t0 = now()
+        if encode_shape(result) != path.read_bytes():  # the rewrite must leave every recorded byte as it is
+            raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
+        reporter.phase(result.shape, f"timing {', '.join(untimed_routes(result))} beside {measurer.baseline}")
+        new = routes_backfilled_shape(result, measurer.baseline, measurer.measure_routes(result.shape), date)
+        if new is None:
+            failed += 1
+        else:
+            write_shape(root, new)
+            done += 1
+        slowest = max(slowest, now() - t0)
+        reporter.finished(result.shape, now() - t0)
+    if done:
+        manifest_now = read_manifest(root)
+        runs = [*manifest_now.get("routes_backfill", []), {**(manifest or {}), "shapes": done}]
+        write_manifest(root, {**manifest_now, "routes_backfill": runs})
+    return BackfillSummary(done=done, already=already, not_needed=0, failed=failed,
+                           remaining=len(todo) - done - failed, stopped_early=stopped, seconds=now() - started)
+
+
+def backfill_attention_routes(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *,
+                              sms: int | None = None, max_minutes: float | None = None, workers: int | None = None,
+                              settings: SweepSettings = SweepSettings(),
+                              reporter: Reporter | None = None) -> BackfillSummary:
+    """`rooftune sweep attention --backfill-routes`: time the SDPA backends that the finished shapes of
+    the list in the dataset at `out` were swept without, on this GPU (`backfill_routes`). `workers` is
+    accepted for the sweep's signature; nothing is compiled. Raises ShapeListError, NoGpuError, DatasetError."""
+    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+    from rooftune.kernels.measure import attention_measurer
+
+    shapes = load_attention_shapes(shapes_path)
+    require_cuda()
+    run = {**describe_device(settings, sms, baseline="SDPA"), "shapes_file": Path(shapes_path).name,
+           "method": "each SDPA backend swept without a time timed interleaved with SDPA's own choice in two "
+                     "independent final passes; time = median over both passes x scale, scale = recorded / "
+                     "new SDPA time (shape meta: routes_backfilled)"}
+    with sm_partition(sms), attention_measurer(profile, settings, workers=1) as measurer:
+        return backfill_routes(out, measurer, shapes=shapes, manifest=run, max_minutes=max_minutes,
+                               reporter=reporter)

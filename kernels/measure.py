@@ -66,6 +66,10 @@ def repeatability(first: dict[Hashable, float], second: dict[Hashable, float]) -
             "best_within_1pct": second[best1] <= 1.01 * b2}
 
 
+# Why a sweep recorded no time for an extra route: it was built but not timed in the final passes (sweeps
+# before the fix that put every route in them); `rooftune sweep attention --backfill-routes` times those.
+ROUTE_UNTIMED = "no time in both final passes"
+
 
 @dataclass(frozen=True)
 class RetimePasses:
@@ -75,7 +79,7 @@ class RetimePasses:
 
     first_us: dict[Hashable, tuple[float, ...]]
     second_us: dict[Hashable, tuple[float, ...]]
-    errors: dict[Config, str] = field(default_factory=dict)
+    errors: dict[Hashable, str] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)
 
 
@@ -202,11 +206,11 @@ class KernelMeasurer:
                                 mid_rounds=s.mid_rounds, target_ms=s.target_ms, baseline_keys=tuple(bases),
                                 seed=self._seed(shape, 2))
         t_first = time.perf_counter() - t0 - t_check
-        ok = sorted((k for k, t in first.items() if k != base and t.median_us is not None),
+        ok = sorted((k for k, t in first.items() if k not in bases and t.median_us is not None),
                     key=lambda k: first[k].median_us)
-        top = ok[: s.retime_top] + [base]
-        # Two independent final passes over the fastest configs and the baseline: longer bursts, fresh
-        # orders. Their agreement is the shape's measured repeatability.
+        top = ok[: s.retime_top] + bases
+        # Two independent final passes over the fastest configs, the baseline and every extra route:
+        # longer bursts, fresh orders. Their agreement is the shape's measured repeatability.
         pass_a, pass_b = self._final_passes(shape, launchers, top, (3, 4))
         pooled = {k: statistics.median([*pass_a[k].times_us, *pass_b[k].times_us]) for k in top
                   if pass_a[k].median_us is not None and pass_b[k].median_us is not None}
@@ -238,12 +242,30 @@ class KernelMeasurer:
         for k in bases[1:]:  # why a route timed beside the baseline has no time
             if k not in baselines:
                 t = first.get(k)
-                absent[k] = f"time: {t.error}" if t is not None and t.error else "no time in both final passes"
+                absent[k] = f"time: {t.error}" if t is not None and t.error else ROUTE_UNTIMED
         if absent:
             meta["baseline_errors"] = absent
         del launchers
         torch.cuda.empty_cache()
         return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)
+
+    def measure_routes(self, shape) -> RetimePasses:
+        """The routes backfill's measurement: no config, the baseline and each extra route (AttentionBench:
+        every SDPA backend that runs the shape) timed interleaved in two independent final passes;
+        `meta["baseline_errors"]` says why a route could not be built."""
+        import torch
+
+        t0 = time.perf_counter()
+        launchers, sets, bases, absent = self._launchers(shape, [], {})
+        pass_a, pass_b = self._final_passes(shape, launchers, bases, (7, 8))
+        errors = {k: f"time: {t.error}" for timings in (pass_a, pass_b) for k, t in timings.items() if t.error}
+        first = {k: t.times_us for k, t in pass_a.items() if k not in errors}
+        second = {k: t.times_us for k, t in pass_b.items() if k not in errors}
+        meta = {"input_sets": sets, "retime_s": round(time.perf_counter() - t0, 2),
+                **self._clock_range(pass_a, pass_b), "baseline_errors": absent}
+        del launchers
+        torch.cuda.empty_cache()
+        return RetimePasses(first, second, errors, meta)
 
     def measure_extras(self, shape, extras, finals, compiled):
         """The backfill's measurement: every config checked as in `measure` (the finals again too),

@@ -93,40 +93,54 @@ def sweep_gemm_cmd(
     _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_extras)
 
 
-@sweep_app.command("attention", help=_SWEEP_HELP.format("PyTorch's SDPA", ""),
+@sweep_app.command("attention", help=_SWEEP_HELP.format("PyTorch's SDPA and each of its backends", """ With
+    --backfill-routes, time the SDPA backends that finished shapes were swept without (beside SDPA's own
+    choice, on the dataset's scale); resumable too."""),
                    short_help="The same for the causal attention forward, beside SDPA.")
 def sweep_attention_cmd(
     shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format(
         "{batch, heads, seq, head_dim[, kv_heads, causal, dtype]}")),
     out: str = _SWEEP_OUT, gpu: str = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
     workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
+    backfill_routes: bool = typer.Option(
+        False, "--backfill-routes",
+        help="instead of sweeping: time the SDPA backends that finished shapes have no time for (one GPU; "
+             "not with --shard or --gpus)"),
 ) -> None:
-    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers, shard, gpus)
+    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_routes)
 
 
 @cli_errors()
 def _sweep(kernel: str, shapes: str, out: str, gpu: str, sms: int | None, max_minutes: float | None,
-           workers: int | None, shard: str | None, gpus: str | None, backfill_extras: bool = False) -> None:
-    """Check the options (a bad shape list before any GPU work), sweep or backfill, print the summary."""
+           workers: int | None, shard: str | None, gpus: str | None, backfill: bool = False) -> None:
+    """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras,
+    attention: the routes), print the summary."""
     from rooftune.candidates import KERNELS
     from rooftune.eval import sweep
-    from rooftune.eval.backfill import backfill_gemm
+    from rooftune.eval.backfill import backfill_attention_routes, backfill_gemm
     from rooftune.tuner.args import load_gpu, parse_counts, parse_shard
 
     KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
-    if backfill_extras and (shard_of or gpu_list):
-        fail("--backfill-extras runs on one GPU: drop --shard and --gpus")
+    flag = {"gemm": "--backfill-extras", "attention": "--backfill-routes"}[kernel]
+    if backfill and (shard_of or gpu_list):
+        fail(f"{flag} runs on one GPU: drop --shard and --gpus")
     profile = load_gpu(gpu)
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    run = backfill_gemm if backfill_extras else {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention}[kernel]
-    split = {} if backfill_extras else {"shard": shard_of, "gpus": gpu_list}
+    backfills = {"gemm": backfill_gemm, "attention": backfill_attention_routes}
+    run = (backfills if backfill else {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention})[kernel]
+    split = {} if backfill else {"shard": shard_of, "gpus": gpu_list}
     with Progress(*columns, console=console) as progress:
         summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
                       reporter=RichReporter(progress), **split)
-    if backfill_extras:
+    if backfill and kernel == "attention":
+        budget = " (time budget reached)" if summary.stopped_early else ""
+        console.print(f"backfilled {summary.done}, with nothing to time {summary.already}, failed (SDPA not "
+                      f"re-timed) {summary.failed}, left {summary.remaining}{budget}; {summary.seconds:.0f} s")
+        return
+    if backfill:
         budget = " (time budget reached)" if summary.stopped_early else ""
         console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "
                       f"{summary.not_needed}, failed (no final config re-timed) {summary.failed}, "

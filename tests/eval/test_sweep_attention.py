@@ -3,18 +3,20 @@ legal config recorded, resume, failures as rows, quarantine), the attention benc
 interpreter), and on the GPU end to end."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from rooftune.candidates import ATTENTION_SPACE, KERNELS, AttentionShape, legal_configs
 from rooftune.eval.dataset import (
     ConfigResult, DatasetError, ShapeResult, finished_ids, read_dataset, read_manifest, read_shape, shape_files,
-    shape_id,
+    shape_id, write_shape,
 )
 from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.sweep import run_sweep
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.context import ContextLost
+from rooftune.kernels.measure import ROUTE_UNTIMED
 
 PROFILE = load_profile("h200")
 SHAPES = [AttentionShape(1, 2, 64, 64), AttentionShape(2, 8, 1024, 128), AttentionShape(1, 2, 100, 32, causal=False),
@@ -155,6 +157,7 @@ def test_the_kernel_comes_from_the_measurer_and_a_mismatch_is_refused(tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_attention_sweep_end_to_end(tmp_path):
+    from rooftune.eval.backfill import backfill_attention_routes
     from rooftune.eval.sweep import sweep_attention
 
     shapes = tmp_path / "shapes.json"
@@ -173,5 +176,22 @@ def test_gpu_attention_sweep_end_to_end(tmp_path):
         assert not failed, failed[:3]
         assert result.baselines_us["sdpa"] > 0 and result.meta["sdpa_first_us"] > 0
         assert result.meta["repeatability"] and result.meta["space_version"] == ATTENTION_SPACE.version
+        # every SDPA backend that runs the shape is timed in the final passes
+        assert ROUTE_UNTIMED not in result.meta.get("baseline_errors", {}).values(), result.meta
+        assert len(result.baselines_us) + len(result.meta.get("baseline_errors", {})) == 4
     manifest = read_manifest(tmp_path / "d")
     assert manifest["kernel"] == "attention" and manifest["device"]["torch"] and "SDPA" in manifest["timing"]["method"]
+
+    # the routes backfill, given a shape as older sweeps left it, times the routes it lacks near the sweep's
+    path = shape_files(tmp_path / "d")[0]
+    swept = read_shape(path)
+    routes = [k for k in swept.baselines_us if k != "sdpa"]
+    assert routes
+    write_shape(tmp_path / "d", replace(
+        swept, baselines_us={"sdpa": swept.baselines_us["sdpa"]},
+        meta={**swept.meta, "baseline_errors": {**swept.meta.get("baseline_errors", {}),
+                                                **dict.fromkeys(routes, ROUTE_UNTIMED)}}))
+    assert backfill_attention_routes(shapes, tmp_path / "d", PROFILE).done == 1
+    filled = read_shape(path)
+    for k in routes:
+        assert filled.baselines_us[k] == pytest.approx(swept.baselines_us[k], rel=0.25)
