@@ -1,4 +1,4 @@
-"""The causal-attention forward cost model: warp layout, tensor vs softmax overlap, registers, K/V traffic and the causal tail."""
+"""The causal-attention forward cost model: a CTA's serial chain per key block, the SM's shared units, K/V traffic, the tail."""
 
 from __future__ import annotations
 
@@ -6,12 +6,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooftune.candidates.attention_space import ROWS_PER_WARP, attention_regs_per_thread, attention_smem_bytes
+from rooftune.candidates.attention_space import (
+    ROWS_PER_WARP,
+    TMA_BARRIER_BYTES,
+    attention_regs_per_thread,
+    attention_smem_bytes,
+)
 from rooftune.candidates.shapes import DTYPE_BYTES, AttentionShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.roofline.gemm import SUBPARTITIONS_PER_SM, overlap
-from rooftune.roofline.lowering import REGISTER_BYTES, WARPS_PER_WARPGROUP, mma_flops_per_sm_s, uses_wgmma
+from rooftune.roofline.gemm import L2_REUSE_FRACTION, SUBPARTITIONS_PER_SM, overlap
+from rooftune.roofline.lowering import REGISTER_BYTES, WGMMA_ROWS, mma_flops_per_sm_s, uses_wgmma
 from rooftune.roofline.occupancy import (
     THREADS_PER_WARP,
     clock_hz,
@@ -21,30 +26,58 @@ from rooftune.roofline.occupancy import (
 )
 
 # Throughput per SM per clock comes from the profile: `sfu_ops_per_clock` exp2 results on the
-# special-function units and `fp32_lanes_per_sm` 32-bit FP add/mul/FMA results (128 from compute
-# capability 8.6 on, where four schedulers issuing one warp instruction each per clock make 128
-# thread instructions of any kind the issue limit too; 64 on the A100).
-# Online softmax, per score element besides its exp2: one FFMA (score·scale·log2e − row max), one
-# max into the row maximum, one add into the row sum, one conversion of P to the input dtype.
-SOFTMAX_FP32_OPS_PER_SCORE = 4
-# Per key block each row also rescales its running max and sum: one exp2 (alpha) and a few FP32 ops.
-ROW_OPS_PER_BLOCK = 4
-# Latency of one wgmma/mma group from issue to usable result beyond its throughput time. An
-# estimate, not a probed figure (pipelined units are ~100+ clocks deep); one key block waits on two
-# dependent groups (QKᵀ before the softmax, PV before the next rescale of O).
-MMA_LATENCY_CLOCKS = 128
+# special-function units and `fp32_lanes_per_sm` thread instructions issued (four schedulers issuing
+# one warp instruction each per clock make 128 from compute capability 8.6 on; 64 on the A100).
+# The loop's instruction stream as Triton 3.6 compiles it for sm_90 (the SASS of every config of the
+# space, compiled on the CPU; a linear fit within 17%): per warp and key block, ISSUE_PER_SCORE
+# instructions per score a thread holds (scale-and-subtract FFMA, row max, exp2, row sum, P's
+# conversion), ISSUE_PER_ACC per fp32 output element it holds (the rescale by alpha, wgmma fragment
+# moves) and ISSUE_PER_BLOCK fixed (barriers, the TMA and wgmma instructions, the row reductions'
+# shuffles); the masked loop adds MASK_ISSUE_PER_SCORE per score (index compare and select).
+ISSUE_PER_SCORE = 5.7
+ISSUE_PER_ACC = 2.0
+ISSUE_PER_BLOCK = 40.0
+MASK_ISSUE_PER_SCORE = 5.0
+# The four threads of a quad hold one row of the matrix fragment; each computes the row's rescale
+# factor alpha = exp2(m_old − m_new) itself.
+THREADS_PER_ROW = 4
+# Without a pipeline (num_stages 1) the loop keeps no buffer indices, barrier phases or prefetch
+# addresses: ptxas allocated about 16 registers a thread fewer in the same sm_90 compiles.
+PIPELINE_REGS = 16
+# A lone warp issues an instruction only every CHAIN_ISSUE_CPI clocks on average: with no other warp
+# of its CTA on its scheduler it waits on its own dependences (FP32 results, exp2, the shuffles of
+# the row reductions). One CTA's softmax takes CHAIN_ISSUE_CPI × its issue slots, while the SM's
+# issue slots take one instruction per scheduler per clock from all CTAs together.
+CHAIN_ISSUE_CPI = 1.5
+# Latency of one wgmma/mma group from issue to usable result beyond its throughput time (the wait
+# for the last accumulator write and the barrier after it); one key block waits on two dependent
+# groups (QKᵀ before the softmax, PV before the next rescale of O).
+MMA_LATENCY_CLOCKS = 256
 DEPENDENT_MMA_GROUPS_PER_BLOCK = 2
+# Units that run concurrently (tensor cores, SFUs, issue slots, shared memory, L2, one CTA's busy
+# chain) never overlap perfectly; their times combine as a p-norm, as in roofline/gemm.py `overlap`
+# (p = 4 there, for the GEMM's one-operation loop). Attention's loop alternates matrix and softmax
+# phases, and the resident CTAs contend for each in turn: p = 3.
+OVERLAP_NORM = 3.0
+# CHAIN_ISSUE_CPI, MMA_LATENCY_CLOCKS and OVERLAP_NORM are the only constants chosen on data: by
+# 5-fold cross-validation over the H200 training shapes (datasets/h200/attention/train, the fit's
+# folds) on the grid CPI 1.5-3, latency 64-768 clocks, p 2.5-4, maximizing the mean within-shape
+# Spearman correlation of predicted and measured time minus the mean |log(measured / predicted)|.
+# Every fold chose these.
 # Greedy dispatch: when a program is dispatched, the running ones are on average half way through,
 # so a slot frees about half a mean program before the fluid estimate (checked against an exact
 # list-scheduling simulation of causal grids: within ~3% of its makespan).
 IN_FLIGHT_REMAINING_FRACTION = 0.5
+# A generation of causal programs reads on average half of its heads' K/V (the prefix up to its
+# heaviest query block, from the whole sequence down to one block).
+CAUSAL_MEAN_PREFIX = 0.5
 FP32_BYTES = 4
 # ORDER bits (see candidates/attention_space.py).
 ORDER_REVERSE, ORDER_HEADS_FASTEST = 1, 2
 
-TERMS = ("tensor", "softmax", "smem", "l2", "serial", "latency", "memory")
-TERM_BOUND = {"tensor": "compute", "softmax": "compute", "smem": "compute", "l2": "memory", "memory": "memory",
-              "serial": "latency", "latency": "latency"}
+TERMS = ("tensor", "exp2", "issue", "smem", "l2", "serial", "latency", "memory")
+TERM_BOUND = {"tensor": "compute", "exp2": "compute", "issue": "compute", "smem": "compute", "l2": "memory",
+              "memory": "memory", "serial": "latency", "latency": "latency"}
 
 
 @dataclass(frozen=True)
@@ -68,10 +101,12 @@ class AttentionBreakdown:
     occupancy: np.ndarray
     waves: np.ndarray
     wave_efficiency: np.ndarray  # ideal (work / slots) time / scheduled time: the causal tail
-    compute_us: np.ndarray
-    softmax_us: np.ndarray
-    memory_us: np.ndarray
-    latency_us: np.ndarray
+    compute_us: np.ndarray       # padded FLOPs at the tensor rate on every SM
+    softmax_us: np.ndarray       # exp2 on the SFUs or the loop's issue slots, whichever is longer, on every SM
+    smem_us: np.ndarray          # shared-memory traffic (copies in, wgmma operand reads) at every SM's bandwidth
+    l2_us: np.ndarray            # K/V tiles every program loads, at L2 bandwidth
+    memory_us: np.ndarray        # DRAM bytes / DRAM bandwidth
+    latency_us: np.ndarray       # the slots' schedule at one CTA's chain per block (its serial work and load waits)
     launch_us: np.ndarray
     time_us: np.ndarray
     dominant: np.ndarray         # index into TERMS
@@ -107,12 +142,30 @@ def makespan_blocks(sizes: np.ndarray, slots: int) -> float:
     return float(max(sizes.sum() / slots, (np.maximum(start, 0.0) + sizes).max()))
 
 
+def _overlap(terms: np.ndarray) -> np.ndarray:
+    """Time of concurrent activities (rows of `terms`) as their OVERLAP_NORM-norm (roofline/gemm.py `overlap`)."""
+    top = terms.max(axis=0)
+    scaled = terms / np.where(top > 0, top, 1.0)
+    return top * (scaled ** OVERLAP_NORM).sum(axis=0) ** (1.0 / OVERLAP_NORM)
+
+
+def resident_smem_bytes(columns: dict[str, np.ndarray], head_dim: int, elem_bytes: int) -> np.ndarray:
+    """Shared memory a CTA holds, bytes: attention_smem_bytes (Q, and K and V per stage, as legality
+    bounds it) where the loop is pipelined; with num_stages 1, Q and the one tile that K and then V
+    pass through, (BLOCK_M + BLOCK_N) · head_dim · bytes (+ the TMA barriers), as compiled for sm_90."""
+    single = (columns["BLOCK_M"] + columns["BLOCK_N"]) * head_dim * elem_bytes + TMA_BARRIER_BYTES * columns["TMA"]
+    return np.where(columns["num_stages"] <= 1, single, attention_smem_bytes(columns, head_dim, elem_bytes))
+
+
 def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], profile: HardwareProfile) -> AttentionBreakdown:
     """Cost of every config in `columns` for `shape` on `profile` (see AttentionBreakdown).
 
-    One step = every resident CTA of an SM advancing one key block; the step time combines the
-    SM's shared resources (tensor cores, exp2/FP32 pipes, shared memory, L2, DRAM) with the serial
-    chain of one warpgroup (QKᵀ, softmax, PV in sequence), which other resident warpgroups hide."""
+    One step = every resident CTA of an SM advancing one key block. A CTA's block is a serial chain
+    (QKᵀ, the softmax, PV, the waits on their results and on loads the pipeline leaves exposed);
+    the step combines that chain with the SM's shared units (tensor cores, SFUs, issue slots,
+    shared memory, L2) that all resident CTAs use, and is never shorter than the whole chain.
+    Programs then hold a slot for their prologue and their key blocks in the grid's dispatch order;
+    DRAM traffic overlaps the whole schedule."""
     bm, bn = np.asarray(columns["BLOCK_M"], np.int64), np.asarray(columns["BLOCK_N"], np.int64)
     order = np.asarray(columns.get("ORDER", np.zeros_like(bm)), np.int64)
     warps, stages = np.asarray(columns["num_warps"], np.int64), np.asarray(columns["num_stages"], np.int64)
@@ -128,94 +181,124 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     q_blocks = cdiv(s, bm)
     programs = q_blocks * heads
     key_blocks = total_blocks * heads
-    masked = (q_blocks * cdiv(bm, bn) * heads) if shape.causal else np.zeros(bm.shape)
+    # Blocks of each program that run the masked loop: the diagonal (BLOCK_M / BLOCK_N blocks) under
+    # the causal mask, else the last block where seq is not a multiple of BLOCK_N.
+    masked_per_program = cdiv(bm, bn) if shape.causal else (s % bn > 0).astype(np.int64)
+    masked = masked_per_program * programs
     flops = np.full(bm.shape, float(shape.flops))
     padded_flops = 4.0 * bm * bn * d * key_blocks
 
     # Warp layout. A warp owns ROWS_PER_WARP rows of the matrix fragment; warps beyond BLOCK_M /
     # ROWS_PER_WARP split the columns instead, so row max and row sum cross warps and P is re-laid
-    # out through shared memory for PV. Warps along M form independent chains: a warpgroup of
-    # 64 rows for wgmma (BLOCK_M a multiple of 64, warps a multiple of 4), one warp for mma.sync.
+    # out through shared memory for PV. wgmma (BLOCK_M a multiple of 64, warps a multiple of 4)
+    # issues one instruction per 64-row slab, each reading the K (QKᵀ) or V (PV) tile from shared
+    # memory again; mma.sync reads them once per warp along M. A CTA's warps run the loop in
+    # lockstep (the K/V barriers and the wait before the softmax), so a CTA is one serial chain.
     wgmma = uses_wgmma(shape.dtype, bm, warps, profile)
     n_split = np.maximum(ROWS_PER_WARP * warps // bm, 1)
     warps_m = np.maximum(warps // n_split, 1)
-    chains = np.where(wgmma, np.maximum(warps_m // WARPS_PER_WARPGROUP, 1), warps_m)
-    chain_rows = bm / chains
-    chain_share = np.minimum(1.0, warps / chains / SUBPARTITIONS_PER_SM)  # sub-partitions one chain spans
+    b_readers = np.where(wgmma, np.maximum(bm // WGMMA_ROWS, 1), warps_m)
+    chain_share = np.minimum(1.0, warps / SUBPARTITIONS_PER_SM)  # sub-partitions a CTA's warps span
     rate_sm = mma_flops_per_sm_s(shape.dtype, wgmma, profile)
 
     # Registers per thread: fp32 O (BLOCK_M·head_dim) and S (BLOCK_M·BLOCK_N), P packed in the
-    # input dtype for PV, and without a pipeline (num_stages 1) the K and V tiles staged between
-    # their global load and shared-memory store. Above the per-thread limit the rest spills.
+    # input dtype for PV, and with pointer loads and no pipeline (num_stages 1) the K and V tiles
+    # staged between their global load and shared-memory store (TMA copies bypass registers).
+    # Above the per-thread limit the rest spills.
     threads = warps * THREADS_PER_WARP
-    regs = (attention_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}, d)
-            + bm * bn * elem // (REGISTER_BYTES * threads)
-            + np.where(stages <= 1, 2 * bn * d * elem // (REGISTER_BYTES * threads), 0))
-    spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
     tma = np.asarray(columns.get("TMA", np.zeros_like(bm)), np.int64)
-    smem_cta = attention_smem_bytes({"BLOCK_M": bm, "BLOCK_N": bn, "num_stages": stages, "TMA": tma}, d, elem)
-    resident, limiter = ctas_per_sm(smem_cta, np.minimum(regs, profile.regs_per_thread_max), warps, profile)
+    regs = (attention_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}, d)
+            + bm * bn * elem // (REGISTER_BYTES * threads) - np.where(stages <= 1, PIPELINE_REGS, 0)
+            + np.where((stages <= 1) & (tma == 0), 2 * bn * d * elem // (REGISTER_BYTES * threads), 0))
+    spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
+    tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "num_stages": stages, "TMA": tma}
+    smem_cta = resident_smem_bytes(tiles, d, elem)
+    # The driver reserves shared memory per resident CTA: what a block may not opt in to.
+    reserved = profile.smem_per_sm_bytes - profile.smem_per_block_bytes
+    resident, limiter = ctas_per_sm(smem_cta + reserved, np.minimum(regs, profile.regs_per_thread_max), warps, profile)
     slots = profile.sm_count * resident
 
-    # One key block of one CTA.
+    # One key block of one CTA. Issue slots: every warp instruction of the loop takes one of the
+    # SM's fp32_lanes_per_sm / 32 issue slots per clock (seconds = warps · 32 · instructions per warp /
+    # (fp32_lanes_per_sm · clock)); exp2 runs on the SFUs.
     flops_blk = 4.0 * bm * bn * d
-    scores = (bm * bn).astype(float)
-    exps = scores + bm
-    # The diagonal blocks' mask (a compare and select per score on BLOCK_M/BLOCK_N of a program's
-    # blocks) is left out: second order, and a kernel with S unspecialized bounds-checks anyway.
-    fp32_ops = scores * SOFTMAX_FP32_OPS_PER_SCORE + bm * d + bm * ROW_OPS_PER_BLOCK
-    sfu_s = exps / (profile.sfu_ops_per_clock * clock)
-    issue_s = (exps + fp32_ops) / (profile.fp32_lanes_per_sm * clock)
-    softmax_blk = np.maximum(sfu_s, issue_s)  # the whole SM's pipes
+    scores_thread, acc_thread = bm * bn / threads, bm * d / threads
+    issue_warp = ISSUE_PER_SCORE * scores_thread + ISSUE_PER_ACC * acc_thread + ISSUE_PER_BLOCK
+    issue_blk = threads * issue_warp / (profile.fp32_lanes_per_sm * clock)
+    mask_issue_blk = threads * MASK_ISSUE_PER_SCORE * scores_thread / (profile.fp32_lanes_per_sm * clock)
+    exps = bm * bn + bm * THREADS_PER_ROW  # P, and each row's rescale factor in every thread holding the row
+    sfu_blk = exps / (profile.sfu_ops_per_clock * clock)
+    softmax_blk = np.maximum(sfu_blk, issue_blk)  # the whole SM's pipes
     kv_bytes = 2.0 * bn * d * elem
     relayout = np.where(n_split > 1, bm * bn * elem * (1 + n_split) + 2 * 2 * bm * n_split * FP32_BYTES, 0)
     # Shared memory: K and V written by the copies; Q read by every warp column, K and V by every
-    # chain; P and the cross-warp row statistics where warps split the columns.
-    smem_blk = kv_bytes + n_split * bm * d * elem + chains * kv_bytes + relayout
+    # B-operand reader; P and the cross-warp row statistics where warps split the columns.
+    smem_blk = kv_bytes + n_split * bm * d * elem + b_readers * kv_bytes + relayout
     spill_blk = spilled * REGISTER_BYTES * 2 * threads  # spilled values stored and reloaded once per block
 
-    # K and V stay in L2 across the programs that share them when the live heads' K/V fit.
-    live_heads = np.where(order & ORDER_HEADS_FASTEST, np.minimum(heads, slots), cdiv(slots, q_blocks).clip(1, heads))
-    # Grouped-query attention: a K/V head serves `group` query heads, so K and V are heads/group of Q's size.
-    group = shape.heads // shape.kv_heads
-    kv_live = cdiv(live_heads, group) * 2.0 * s * d * elem
-    kv_reuse = kv_live <= profile.l2_bytes / 2
+    # K/V traffic. Programs running at once read each K/V block of their head at about the same
+    # time, so one DRAM read serves them all (L2 keeps the block between its first and last reader).
+    # A head's K/V is streamed from DRAM again only by programs dispatched after its earlier ones
+    # finished (a later generation of `slots` programs), and only where what the programs in between
+    # touch does not fit in L2: the live heads' K/V for per-head orders, every head's for heads-fastest
+    # orders (a head's next query blocks come after all other heads'). A causal generation reads on
+    # average half the sequence (its heaviest programs' prefix).
+    heads_fastest = (order & ORDER_HEADS_FASTEST) != 0
+    group = shape.heads // shape.kv_heads  # grouped-query attention: a K/V head serves `group` query heads
+    kv_head_bytes = 2.0 * s * d * elem
+    live_heads = np.where(heads_fastest, heads, cdiv(slots, q_blocks).clip(1, heads))
+    kv_reuse = cdiv(live_heads, group) * kv_head_bytes <= profile.l2_bytes * L2_REUSE_FRACTION
+    generations = np.where(heads_fastest, np.minimum(q_blocks, cdiv(programs, slots)), cdiv(q_blocks, slots))
+    prefix = CAUSAL_MEAN_PREFIX if shape.causal else 1.0
+    kv_passes = np.where(kv_reuse, 1.0, np.maximum(generations * prefix, 1.0))
+    kv_once = (heads // group) * kv_head_bytes
     qo_bytes = 2.0 * heads * s * d * elem
-    kv_once = 2.0 * (heads // group) * s * d * elem
+    kv_dram = np.minimum(kv_once * kv_passes, key_blocks * kv_bytes)
     l2_bytes = key_blocks * (kv_bytes + spill_blk) + qo_bytes
-    dram_bytes = np.where(kv_reuse, kv_once, key_blocks * kv_bytes) + qo_bytes
-    # A load's latency: an L2 hit, or DRAM for the first of the reads of each K/V block. Counted as
-    # the heaviest programs see it (they set the tail): all q_blocks programs of a head read each block.
-    full_reads = q_blocks * cdiv(s, bn) * heads * kv_bytes
-    miss = np.clip(np.where(kv_reuse, kv_once, full_reads) / full_reads, 0, 1)
-    latency_s = load_latency_s(profile, miss)
-
-    # The step of one SM with per_sm CTAs resident on each of `active` SMs.
+    dram_bytes = kv_dram + qo_bytes
+    # A load's latency: an L2 hit, or DRAM for the share of K/V bytes L2 does not serve.
+    latency_s = load_latency_s(profile, np.clip(kv_dram / (key_blocks * kv_bytes), 0, 1))
+    # A K/V tile arrives after the latency plus its transfer at this SM's share of L2 bandwidth.
     active = np.minimum(programs, profile.sm_count)
-    per_sm = np.minimum(resident, cdiv(programs, profile.sm_count))
-    sm_share = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
     l2_bw, dram_bw, smem_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9, smem_bytes_per_sm_s(profile)
+    per_sm = np.minimum(resident, cdiv(programs, profile.sm_count))
+    load_s = latency_s + kv_bytes / 2 * active / l2_bw  # one tile, K or V, at this SM's share of L2
+
+    # The step of one SM with per_sm CTAs resident on each of `active` SMs: each shared unit's time
+    # for one key block of every CTA.
+    sm_share = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
     resources = np.stack([
         per_sm * flops_blk / (rate_sm * sm_share),
-        per_sm * softmax_blk / sm_share,
+        per_sm * sfu_blk / sm_share,
+        per_sm * issue_blk / sm_share,
         per_sm * (smem_blk + spill_blk) / smem_bw,
         per_sm * (kv_bytes + spill_blk) * active / l2_bw,
     ])
-    # One chain's block in sequence: its QKᵀ, softmax and PV at the share of the SM its warps
-    # span, the relayout, two dependent MMA latencies. Without a pipeline (num_stages 1) the warps
-    # also wait for the K/V load and store the tiles from registers into shared memory themselves.
-    chain_frac = chain_rows / bm
-    chain_s = ((flops_blk / rate_sm + softmax_blk) * chain_frac / chain_share + relayout / smem_bw
-               + DEPENDENT_MMA_GROUPS_PER_BLOCK * MMA_LATENCY_CLOCKS / clock
-               + np.where(stages <= 1, latency_s + kv_bytes / smem_bw, 0.0))
-    # A stage's buffer is refilled only after the MMA reading it finishes (as in roofline/gemm.py),
-    # so with S stages a CTA's block period P obeys (S-1)·P >= latency + its own chain.
-    prefetch_s = np.where(stages <= 1, 0.0, (latency_s + chain_s) / np.maximum(stages - 1, 1))
-    step_terms = np.concatenate([resources, chain_s[None], prefetch_s[None]])
-    step = overlap(step_terms)  # seconds per key block per program, per_sm programs sharing an SM
+    # One CTA's block in sequence: QKᵀ, the softmax and PV at the share of the SM its warps span,
+    # the relayout, the dependent MMA latencies; then what the loads leave exposed. The loop issues
+    # the next loads after PV is issued, into the buffer block j−1 freed: with S stages they are for
+    # block j+S−1, so a load has PV and S−2 further blocks to land. Without a pipeline (num_stages 1)
+    # K and V share one buffer and each is waited on right after its copy is issued (pointer loads
+    # also store the tiles from registers).
+    mma_pv_s = flops_blk / 2 / rate_sm / chain_share
+    core_s = ((flops_blk / rate_sm + np.maximum(sfu_blk, CHAIN_ISSUE_CPI * issue_blk)) / chain_share
+              + relayout / smem_bw + DEPENDENT_MMA_GROUPS_PER_BLOCK * MMA_LATENCY_CLOCKS / clock)
+    exposed_s = np.where(stages <= 1, 2 * load_s + np.where(tma == 0, kv_bytes / smem_bw, 0.0),
+                         np.maximum(load_s - mma_pv_s - np.maximum(stages - 2, 0) * core_s, 0.0))
+    chain_s = core_s + exposed_s
+    # The SM's units and one CTA's busy chain overlap imperfectly; its waits on loads do not compete
+    # for anything (other CTAs fill them), so the whole chain only bounds the step from below.
+    step_terms = np.concatenate([resources, core_s[None]])
+    step = np.maximum(_overlap(step_terms), chain_s)  # seconds per key block per program, per_sm sharing an SM
 
-    # Programs hold a slot for prologue + blocks · step; the grid's dispatch order sets the tail.
-    prologue = latency_s + bm * d * elem * 2 * per_sm * active / dram_bw
+    # A program holds its slot for a fixed part plus its key blocks · step; the grid's dispatch order
+    # sets the tail. The fixed part: the wait for its Q tile (and the first K/V tiles, loaded
+    # alongside) from DRAM at this SM's share of bandwidth, the masks' instructions of its masked
+    # blocks, and at the end the wait for its O tile's copy out of shared memory (an L2 write).
+    # The last programs' stores drain to DRAM after the schedule.
+    per_program_s = (latency_s + bm * d * elem * active / dram_bw + profile.l2_latency_ns * 1e-9
+                     + masked_per_program * CHAIN_ISSUE_CPI * mask_issue_blk / chain_share)
+    drain_s = profile.dram_latency_ns * 1e-9
     span_blocks = np.zeros(bm.shape)
     for (m_, n_), per_q in per_q_of.items():
         sel = (bm == m_) & (bn == n_)
@@ -226,27 +309,35 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     # DRAM moves Q, O and K/V (once per head where L2 keeps them) over the whole kernel, overlapped
     # with the schedule rather than charged per block (a short grid is not a stream of blocks).
     dram_s = dram_bytes / dram_bw
-    scheduled_s = span_blocks * step + prologue * np.ceil(programs_per_slot)
+    scheduled_s = span_blocks * step + per_program_s * np.ceil(programs_per_slot)
     main_s = overlap(np.stack([scheduled_s, dram_s]))
-    ideal_s = overlap(np.stack([(key_blocks / np.minimum(slots, programs)) * step + prologue * programs_per_slot, dram_s]))
+    ideal_s = overlap(np.stack([(key_blocks / np.minimum(slots, programs)) * step + per_program_s * programs_per_slot,
+                                dram_s]))
     launch_s = profile.launch_overhead_us * 1e-6
-    time_s = main_s + launch_s
+    time_s = main_s + launch_s + drain_s
     # What binds: DRAM where the whole-kernel traffic outlasts the schedule, else the largest step term.
-    step_names = [t for t in TERMS if t != "memory"]
-    dominant = np.where(dram_s > scheduled_s, TERMS.index("memory"),
-                        np.array([TERMS.index(t) for t in step_names])[step_terms.argmax(axis=0)])
+    # The chain is "latency" where waiting on loads makes up most of it, else "serial".
+    step_names = np.array([TERMS.index(t) for t in ("tensor", "exp2", "issue", "smem", "l2", "serial")])
+    step_dominant = np.where(chain_s >= step_terms.max(axis=0), TERMS.index("serial"),
+                             step_names[step_terms.argmax(axis=0)])
+    step_dominant = np.where((step_dominant == TERMS.index("serial")) & (exposed_s > core_s),
+                             TERMS.index("latency"), step_dominant)
+    dominant = np.where(dram_s > scheduled_s, TERMS.index("memory"), step_dominant)
     us = 1e6
     return AttentionBreakdown(
         flops=flops, padded_flops=padded_flops, padding_efficiency=flops / padded_flops,
         key_blocks=key_blocks, masked_blocks=masked, dram_bytes=dram_bytes, l2_bytes=l2_bytes,
-        fits=smem_cta <= profile.smem_per_block_bytes, uses_wgmma=np.asarray(wgmma), warps_along_n=n_split,
+        fits=attention_smem_bytes(tiles, d, elem) <= profile.smem_per_block_bytes, uses_wgmma=np.asarray(wgmma),
+        warps_along_n=n_split,
         regs_per_thread=regs, programs=programs, ctas_per_sm=resident, occupancy_limiter=limiter,
         occupancy=resident * warps * THREADS_PER_WARP / profile.max_threads_per_sm,
         waves=programs / slots, wave_efficiency=np.minimum(ideal_s / main_s, 1.0),
         compute_us=us * padded_flops / (rate_sm * profile.sm_count),
         softmax_us=us * key_blocks * softmax_blk / profile.sm_count,
-        memory_us=us * dram_bytes / (profile.dram_bw_gbps * 1e9),
-        latency_us=us * span_blocks * np.maximum(chain_s / per_sm, prefetch_s),
+        smem_us=us * key_blocks * (smem_blk + spill_blk) / (smem_bw * profile.sm_count),
+        l2_us=us * l2_bytes / l2_bw,
+        memory_us=us * dram_bytes / dram_bw,
+        latency_us=us * span_blocks * chain_s,
         launch_us=np.full(bm.shape, us * launch_s),
         time_us=us * time_s, dominant=dominant,
         bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant],

@@ -27,8 +27,10 @@ from rooftune.hwprofiles import HardwareProfile
 
 RESIDUAL_FORMAT = "rooftune-residual-1"
 # Bump when a feature's definition changes: a residual fitted on other features cannot be applied.
+# The features are the model's own breakdown, so a change of what a term means bumps them too
+# (attention-features-2: the attention model's chain, occupancy and K/V traffic terms of 2026-12).
 GEMM_FEATURES_VERSION = "gemm-features-1"
-ATTENTION_FEATURES_VERSION = "attention-features-1"
+ATTENTION_FEATURES_VERSION = "attention-features-2"
 RESIDUAL_DIR = "residuals"
 
 # Config parameters whose effect the model misjudges differently by regime: each also enters

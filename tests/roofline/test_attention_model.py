@@ -63,11 +63,16 @@ def _columns(*rows):
     return {n: np.array([r[i] for r in rows]) for i, n in enumerate(names)}
 
 
-def test_causal_never_costs_more_than_non_causal():
+def test_causal_never_costs_more_than_non_causal_beyond_its_masks():
+    # Beyond one wave causal runs about half the key blocks. Within one wave its heaviest programs
+    # visit every key block as the non-causal ones do, plus the masks of their diagonal blocks.
     for dims in SHAPES:
         causal, full = AttentionShape(*dims), AttentionShape(*dims, causal=False)
         columns = legal_configs(ATTENTION_SPACE, causal, H200).columns
-        assert np.all(predict(causal, columns, H200).time_us <= predict(full, columns, H200).time_us * (1 + 1e-9))
+        bc, bf = predict(causal, columns, H200), predict(full, columns, H200)
+        several = bc.waves > 1
+        assert np.all(bc.time_us[several] <= bf.time_us[several] * (1 + 1e-9))
+        assert np.all(bc.time_us <= bf.time_us * 1.1)
 
 
 def test_heaviest_first_never_slower_for_causal_beyond_one_wave():
@@ -156,3 +161,76 @@ def test_kv_read_from_dram_once_per_head_when_l2_holds_them():
     qkvo = 4 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2
     assert bd.dram_bytes[0] == qkvo
     assert bd.l2_bytes[0] > bd.dram_bytes[0]
+
+
+def _tma_columns(*rows):
+    names = ("BLOCK_M", "BLOCK_N", "ORDER", "TMA", "num_warps", "num_stages")
+    return {n: np.array([r[i] for r in rows]) for i, n in enumerate(names)}
+
+
+def test_tma_without_pipeline_holds_one_tile_and_no_staging_registers():
+    # num_stages 1 (compiled for sm_90): Q and one tile that K, then V, pass through; TMA copies
+    # bypass registers, so 64x64 on 4 warps fits four CTAs where pointer loads stage K and V.
+    from rooftune.roofline.attention import resident_smem_bytes
+
+    one = resident_smem_bytes({"BLOCK_M": np.array([64]), "BLOCK_N": np.array([64]), "num_stages": np.array([1]),
+                               "TMA": np.array([1])}, 128, 2)
+    assert one[0] == (64 + 64) * 128 * 2 + 1024
+    bd = predict(AttentionShape(4, 32, 4096, 128), _tma_columns((64, 64, 1, 1, 4, 1), (64, 64, 1, 0, 4, 1)), H200)
+    assert list(bd.ctas_per_sm) == [4, 2]
+    assert bd.regs_per_thread[0] < bd.regs_per_thread[1]
+
+
+def test_one_stage_waits_on_both_loads_and_three_stages_hide_them():
+    # Same occupancy (two CTAs) at every depth: without a pipeline each block waits for K and then
+    # V; with two stages a load has only PV to land; from three on it has a whole block.
+    bd = predict(AttentionShape(4, 32, 4096, 64), _tma_columns(*[(128, 64, 1, 1, 8, s) for s in (1, 2, 3, 4)]), H200)
+    assert len(set(bd.ctas_per_sm.tolist())) == 1
+    t1, t2, t3, t4 = bd.time_us
+    assert t1 > t2 > t3 and t3 == t4
+    assert bd.bound[0] == "latency"
+
+
+def test_programs_running_together_share_kv_from_dram():
+    # Heads fastest: the K/V of all heads does not fit in L2 between a head's generations of
+    # programs, but the programs of one generation read each block once from DRAM between them.
+    shape = AttentionShape(2, 32, 8192, 128, kv_heads=8)
+    bd = predict(shape, _tma_columns((128, 64, 1, 1, 4, 2), (128, 64, 3, 1, 4, 2)), H200)
+    every_block = bd.key_blocks * 2 * 64 * 128 * 2
+    assert np.all(bd.dram_bytes < 0.2 * every_block)
+    assert bd.dram_bytes[1] > bd.dram_bytes[0]
+    assert abs(bd.time_us[1] / bd.time_us[0] - 1) < 0.15
+    assert np.all(bd.bound != "memory")
+
+
+def test_a_ctas_warpgroups_are_one_chain():
+    # 128 rows on one warpgroup or two: the CTA's warps wait on the same barriers, so with one CTA
+    # per SM (three stages of 128x64 at head_dim 128) neither hides the other's softmax.
+    bd = predict(AttentionShape(4, 32, 4096, 128), _tma_columns((128, 64, 1, 1, 4, 3), (128, 64, 1, 1, 8, 3)), H200)
+    assert list(bd.ctas_per_sm) == [1, 1]
+    assert abs(bd.time_us[1] / bd.time_us[0] - 1) < 0.05
+    assert np.all(bd.latency_us > 0.8 * bd.time_us)
+
+
+def test_masked_blocks_per_program():
+    columns = _tma_columns((128, 32, 1, 1, 4, 2), (64, 64, 1, 1, 4, 2))
+    # The diagonal's BLOCK_M / BLOCK_N blocks under the causal mask; without it, the last block
+    # where seq is not a multiple of BLOCK_N.
+    causal = predict(AttentionShape(2, 4, 1000, 64), columns, H200)
+    assert list(causal.masked_blocks) == list(causal.programs * [4, 1])
+    full = predict(AttentionShape(2, 4, 1000, 64, causal=False), columns, H200)
+    assert list(full.masked_blocks) == list(full.programs)
+    assert list(predict(AttentionShape(2, 4, 1024, 64, causal=False), columns, H200).masked_blocks) == [0, 0]
+
+
+# Best of the space timed on the H200 for shapes outside the project's lists (datasets/h200/attention/
+# NOTES.md, "Kernel vs each SDPA backend": best TMA config, µs).
+MEASURED_BEST_US = {(4, 64, 4096, 128, 64): 2248.9, (1, 32, 8192, 128, 8): 991.4, (16, 12, 1024, 64, 12): 88.1,
+                    (1, 8, 16384, 64, 8): 602.8}
+
+
+def test_predicted_best_is_near_the_measured_best():
+    for (batch, heads, seq, head_dim, kv_heads), measured in MEASURED_BEST_US.items():
+        shape = AttentionShape(batch, heads, seq, head_dim, kv_heads=kv_heads)
+        predicted = predict(shape, legal_configs(ATTENTION_SPACE, shape, H200).columns, H200).time_us.min()
+        assert 0.75 < measured / predicted < 1.3, (shape, measured, predicted)
