@@ -8,6 +8,11 @@ sequences, head_dim, grouped-query ratio). Each kernel has its own features (FEA
 attention's), and a residual says which it was fitted on. Ranking happens
 within one shape, so a constant per shape never matters and the residual carries no intercept.
 
+The zero-trial pick (the first config rooftune runs, with nothing measured) ranks by the same terms
+plus a few of its own (`pick`: a change to the base features' coefficients, fitted for the budget-1
+score: roofline/fit.py `fit_pick`); the search's later rounds keep the ridge fit, whose corrected
+times are what its Gaussian process is calibrated on.
+
 A profile with no residual file runs the model alone (`load_residual` returns None).
 """
 
@@ -41,6 +46,11 @@ _REGIME_FEATURES = ("stages", "stages_sq", "log_bm", "log_bn", "log_bk", "log_bk
 # Centres of log2 M, N, K: the middle of the sizes LLM layers span (M 1..16K, N and K 128..64K).
 _SHAPE_CENTRES = {"m": 7.0, "n": 12.0, "k": 12.0}
 _SHAPE_SCALE = 7.0
+
+
+def is_pick_feature(name: str) -> bool:
+    """The features the pick may re-weigh: the base ones, not their products with a shape scale."""
+    return "*" not in name
 
 
 def _config_columns(configs: list[Config] | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -171,17 +181,19 @@ class Residual:
     coefficients: dict[str, float]
     strategy: dict[str, float] = field(default_factory=dict)   # the search's constants (tuner/search.py)
     fit: dict = field(default_factory=dict)                    # data, settings, cross-validated scores
+    pick: dict[str, float] = field(default_factory=dict)       # the zero-trial pick's change to coefficients
 
     def applies_to(self, space_version: str | None) -> bool:
         """Fitted on measurements of this space (rooftune's kernel over it)? Data of another kernel or
         space (the H200 probe, AutoHeuristic logs) get the model alone."""
         return space_version is not None and self.fit.get("space_version") == space_version
 
-    def correction(self, shape, configs, breakdown) -> np.ndarray:
-        """Additive correction to log(predicted time) per config."""
+    def correction(self, shape, configs, breakdown, for_pick: bool = False) -> np.ndarray:
+        """Additive correction to log(predicted time) per config: the search's, or `for_pick` the
+        zero-trial pick's (the search's plus `pick`)."""
         names, x = feature_set(self.kernel).compute(shape, configs, breakdown)
-        coef = np.array([self.coefficients.get(n, 0.0) for n in names])
-        return x @ coef
+        coefficients = pick_coefficients(self.coefficients, self.pick) if for_pick else self.coefficients
+        return x @ np.array([coefficients.get(n, 0.0) for n in names])
 
     def contributions(self, shape, configs, breakdown, top: int = 5) -> list[list[tuple[str, float]]]:
         """Per config, the `top` largest terms of the correction (feature, coefficient · value), for `explain`."""
@@ -192,10 +204,15 @@ class Residual:
         return [[(names[j], float(terms[i, j])) for j in row] for i, row in enumerate(order)]
 
 
+def pick_coefficients(coefficients: dict[str, float], pick: dict[str, float]) -> dict[str, float]:
+    """The zero-trial pick's coefficients: the search's plus the pick's change."""
+    return {n: coefficients.get(n, 0.0) + pick.get(n, 0.0) for n in {**coefficients, **pick}}
+
+
 def residual_to_dict(residual: Residual) -> dict:
     return {"format": RESIDUAL_FORMAT, "kernel": residual.kernel, "profile": residual.profile,
             "features_version": residual.features_version, "coefficients": residual.coefficients,
-            "strategy": residual.strategy, "fit": residual.fit}
+            "pick": residual.pick, "strategy": residual.strategy, "fit": residual.fit}
 
 
 def residual_from_dict(data: dict, origin: str) -> Residual:
@@ -211,8 +228,10 @@ def residual_from_dict(data: dict, origin: str) -> Residual:
     try:
         coefficients = {str(k): float(v) for k, v in data["coefficients"].items()}
         strategy = {str(k): float(v) for k, v in data.get("strategy", {}).items()}
+        # A residual written before the pick had its own change picks by the search's coefficients.
+        pick = {str(k): float(v) for k, v in data.get("pick", {}).items()}
         return Residual(str(data["kernel"]), str(data["profile"]), data["features_version"], coefficients,
-                        strategy, dict(data.get("fit", {})))
+                        strategy, dict(data.get("fit", {})), pick)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResidualError(f"{origin}: malformed residual ({exc})") from exc
 

@@ -46,7 +46,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     from rooftune.roofline.occupancy import LIMITERS
     from rooftune.tuner.args import fail, load_gpu, parse_shape, warn
     from rooftune.tuner.plots import check_plot
-    from rooftune.tuner.strategies import centred
+    from rooftune.tuner.strategies import centred, zero_trial_pick
 
     space = SPACES[kernel]
     shape = parse_shape(kernel, shape_text, layout, dtype)
@@ -95,6 +95,10 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
                   f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
                   f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB)")
+    pick = zero_trial_pick(shape, list(legal.configs), profile, residual) if residual and residual.pick else None
+    if pick is not None and pick != configs[best]:
+        console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
+                      f"{config_label(pick)}, rank {order.index(configs.index(pick)) + 1} here")
     if named is not None:
         i = configs.index(named)
         rank = order.index(i) + 1

@@ -22,10 +22,10 @@ def fit_gemm(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep gemm`"),
     gpu: str = _GPU, out: Path = _OUT,
 ) -> None:
-    """Choose the ridge penalty, the near-best weighting and the search constants by 5-fold
-    cross-validation over shapes (the search replayed at budgets 1, 5, 10, 20), refit on every
-    training shape, learn the `static` baseline list, and write it all as one JSON. Refuses held-out
-    data. About a minute on 120 shapes with 2 cores."""
+    """Choose the ridge penalty, the near-best weighting, whether the zero-trial pick gets its own
+    correction, and the search constants by 5-fold cross-validation over shapes (the search replayed
+    at budgets 1, 5, 10, 20), refit on every training shape, learn the `static` baseline list, and
+    write it all as one JSON. Refuses held-out data. About a minute on 120 shapes with 2 cores."""
     _fit("gemm", data, gpu, out)
 
 
@@ -64,6 +64,7 @@ def _fit(kernel: str, data: Path, gpu: str, out: Path | None) -> None:
         report = fit_kernel(kernel, shapes, profile, str(data),
                             progress=lambda cand, score: console.print(
                                 f"  ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, "
+                                f"pick {'own' if cand.pick else 'ridge'}, "
                                 f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "
                                 f"prior sd {cand.search.prior_sd:g}: CV objective {score:.4f}"))
         static = learn_static(shapes)
@@ -72,7 +73,8 @@ def _fit(kernel: str, data: Path, gpu: str, out: Path | None) -> None:
         # The residual describes rooftune's kernel over this space: it applies to data of that space only.
         residual.fit["space_version"] = manifest.get("space_version")
         write_residual(residual, target)
-    console.print(f"chosen: {report.chosen.ridge}, {report.chosen.search}")
+    console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
+                  f"{report.chosen.search}")
     for budget, s in report.cv.items():
         console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
                       f"worst-decile mean {s['worst_decile_mean']:.3f}")

@@ -2,10 +2,11 @@
 training dataset and written as one JSON beside the hardware profiles.
 
 Cross-validation is by shape: the training shapes are split into folds; for each candidate setting
-(ridge penalty, near-best weighting, search constants) the residual is fitted on the other folds and
-the search (tuner/search.py, the code `rooftune tune` runs) is replayed on the held-back fold at
-every budget. The setting with the best score over budgets wins and is refitted on every training
-shape. Held-out data are refused: a dataset whose shape list is a held-out list never reaches here.
+(ridge penalty, near-best weighting, with or without the zero-trial pick's own correction, search
+constants) the residual is fitted on the other folds and the search (tuner/search.py, the code
+`rooftune tune` runs) is replayed on the held-back fold at every budget. The setting with the best
+score over budgets wins and is refitted on every training shape. Held-out data are refused: a dataset
+whose shape list is a held-out list never reaches here.
 """
 
 from __future__ import annotations
@@ -13,21 +14,25 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from rooftune.candidates import Trial
 from rooftune.eval.metrics import summarize
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.roofline.fit import FitShape, Prepared, RidgeSettings, fit_coefficients, make_residual, prepare
-from rooftune.roofline.residual import Residual
+from rooftune.roofline.fit import (
+    FitShape, PickSettings, Prepared, RidgeSettings, fit_coefficients, fit_pick, make_residual, prepare,
+)
+from rooftune.roofline.residual import Residual, pick_coefficients
 from rooftune.tuner.search import SearchSettings, search
 
 CV_BUDGETS = (1, 5, 10, 20)
 FOLDS = 5
 FOLD_SEED = 0
 RIDGE_GRID = (RidgeSettings(0.1, 5.0), RidgeSettings(1.0, 5.0))
+# The zero-trial pick's own correction (roofline/fit.py `fit_pick`), or None: it picks by the ridge fit.
+PICK_GRID = (None, PickSettings())
 # Round sizes are fixed rather than searched (tuner/search.py): a live tune pays one compile latency per round.
 SEARCH_GRID = {"kappa": (1.0, 2.0), "length_scale": (1.0, 2.0), "prior_sd": (0.05, 0.1)}
 
@@ -62,8 +67,9 @@ def prior_log_us(d: Prepared, coefficients: dict[str, float]) -> np.ndarray:
 
 
 def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchSettings,
-                  budget: int = max(CV_BUDGETS)) -> list[Trial]:
-    """The search on one recorded shape (launchable configs only, as `rooftune tune` sees them)."""
+                  budget: int = max(CV_BUDGETS), pick: dict[str, float] | None = None) -> list[Trial]:
+    """The search on one recorded shape (launchable configs only, as `rooftune tune` sees them), first
+    measuring the best by `coefficients` + `pick` where a pick correction is given."""
     keep = np.flatnonzero(d.fits)
     configs = [d.source.configs[i] for i in keep]
     times = {c: d.source.time_us[i] for c, i in zip(configs, keep)}
@@ -72,7 +78,8 @@ def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchS
         return [Trial(c, float(times[c])) if math.isfinite(times[c]) else Trial(c, None, error="failed")
                 for c in batch]
 
-    return search(configs, prior_log_us(d, coefficients)[keep], measure, budget, settings)
+    first = int(np.argmin(prior_log_us(d, pick_coefficients(coefficients, pick))[keep])) if pick else None
+    return search(configs, prior_log_us(d, coefficients)[keep], measure, budget, settings, first)
 
 
 def prefix_scores(d: Prepared, trials: list[Trial], budgets: Sequence[int]) -> list[float]:
@@ -89,19 +96,45 @@ def prefix_scores(d: Prepared, trials: list[Trial], budgets: Sequence[int]) -> l
 class Candidate:
     ridge: RidgeSettings
     search: SearchSettings
+    pick: PickSettings | None = None
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A residual's coefficients and its pick's change (empty: none)."""
+
+    coefficients: dict[str, float]
+    pick: dict[str, float]
+
+
+def fit_residual(data: Sequence[Prepared], ridge: RidgeSettings, pick: PickSettings | None) -> Fitted:
+    coefficients = fit_coefficients(data, ridge)
+    return Fitted(coefficients, fit_pick(data, coefficients, pick) if pick is not None else {})
+
+
+def fold_fits(data: list[Prepared], ridge: RidgeSettings, pick: PickSettings | None,
+              folds: int = FOLDS) -> list[tuple[list[int], Fitted]]:
+    """Per fold: its held-back shapes, and the residual fitted on the others."""
+    order = np.random.default_rng(FOLD_SEED).permutation(len(data))
+    out = []
+    for f in range(min(folds, len(data))):
+        test = order[f::folds].tolist()
+        held = set(test)
+        out.append((test, fit_residual([d for i, d in enumerate(data) if i not in held], ridge, pick)))
+    return out
 
 
 def cross_validate(data: list[Prepared], candidate: Candidate, folds: int = FOLDS,
-                   budgets: Sequence[int] = CV_BUDGETS) -> dict[int, dict[str, float]]:
-    """Per budget, summary (mean, p10, worst-decile mean) of held-back-fold scores."""
-    order = np.random.default_rng(FOLD_SEED).permutation(len(data))
+                   budgets: Sequence[int] = CV_BUDGETS,
+                   fits: list[tuple[list[int], Fitted]] | None = None) -> dict[int, dict[str, float]]:
+    """Per budget, summary (mean, p10, worst-decile mean) of held-back-fold scores. `fits`: the folds'
+    residuals where already fitted (`fold_fits` of the candidate's ridge and pick settings)."""
+    fits = fits if fits is not None else fold_fits(data, candidate.ridge, candidate.pick, folds)
     scores = np.zeros((len(data), len(budgets)))
-    for f in range(min(folds, len(data))):
-        test = set(order[f::folds].tolist())
-        train = [d for i, d in enumerate(data) if i not in test]
-        coef = fit_coefficients(train, candidate.ridge)
+    for test, fitted in fits:
         for i in test:
-            scores[i] = prefix_scores(data[i], replay_search(data[i], coef, candidate.search), budgets)
+            trials = replay_search(data[i], fitted.coefficients, candidate.search, pick=fitted.pick)
+            scores[i] = prefix_scores(data[i], trials, budgets)
     return {b: summarize(scores[:, j]) for j, b in enumerate(budgets)}
 
 
@@ -113,9 +146,9 @@ def objective(cv: dict[int, dict[str, float]]) -> float:
 def candidates_grid(base: SearchSettings = SearchSettings()) -> list[Candidate]:
     keys = list(SEARCH_GRID)
     out = []
-    for ridge in RIDGE_GRID:
+    for ridge, pick in itertools.product(RIDGE_GRID, PICK_GRID):
         for values in itertools.product(*(SEARCH_GRID[k] for k in keys)):
-            out.append(Candidate(ridge, replace(base, **dict(zip(keys, values)))))
+            out.append(Candidate(ridge, replace(base, **dict(zip(keys, values))), pick))
     return out
 
 
@@ -135,8 +168,12 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
     data = prepare(shapes, profile)
     grid = grid or candidates_grid()
     tried, best = [], None
+    fits: dict[tuple, list] = {}  # the folds' residuals depend on the ridge and pick settings only
     for cand in grid:
-        cv = cross_validate(data, cand)
+        key = (cand.ridge, cand.pick)
+        if key not in fits:
+            fits[key] = fold_fits(data, cand.ridge, cand.pick)
+        cv = cross_validate(data, cand, fits=fits[key])
         score = objective(cv)
         tried.append((cand, score))
         if best is None or score > best[1]:
@@ -144,10 +181,11 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
         if progress:
             progress(cand, score)
     chosen, _, cv = best
-    coef = fit_coefficients(data, chosen.ridge)
+    fitted = fit_residual(data, chosen.ridge, chosen.pick)
     fit = {"data": data_label, "shapes": len(shapes), "folds": FOLDS, "fold_seed": FOLD_SEED,
            "ridge": chosen.ridge.ridge, "near_best_weight": chosen.ridge.near_best_weight,
+           "pick": None if chosen.pick is None else asdict(chosen.pick),
            "settings_tried": len(grid),
            "cv": {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in cv.items()}}
-    residual = make_residual(kernel, profile, coef, chosen.search.to_dict(), fit)
+    residual = make_residual(kernel, profile, fitted.coefficients, chosen.search.to_dict(), fit, fitted.pick)
     return FitReport(residual, chosen, cv, tried)

@@ -51,17 +51,18 @@ def model_ranking(shape, candidates: list[Config], profile: HardwareProfile) -> 
     return [(candidates[i], float(breakdown.time_us[i])) for i in order if breakdown.fits[i]]
 
 
-def corrected_terms(shape, candidates: list[Config], profile: HardwareProfile,
-                    residual) -> tuple[list[Config], np.ndarray, np.ndarray]:
+def corrected_terms(shape, candidates: list[Config], profile: HardwareProfile, residual,
+                    for_pick: bool = False) -> tuple[list[Config], np.ndarray, np.ndarray]:
     """The launchable candidates, log(model µs) of each, and the residual's correction (zeros where
-    `residual` is None)."""
+    `residual` is None): the search's, or `for_pick` the zero-trial pick's."""
     from rooftune.roofline import predict
 
     if not candidates:
         return [], np.zeros(0), np.zeros(0)
     columns = configs_to_columns(candidates)
     bd = predict(shape, columns, profile)
-    correction = residual.correction(shape, columns, bd) if residual is not None else np.zeros(len(candidates))
+    correction = (residual.correction(shape, columns, bd, for_pick=for_pick) if residual is not None
+                  else np.zeros(len(candidates)))
     keep = np.flatnonzero(bd.fits)
     return [candidates[i] for i in keep], np.log(bd.time_us)[keep], np.asarray(correction, dtype=float)[keep]
 
@@ -88,9 +89,10 @@ def shown_us(log_model: np.ndarray, correction: np.ndarray) -> np.ndarray:
 
 
 def zero_trial_pick(shape, candidates: list[Config], profile: HardwareProfile, residual) -> Config | None:
-    """The config rooftune would run without measuring: the corrected model's best."""
-    configs, prior = corrected_prior(shape, candidates, profile, residual)
-    return configs[int(np.argmin(prior))] if configs else None
+    """The config rooftune would run without measuring: the best by the model and the residual's pick
+    correction (its search correction where it has none; the model alone without a residual)."""
+    configs, log_model, correction = corrected_terms(shape, candidates, profile, residual, for_pick=True)
+    return configs[int(np.argmin(log_model + correction))] if configs else None
 
 
 # The search without a residual (a GPU profiled but not fitted): rounds by the posterior mean alone
@@ -101,8 +103,8 @@ MODEL_ONLY_SEARCH = SearchSettings(kappa=0.0)
 
 
 def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strategy:
-    """The product: the corrected model's best first, then Gaussian-process rounds (tuner/search.py),
-    with the search constants fitted beside the residual (MODEL_ONLY_SEARCH without one)."""
+    """The product: the zero-trial pick first, then Gaussian-process rounds (tuner/search.py) on the
+    corrected model, with the search constants fitted beside the residual (MODEL_ONLY_SEARCH without one)."""
     if settings is None:
         settings = SearchSettings.from_dict(residual.strategy) if residual is not None else MODEL_ONLY_SEARCH
 
@@ -111,7 +113,11 @@ def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strat
         annotate = getattr(measure, "annotate", None)
         if annotate is not None:  # `tune` keeps each trial's prediction beside its measurement
             annotate(dict(zip(configs, shown_us(log_model, correction).tolist())))
-        return search(configs, log_model + correction, measure, budget, settings)
+        first = None
+        if residual is not None and residual.pick and configs:
+            _, _, pick = corrected_terms(shape, configs, profile, residual, for_pick=True)
+            first = int(np.argmin(log_model + pick))
+        return search(configs, log_model + correction, measure, budget, settings, first)
 
     strategy.__name__ = "rooftune"
     return strategy

@@ -11,7 +11,9 @@ from rooftune.candidates import (
 )
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import predict
-from rooftune.roofline.fit import FitShape, RidgeSettings, fit_coefficients, make_residual, prepare
+from rooftune.roofline.fit import (
+    FitShape, PickSettings, RidgeSettings, fit_coefficients, fit_pick, make_residual, prepare,
+)
 from rooftune.roofline.residual import (
     ATTENTION_FEATURES_VERSION,
     GEMM_FEATURES_VERSION,
@@ -19,6 +21,7 @@ from rooftune.roofline.residual import (
     ResidualError,
     attention_features,
     gemm_features,
+    is_pick_feature,
     load_residual,
     read_residual,
     residual_to_dict,
@@ -75,11 +78,39 @@ def test_a_correction_reorders_as_fitted():
     assert top[eight][0][0] == "warps8"
 
 
+def _pick_score(data, coefficients) -> float:
+    """Mean over shapes of best / time of the corrected model's best (the budget-1 score)."""
+    scores = []
+    for d in data:
+        coef = np.array([coefficients.get(n, 0.0) for n in d.names])
+        pick = int(np.argmin(np.where(d.fits, d.log_predicted + d.x @ coef, np.inf)))
+        scores.append(d.source.time_us.min() / d.source.time_us[pick])
+    return float(np.mean(scores))
+
+
+def test_the_pick_fit_moves_base_features_only_toward_the_best():
+    # Measured times with a planted 8-warp penalty; a ridge penalised to nothing misses it (budget-1
+    # score 0.96 here), the pick's change, fitted for that score, finds it (1.0).
+    data = prepare(_planted("warps8", 0.3), PROFILE)
+    ridge = fit_coefficients(data, RidgeSettings(ridge=1e6, near_best_weight=0.0))
+    change = fit_pick(data, ridge, PickSettings(penalty=1e-3))
+    assert change and all(is_pick_feature(n) for n in change) and change["warps8"] > 0
+    merged = {n: ridge.get(n, 0.0) + change.get(n, 0.0) for n in ridge}
+    assert _pick_score(data, merged) > _pick_score(data, ridge)
+    assert fit_pick(data, ridge, PickSettings(penalty=1e-3)) == change
+
+
 def test_residual_json_round_trip_and_errors(tmp_path):
-    residual = Residual("gemm", PROFILE.name, GEMM_FEATURES_VERSION, {"stages": 0.1}, {"kappa": 2.0}, {"data": "x"})
+    residual = Residual("gemm", PROFILE.name, GEMM_FEATURES_VERSION, {"stages": 0.1}, {"kappa": 2.0}, {"data": "x"},
+                        {"warps8": 0.2})
     path = tmp_path / "r.json"
     write_residual(residual, path)
     assert read_residual(path) == residual
+    without = residual_to_dict(residual)
+    del without["pick"]  # written before the pick had its own change: it picks by the coefficients
+    path.write_text(json.dumps(without))
+    assert read_residual(path).pick == {}
+    write_residual(residual, path)
     bad = residual_to_dict(residual) | {"features_version": "gemm-features-0"}
     path.write_text(json.dumps(bad))
     with pytest.raises(ResidualError, match="refit"):

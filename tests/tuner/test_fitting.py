@@ -79,12 +79,12 @@ def test_cross_validation_chooses_by_its_objective(monkeypatch):
 
 def test_the_fits_prior_is_the_one_tune_ranks_by(synthetic):
     # Cross-validation replays the search on precomputed features (fitting.prior_log_us); `tune` ranks
-    # through the Residual object (strategies.corrected_prior). The two must give the same numbers.
+    # through the Residual object (strategies.corrected_prior, zero_trial_pick). The two must agree.
     import numpy as np
 
     from rooftune.candidates import GemmShape
     from rooftune.roofline.fit import FitShape, make_residual, prepare
-    from rooftune.tuner.strategies import corrected_prior
+    from rooftune.tuner.strategies import corrected_prior, zero_trial_pick
 
     shapes = [GemmShape(777, 2048, 3072), GemmShape(16, 14336, 4096, layout="nk")]
     records = [synthetic(s, PROFILE) for s in shapes]
@@ -92,10 +92,14 @@ def test_the_fits_prior_is_the_one_tune_ranks_by(synthetic):
                              np.array([r.lookup()[c].time_us for c in r.candidate_configs()]))
                     for r in records], PROFILE)
     coefficients = {name: 0.01 * (i % 7 - 3) for i, name in enumerate(data[0].names)}
-    residual = make_residual("gemm", PROFILE, coefficients, {}, {})
+    pick = {name: 0.02 * (i % 5 - 2) for i, name in enumerate(data[0].names) if "*" not in name}
+    residual = make_residual("gemm", PROFILE, coefficients, {}, {}, pick)
     for d in data:
         configs, prior = corrected_prior(d.source.shape, list(d.source.configs), PROFILE, residual)
         fitting_prior = fitting.prior_log_us(d, coefficients)
         keep = [i for i, c in enumerate(d.source.configs) if np.isfinite(fitting_prior[i])]
         assert configs == [d.source.configs[i] for i in keep]
         np.testing.assert_allclose(prior, fitting_prior[keep], rtol=1e-12)
+        # and the zero-trial pick is the one cross-validation replays first
+        first = fitting.replay_search(d, coefficients, SearchSettings(), budget=1, pick=pick)[0].config
+        assert first == zero_trial_pick(d.source.shape, list(d.source.configs), PROFILE, residual)

@@ -45,6 +45,20 @@ def test_a_smaller_budget_is_a_prefix_of_a_larger_one(problem):
         assert [t.config for t in search(configs, prior, measure, budget, s)] == long[:budget]
 
 
+def test_a_given_first_goes_first_and_keeps_the_prefix_property(problem):
+    configs, prior, measure, batches = problem
+    s = SearchSettings(first_round=4, round_size=4)
+    plain = [t.config for t in search(configs, prior, measure, 4, s)]
+    first = int(np.argsort(prior)[50])  # a config the prior alone would not measure first
+    long = [t.config for t in search(configs, prior, measure, 20, s, first=first)]
+    assert long[:4] == [configs[first]] + plain[:3]  # then the round's own choices, in their order
+    for budget in (1, 3, 5, 9, 13):
+        assert [t.config for t in search(configs, prior, measure, budget, s, first=first)] == long[:budget]
+    best = int(np.argmin(prior))  # the prior's own best as `first`: the search as without it
+    assert [t.config for t in search(configs, prior, measure, 12, s, first=best)] == \
+        [t.config for t in search(configs, prior, measure, 12, s)]
+
+
 def test_search_is_deterministic_and_handles_failures(problem):
     configs, prior, measure, _ = problem
     failing = set(configs[i] for i in np.argsort(prior)[:2])

@@ -55,6 +55,21 @@ def test_budget_one_is_the_zero_trial_pick(records, counting):
     assert result.winner == zero_trial_pick(SHAPE, configs, PROFILE, None)
 
 
+def test_a_residuals_pick_correction_chooses_the_first_trial_only(records, counting):
+    from rooftune.roofline.fit import make_residual
+    from rooftune.tuner.strategies import corrected_prior
+
+    configs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs
+    # Ranked alone the search would start with 8 warps; the pick's change rules them out.
+    residual = make_residual("gemm", PROFILE, {"warps8": -1.0}, {}, {}, pick={"warps8": 2.0})
+    pick = zero_trial_pick(SHAPE, configs, PROFILE, residual)
+    ranked, prior = corrected_prior(SHAPE, configs, PROFILE, residual)
+    assert pick.num_warps == 4 and ranked[int(prior.argmin())].num_warps == 8
+    assert tune.tune(SHAPE, counting(records), rooftune_strategy(residual), 1, profile=PROFILE).winner == pick
+    five = tune.tune(SHAPE, counting(records), rooftune_strategy(residual), 5, profile=PROFILE)
+    assert five.trials[0].config == pick and five.trials[1].config == ranked[int(prior.argmin())]
+
+
 def test_a_strategy_over_budget_is_refused(records, counting):
     def greedy(shape, candidates, measure, budget, profile):
         return measure(candidates[: budget + 1])
