@@ -33,7 +33,9 @@ class KernelSpec:
     """`name` (the CLI's and the manifests' word), `shape_type` and `parse(text, **options)`, the
     reader of a sweep's shape list (`load_list(path)`), the published `space`, `extras(shape, legal configs)` -> configs outside the space timed beside it
     (rows with in_space = 0), the library baseline's key and its name in prose, the Triton kernel's
-    module (imported only where a GPU works), and the shape's form for help texts."""
+    module (imported only where a GPU works), the shape's form for help texts, and the config
+    parameters the kernel takes as run-time integers (`runtime_params`: no binary depends on their
+    value, so configs that differ only in them compile once)."""
 
     name: str
     shape_type: type
@@ -45,11 +47,13 @@ class KernelSpec:
     baseline_label: str
     module: str
     shape_form: str
+    runtime_params: tuple[str, ...] = ()
 
 
 KERNELS: dict[str, KernelSpec] = {
+    # SPLIT_K is a run-time integer of the GEMM too, but SPLIT_K > 1 adds the reduction's binary.
     "gemm": KernelSpec("gemm", GemmShape, parse_gemm_shape, load_shapes, GEMM_SPACE, gemm_baseline_extras, "cublas",
-                       "cuBLAS", "rooftune.kernels.gemm", "MxNxK"),
+                       "cuBLAS", "rooftune.kernels.gemm", "MxNxK", runtime_params=("GROUP_M",)),
     "attention": KernelSpec("attention", AttentionShape, parse_attention_shape, load_attention_shapes, ATTENTION_SPACE,
                             no_extras, "sdpa", "SDPA", "rooftune.kernels.attention", "BxHxSxD[xKV]"),
 }

@@ -29,9 +29,9 @@ Shape = GemmShape | AttentionShape
 
 
 class Bench(Protocol):
-    """The kernel-specific steps of a measurement. `module` is the Triton kernel's module: its
-    `warmup` compiles for the CompilePool, its `specialization_key` groups shapes that share binaries,
-    its source file's digest goes into each shape's meta."""
+    """The kernel-specific steps of a measurement. `module` is the Triton kernel's module, imported at
+    its first use (a live tune submits its first compiles before this process loads triton): its
+    `warmup` compiles for the CompilePool, its `specialization_key` groups shapes that share binaries."""
 
     kernel: KernelSpec
     module: ModuleType
@@ -56,10 +56,11 @@ class GemmBench:
 
     kernel = KERNELS["gemm"]
 
-    def __init__(self):
+    @property
+    def module(self) -> ModuleType:
         from rooftune.kernels import gemm
 
-        self.module = gemm
+        return gemm
 
     def check(self, config, shape, device, seed):
         from rooftune.kernels.check import check_gemm
@@ -96,10 +97,11 @@ class AttentionBench:
 
     kernel = KERNELS["attention"]
 
-    def __init__(self):
+    @property
+    def module(self) -> ModuleType:
         from rooftune.kernels import attention
 
-        self.module = attention
+        return attention
 
     def check(self, config, shape, device, seed):
         from rooftune.kernels.check import check_attention

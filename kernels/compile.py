@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -83,12 +84,23 @@ def _offline_warmup_of(module: str, arch: int, shape, config, device: str) -> fl
 
 
 def offline_warmup_by_name(module: str, arch: int) -> Warmup:
-    """Like `warmup_by_name`, compiling for `arch` (e.g. 90) without a GPU context in the workers."""
+    """Like `warmup_by_name`, compiling for `arch` (e.g. 90) without a GPU context in the workers, and
+    without torch there (`_forgo_torch`)."""
     import functools
 
     warmup = functools.partial(_offline_warmup_of, module, arch)
     warmup.__module__ = module
+    warmup.needs_torch = False
     return warmup
+
+
+def _forgo_torch() -> None:
+    """Start a worker whose warmup needs no torch (an offline one: Triton's MockTensors and dtypes).
+    Triton's argument specializer imports torch on its first call, only to recognise torch.Tensor
+    arguments, and goes on without it where that import fails (python/src/specialize.cc, init_globals):
+    a worker would otherwise load torch on its first compile, seconds of CPU in every worker while the
+    parent is starting CUDA. The binaries and their cache keys are the same either way."""
+    sys.modules.setdefault("torch", None)  # `import torch` now raises ImportError in this worker
 
 
 def usable_cpus() -> int:
@@ -135,7 +147,8 @@ class CompilePool:
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:  # workers start on demand, up to `workers`, and stay
             context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context)
+            initializer = None if getattr(self.warmup, "needs_torch", True) else _forgo_torch
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=initializer)
             self.pools_started += 1
         return self._pool
 

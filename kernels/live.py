@@ -8,10 +8,11 @@ Tuning needs an answer in seconds, so:
 - the compile workers start before this process loads torch, compile for the GPU's architecture
   (read through NVML) without a CUDA context of their own, and a search may `prefetch` configs it is
   likely to ask for: they compile in the background while earlier rounds are timed, behind any config
-  a round asks for that was not prefetched;
-- this process loads torch and creates its CUDA context only when the first round is measured
-  (`cuda_s`), so the search's first round and prefetches, chosen by the model without a GPU, are
-  already compiling meanwhile;
+  a round asks for that was not prefetched; configs that differ only in the kernel's run-time
+  parameters (GEMM's GROUP_M) share one compile;
+- this process loads torch, creates its CUDA context and loads the kernel's module (triton) only
+  when the first round is measured (`cuda_s`), so the search's first round and prefetches, chosen by
+  the model without a GPU, are already compiling meanwhile;
 - rounds are timed apart, under clocks that drift (an idle H200 starts at a few hundred MHz), so the
   first round's fastest config is timed again in every later round as an anchor, and the round's
   times are scaled by anchor time in round one / anchor time now.
@@ -42,35 +43,55 @@ class LiveMeasurer:
     """`measure(shape, configs)`: compile (in parallel; a config that fails is a failed trial), check,
     time, anchored across rounds; `prefetch(shape, configs)`: compile in the background. Keeps the
     seconds spent waiting on compiles, the seconds the deferred CUDA start took (`cuda_started`
-    False: `start_cuda` runs before the first measurement) and the baseline's last time (cuBLAS, SDPA)."""
+    False: `start_cuda` runs before the first measurement), when the first measurement began
+    (`first_measure_at`, perf_counter seconds) and the baseline's last time (cuBLAS, SDPA)."""
 
     def __init__(self, kernel_measurer, cuda_started: bool = True):
         self.km = kernel_measurer
         self.compile_s = 0.0
         self.cuda_s = 0.0
+        self.first_measure_at: float | None = None
         self._cuda_started = cuda_started
         self.last_baseline_us: float | None = None
         self._futures: dict = {}   # (shape, config) -> Future of compile seconds or error text
+        self._binaries: dict = {}  # (shape, config without run-time parameters) -> its compile's Future
         self._anchor: dict = {}    # shape -> (config, its time in the first round)
 
     def start_cuda(self, device: str = "cuda") -> None:
+        """torch, the CUDA context and the kernel's module (triton): all the first measurement needs
+        before it waits on the compiles."""
+        import importlib
+
         from rooftune.hwprofiles.hwprobe import require_cuda
 
         torch = require_cuda()
         torch.zeros(1, device=device)
         torch.cuda.synchronize(device)
+        importlib.import_module(self.km.kernel.module)
 
     def _cuda_up(self) -> None:
+        if self.first_measure_at is None:
+            self.first_measure_at = time.perf_counter()
         if not self._cuda_started:
             self._cuda_started = True
             t0 = time.perf_counter()
             self.start_cuda(self.km.device)
             self.cuda_s += time.perf_counter() - t0
 
+    def _submit(self, shape, config: Config):
+        """The compile of `config`: a twin's already submitted (one binary: they differ only in run-time
+        parameters) unless that one was cancelled or failed to run, else a new one."""
+        runtime = self.km.kernel.runtime_params
+        key = (shape, tuple(p for p in config.params if p[0] not in runtime), config.num_warps, config.num_stages)
+        future = self._binaries.get(key)
+        if future is None or future.cancelled() or (future.done() and future.exception() is not None):
+            future = self._binaries[key] = self.km.pool.submit(shape, config)
+        return future
+
     def prefetch(self, shape, configs: list[Config]) -> None:
         for c in configs:
             if (shape, c) not in self._futures:
-                self._futures[(shape, c)] = self.km.pool.submit(shape, c)
+                self._futures[(shape, c)] = self._submit(shape, c)
 
     def _compiled(self, shape, configs: list[Config]) -> dict:
         missing = [c for c in configs if (shape, c) not in self._futures]
@@ -80,7 +101,7 @@ class LiveMeasurer:
                 del self._futures[key]
             self.prefetch(shape, missing)
             for key in waiting:
-                self._futures[key] = self.km.pool.submit(*key)
+                self._futures[key] = self._submit(*key)
         t0 = time.perf_counter()
         deadline = t0 + self.km.compile_timeout_s(len(configs))
         out, again = {}, []
@@ -145,7 +166,7 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
     try:
         from rooftune.kernels.measure import kernel_measurer
 
-        km = kernel_measurer(kernel, profile, settings, pool=pool)  # loads neither torch nor CUDA
+        km = kernel_measurer(kernel, profile, settings, pool=pool)  # loads neither torch, CUDA nor triton
         if sms is None:
             yield LiveMeasurer(km, cuda_started=False)
             return

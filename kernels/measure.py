@@ -13,6 +13,7 @@ rounds. torch loads inside the methods, so the sweep's orchestration imports thi
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import statistics
 import time
 import zlib
@@ -103,7 +104,7 @@ class KernelMeasurer:
         self.bench, self.profile, self.settings = bench, profile, settings
         self.kernel = bench.kernel  # what run_sweep sweeps with this measurer
         self.baseline = bench.kernel.baseline
-        self.kernel_sha = file_digest(bench.module.__file__)
+        self.kernel_sha = file_digest(importlib.util.find_spec(bench.kernel.module).origin)  # not loaded yet
         self.device = device
         # `pool`: a CompilePool already started (live tuning starts it before torch loads here).
         self.pool = pool if pool is not None else CompilePool(bench.module.warmup, workers=workers, device=device)

@@ -194,6 +194,7 @@ def prebuild(jobs: Sequence[BinaryJob], cache_dir: str | os.PathLike, *, workers
     cache = Path(cache_dir).resolve()
     cache.mkdir(parents=True, exist_ok=True)
     compile_job = functools.partial(_compile_job, arch=arch, warp_size=warp_size)
+    compile_job.needs_torch = False  # its workers compile offline (kernels/compile.py `_forgo_torch`)
     started = time.perf_counter()
     with _compile_env(cache), CompilePool(compile_job, workers=workers) as pool:
         results = pool.compile([(job.shape, job) for job in jobs], on_done=on_done)

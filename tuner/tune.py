@@ -248,15 +248,12 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     atomically. `residual`: "shipped" (the one fitted for
     this kernel on this GPU over this space, if any), None, or a Residual.
     Raises ValueError (budget), NoGpuError, TuneCacheError, TuneError."""
-    from rooftune.tuner.strategies import rooftune_strategy
-
     t_start = time.perf_counter()
     spec = kernel_of(shape)
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
     if residual == "shipped":
         residual = shipped_residual(spec, profile)
-    strategy = rooftune_strategy(residual)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
     model_profile = profile if sms is None else replace(profile, sm_count=sms)
     path = Path(cache) if cache is not None else None
@@ -267,19 +264,26 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
         if hit is not None:
             return hit
     if measurer is not None:  # a measurer that times the library beside the configs reports it too
-        result = tune(shape, measurer, strategy, budget, profile=model_profile, space=spec.space,
-                      baseline=getattr(measurer, "baseline_us", None))
+        from rooftune.tuner.strategies import rooftune_strategy
+
+        result = tune(shape, measurer, rooftune_strategy(residual), budget, profile=model_profile,
+                      space=spec.space, baseline=getattr(measurer, "baseline_us", None))
     else:
         from rooftune.kernels.live import live_measurer
 
         with live_measurer(spec.name, profile, sms=sms) as live:
             t_ready = time.perf_counter()
-            result = tune(shape, live, strategy, budget, profile=model_profile, space=spec.space,
-                          baseline=live.baseline_us)
-            # Start-up includes the CUDA start, deferred to the first measurement (kernels/live.py).
+            # The compile workers are starting: the strategy (SciPy) loads and the model ranks meanwhile.
+            from rooftune.tuner.strategies import rooftune_strategy
+
+            result = tune(shape, live, rooftune_strategy(residual), budget, profile=model_profile,
+                          space=spec.space, baseline=live.baseline_us)
+            # Start-up: everything before the first measurement (the model's ranking and the first
+            # compiles' submission among it) and the CUDA start deferred to it (kernels/live.py).
+            first_measure_at = getattr(live, "first_measure_at", None) or t_ready
             cuda_s = getattr(live, "cuda_s", 0.0)
-            phases = {"startup_s": round(t_ready - t_start + cuda_s, 3), "compile_s": round(live.compile_s, 3),
-                      **(result.phases_s or {})}
+            phases = {"startup_s": round(first_measure_at - t_start + cuda_s, 3),
+                      "compile_s": round(live.compile_s, 3), **(result.phases_s or {})}
             phases["measure_s"] = round(phases["measure_s"] - live.compile_s - cuda_s, 3)
             result = replace(result, phases_s=phases)
     result = replace(result, phases_s={**(result.phases_s or {}), "total_s": round(time.perf_counter() - t_start, 3)})

@@ -127,6 +127,16 @@ def test_specialization_key_ignores_m_only():
     assert len(distinct) == 7
 
 
+def test_the_registrys_run_time_parameters_are_not_specialized():
+    # A live tune compiles configs that differ only in these once (kernels/live.py): one binary serves them.
+    from rooftune.candidates import KERNELS
+    from rooftune.kernels import gemm as gemm_module
+
+    kernel = gemm_module._gemm_kernel
+    unspecialized = getattr(kernel, "do_not_specialize", None) or kernel.kwargs["do_not_specialize"]  # interpreted
+    assert set(KERNELS["gemm"].runtime_params) <= set(unspecialized)
+
+
 # --- on a GPU -----------------------------------------------------------------------------------
 
 GPU_CONFIGS = [

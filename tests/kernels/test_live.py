@@ -6,7 +6,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
-from rooftune.candidates import Config
+from rooftune.candidates import KERNELS, Config
 from rooftune.eval.dataset import ConfigResult, ShapeResult
 from rooftune.kernels.live import LiveMeasurer
 
@@ -42,6 +42,7 @@ class FakeKM:
     """Times: config i takes 10 + i µs, times the clock factor of the current round."""
 
     baseline, timeout_base_s, timeout_per_config_s, device = "cublas", 60.0, 2.0, "cpu"
+    kernel = KERNELS["gemm"]
 
     def __init__(self, pool):
         self.pool, self.factor, self.timed, self.compiled_again = pool, 1.0, [], []
@@ -77,8 +78,26 @@ def test_cuda_starts_at_the_first_measurement_after_the_prefetched_compiles_are_
     live.prefetch("s", [cfg(0), cfg(1)])
     assert events == [] and live.cuda_s == 0.0  # nothing of CUDA yet: the compiles are under way
     live.measure("s", [cfg(0), cfg(1)])
+    first = live.first_measure_at
     live.measure("s", [cfg(2)])
     assert events == [("cuda", 2)] and live.cuda_s >= 0.0  # once, before the first round was timed
+    assert first is not None and live.first_measure_at == first  # where a tune's start-up ends
+
+
+def test_the_measurer_is_built_without_torch_or_triton():
+    # A live tune builds it between starting the compile workers and submitting their first configs:
+    # the kernel's module (triton) loads with torch at the first measurement, not before.
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom rooftune.hwprofiles import load_profile\n"
+            "from rooftune.kernels.measure import kernel_measurer\n"
+            "for kernel in ('gemm', 'attention'):\n"
+            "    km = kernel_measurer(kernel, load_profile('h200'), pool=object())\n"
+            "    assert km.kernel_sha and km.kernel.module.endswith(kernel)\n"
+            "print('torch' in sys.modules, 'triton' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
 
 
 def test_a_round_goes_ahead_of_prefetched_configs_still_waiting_for_a_worker():
@@ -91,6 +110,20 @@ def test_a_round_goes_ahead_of_prefetched_configs_still_waiting_for_a_worker():
     pool.run_queued()  # the cancelled futures do not run
     live.measure("s", [cfg(1), cfg(2)])
     assert pool.submitted == [cfg(0), cfg(1), cfg(2), cfg(3), cfg(1), cfg(2)]
+
+
+def test_configs_that_differ_only_in_run_time_parameters_compile_once():
+    a, b = (Config.make(4, 3, BLOCK_M=64, BLOCK_N=32, GROUP_M=g) for g in (1, 8))  # one binary
+    pool = FakePool(queued={a})
+    live = LiveMeasurer(FakeKM(pool))
+    live.prefetch("s", [a, b, cfg(0)])
+    live.prefetch("t", [b])  # another shape: its own binaries
+    assert pool.submitted == [a, cfg(0), b]
+    pool.queued = set()
+    live.measure("s", [cfg(3)])  # ahead of the waiting twins, which go back in the queue as one compile
+    assert pool.submitted == [a, cfg(0), b, cfg(3), a]
+    trials = live.measure("s", [a, b])
+    assert pool.submitted == [a, cfg(0), b, cfg(3), a] and all(t.ok for t in trials)
 
 
 def test_later_rounds_are_scaled_by_the_first_rounds_fastest():
