@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
-import scipy.linalg
 
 from rooftune.candidates import Config, Trial, configs_to_columns
 
@@ -111,6 +110,8 @@ class Belief:
         idx = np.array(self.seen)
         k_star = np.stack([self._column(i) for i in self.seen])          # [seen, candidate]
         k = k_star[:, idx] + self.s.noise_sd ** 2 * np.eye(len(idx))
+        import scipy.linalg  # here: a live tune's first round is submitted before SciPy loads
+
         chol_inv = scipy.linalg.solve_triangular(np.linalg.cholesky(k), np.eye(len(idx)), lower=True)
         v = chol_inv @ k_star                                             # L⁻¹ K*
         alpha = chol_inv.T @ (chol_inv @ (np.array(self.y) - self.prior[idx]))
