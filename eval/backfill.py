@@ -211,9 +211,11 @@ def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwarePro
 
 # --- The routes backfill: SDPA backends timed beside the recorded baseline -------------------------------
 
-def untimed_routes(result: ShapeResult) -> list[str]:
-    """The extra routes a sweep built for this shape but recorded no time for (`ROUTE_UNTIMED`)."""
-    return sorted(k for k, why in result.meta.get("baseline_errors", {}).items() if why == ROUTE_UNTIMED)
+def untimed_routes(result: ShapeResult, routes: Sequence[str]) -> list[str]:
+    """Those of `routes` this shape's sweep recorded no time for and no reason why it could not run:
+    no entry at all (sweeps before `baseline_errors` was recorded), or `ROUTE_UNTIMED`."""
+    errors = result.meta.get("baseline_errors", {})
+    return sorted(k for k in routes if k not in result.baselines_us and errors.get(k, ROUTE_UNTIMED) == ROUTE_UNTIMED)
 
 
 def routes_backfilled_shape(result: ShapeResult, base: str, passes: RetimePasses, date: str) -> ShapeResult | None:
@@ -234,7 +236,9 @@ def routes_backfilled_shape(result: ShapeResult, base: str, passes: RetimePasses
     added = {k: t * scale for k, t in new_us.items() if k != base and k not in result.baselines_us}
     baselines = {**result.baselines_us, **added}
     why_now = {**passes.meta.get("baseline_errors", {}), **passes.errors}
-    still = {k: why_now.get(k, why) for k, why in result.meta.get("baseline_errors", {}).items() if k not in baselines}
+    before = result.meta.get("baseline_errors", {})
+    still = {k: why_now.get(k, before.get(k, ROUTE_UNTIMED)) for k in sorted({*before, *why_now})
+             if k not in baselines and k != base}
     timed = sorted(new_us)
     record = {"date": date, "scale": scale, "added": sorted(added), **{k: v for k, v in passes.meta.items()
                                                                       if k != "baseline_errors"}}
@@ -253,11 +257,12 @@ class RoutesMeasurer(Protocol):
     def measure_routes(self, shape) -> RetimePasses: ...
 
 
-def backfill_routes(root: str | Path, measurer: RoutesMeasurer, *, shapes: Sequence | None = None,
+def backfill_routes(root: str | Path, measurer: RoutesMeasurer, routes: Sequence[str], *,
+                    shapes: Sequence | None = None,
                     manifest: dict | None = None, max_minutes: float | None = None,
                     reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
                     date: str | None = None) -> BackfillSummary:
-    """Time the routes that the finished shapes of the dataset at `root` (those in `shapes`, or all) were
+    """Time the `routes` that the finished shapes of the dataset at `root` (those in `shapes`, or all) were
     swept without (`untimed_routes`) beside the recorded baseline, and add them on the dataset's scale
     (`routes_backfilled_shape`); each file is rewritten atomically, its recorded bytes otherwise as they
     were. Resumable: a shape with `routes_backfilled` in its meta, or with nothing untimed, is skipped.
@@ -274,7 +279,7 @@ def backfill_routes(root: str | Path, measurer: RoutesMeasurer, *, shapes: Seque
         result = read_shape(path)
         if wanted is not None and shape_id(result.shape) not in wanted:
             continue
-        if "routes_backfilled" in result.meta or not untimed_routes(result):
+        if "routes_backfilled" in result.meta or not untimed_routes(result, routes):
             already += 1
         else:
             todo.append((path, result))
@@ -288,7 +293,7 @@ def backfill_routes(root: str | Path, measurer: RoutesMeasurer, *, shapes: Seque
         t0 = now()
         if encode_shape(result) != path.read_bytes():  # the rewrite must leave every recorded byte as it is
             raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
-        reporter.phase(result.shape, f"timing {', '.join(untimed_routes(result))} beside {measurer.baseline}")
+        reporter.phase(result.shape, f"timing {', '.join(untimed_routes(result, routes))} beside {measurer.baseline}")
         new = routes_backfilled_shape(result, measurer.baseline, measurer.measure_routes(result.shape), date)
         if new is None:
             failed += 1
@@ -313,6 +318,7 @@ def backfill_attention_routes(shapes_path: str | Path, out: str | Path, profile:
     the list in the dataset at `out` were swept without, on this GPU (`backfill_routes`). `workers` is
     accepted for the sweep's signature; nothing is compiled. Raises ShapeListError, NoGpuError, DatasetError."""
     from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+    from rooftune.kernels.benches import SDPA_ROUTES
     from rooftune.kernels.measure import attention_measurer
 
     shapes = load_attention_shapes(shapes_path)
@@ -322,5 +328,5 @@ def backfill_attention_routes(shapes_path: str | Path, out: str | Path, profile:
                      "independent final passes; time = median over both passes x scale, scale = recorded / "
                      "new SDPA time (shape meta: routes_backfilled)"}
     with sm_partition(sms), attention_measurer(profile, settings, workers=1) as measurer:
-        return backfill_routes(out, measurer, shapes=shapes, manifest=run, max_minutes=max_minutes,
+        return backfill_routes(out, measurer, SDPA_ROUTES, shapes=shapes, manifest=run, max_minutes=max_minutes,
                                reporter=reporter)

@@ -92,6 +92,10 @@ class GemmBench:
         return {}, {}
 
 
+# The SDPA backends an attention sweep times one at a time beside SDPA's own choice.
+SDPA_ROUTES = ("sdpa:cudnn", "sdpa:flash", "sdpa:efficient")
+
+
 class AttentionBench:
     """softmax(Q Kᵀ / √d) V with kernels/attention.py; baseline PyTorch's SDPA (same scale and mask)."""
 
@@ -140,8 +144,9 @@ class AttentionBench:
         import torch
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        routes = {"sdpa:cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa:flash": SDPBackend.FLASH_ATTENTION,
-                  "sdpa:efficient": SDPBackend.EFFICIENT_ATTENTION}
+        backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                    "efficient": SDPBackend.EFFICIENT_ATTENTION}
+        routes = {key: backends[key.split(":")[1]] for key in SDPA_ROUTES}
         default = self.baseline(shape, inputs, out)
 
         def held_to(backend):

@@ -9,6 +9,7 @@ from rooftune.candidates import KERNELS, AttentionShape, legal_configs
 from rooftune.eval.backfill import backfill_routes, routes_backfilled_shape, untimed_routes
 from rooftune.eval.dataset import ConfigResult, DatasetError, ShapeResult, open_dataset, read_manifest, read_shape, write_shape
 from rooftune.hwprofiles import load_profile
+from rooftune.kernels.benches import SDPA_ROUTES
 from rooftune.kernels.measure import ROUTE_UNTIMED, RetimePasses
 from rooftune.tuner.cli import app
 
@@ -66,7 +67,7 @@ class FakeRoutesMeasurer:
 
 def test_untimed_routes_are_added_on_the_dataset_scale(tmp_path):
     before = old_sweep(tmp_path)
-    summary = backfill_routes(tmp_path, FakeRoutesMeasurer(), date="2026-11-30")
+    summary = backfill_routes(tmp_path, FakeRoutesMeasurer(), SDPA_ROUTES, date="2026-11-30")
     assert (summary.done, summary.already, summary.failed, summary.remaining) == (3, 0, 0, 0)
     for shape in SHAPES:
         result = read_shape(tmp_path / "shapes" / next(n for n in before if n.startswith(
@@ -82,14 +83,14 @@ def test_untimed_routes_are_added_on_the_dataset_scale(tmp_path):
         else:
             assert "sdpa:efficient" not in result.baselines_us
             assert result.meta["baseline_errors"] == {"sdpa:efficient": NO_GQA}
-        assert untimed_routes(result) == []
+        assert untimed_routes(result, SDPA_ROUTES) == []
     assert read_manifest(tmp_path)["routes_backfill"][-1]["shapes"] == 3
 
 
 def test_rows_and_recorded_bytes_stay_as_they_were(tmp_path):
     before = old_sweep(tmp_path)
     old = {name: read_shape(tmp_path / "shapes" / name) for name in before}
-    backfill_routes(tmp_path, FakeRoutesMeasurer())
+    backfill_routes(tmp_path, FakeRoutesMeasurer(), SDPA_ROUTES)
     for name, result in old.items():
         new = read_shape(tmp_path / "shapes" / name)
         assert new.rows == result.rows and new.shape == result.shape
@@ -100,18 +101,18 @@ def test_rows_and_recorded_bytes_stay_as_they_were(tmp_path):
 def test_resumes_after_a_kill_and_skips_what_is_done(tmp_path):
     old_sweep(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        backfill_routes(tmp_path, FakeRoutesMeasurer(die_at=1))
+        backfill_routes(tmp_path, FakeRoutesMeasurer(die_at=1), SDPA_ROUTES)
     fake = FakeRoutesMeasurer()
-    summary = backfill_routes(tmp_path, fake)
+    summary = backfill_routes(tmp_path, fake, SDPA_ROUTES)
     assert (summary.done, summary.already) == (2, 1) and len(fake.measured) == 2
     again = FakeRoutesMeasurer()
-    assert backfill_routes(tmp_path, again).done == 0 and again.measured == []
+    assert backfill_routes(tmp_path, again, SDPA_ROUTES).done == 0 and again.measured == []
 
 
 def test_time_budget_starts_no_shape_that_would_end_past_it(tmp_path):
     old_sweep(tmp_path)
     fake = FakeRoutesMeasurer(shape_s=40.0)
-    summary = backfill_routes(tmp_path, fake, max_minutes=1.5, now=fake.now)
+    summary = backfill_routes(tmp_path, fake, SDPA_ROUTES, max_minutes=1.5, now=fake.now)
     assert summary.done == 2 and summary.remaining == 1 and summary.stopped_early
 
 
@@ -125,10 +126,10 @@ def test_a_shape_whose_sdpa_cannot_be_retimed_is_left_unchanged(tmp_path):
 def test_only_listed_shapes_are_backfilled_and_a_non_dataset_is_refused(tmp_path):
     old_sweep(tmp_path)
     fake = FakeRoutesMeasurer()
-    summary = backfill_routes(tmp_path, fake, shapes=SHAPES[:1])
+    summary = backfill_routes(tmp_path, fake, SDPA_ROUTES, shapes=SHAPES[:1])
     assert summary.done == 1 and fake.measured == SHAPES[:1]
     with pytest.raises(DatasetError):
-        backfill_routes(tmp_path / "nothing", FakeRoutesMeasurer())
+        backfill_routes(tmp_path / "nothing", FakeRoutesMeasurer(), SDPA_ROUTES)
 
 
 def test_cli_refuses_backfill_routes_with_gpus(tmp_path):
@@ -137,3 +138,20 @@ def test_cli_refuses_backfill_routes_with_gpus(tmp_path):
     result = CliRunner().invoke(app, ["sweep", "attention", "--shapes", str(shapes), "--out", str(tmp_path / "d"),
                                       "--backfill-routes", "--gpus", "0,1"])
     assert result.exit_code == 2 and "--backfill-routes runs on one GPU" in result.output
+
+
+def test_shapes_swept_before_reasons_were_recorded_have_their_missing_routes_timed(tmp_path):
+    """Older sweeps kept neither a time nor a reason for the routes left out of the final passes."""
+    open_dataset(tmp_path, {"kernel": "attention", "space_version": SPACE.version, "gpu_profile": PROFILE.name,
+                            "sms": None})
+    shape = SHAPES[1]  # GQA: the memory-efficient backend cannot run it
+    config = legal_configs(SPACE, shape, PROFILE).configs[0]
+    write_shape(tmp_path, ShapeResult(shape, (ConfigResult(config, 10.0, None, 0.3, 7, 0.01, 10.0),),
+                                      {"sdpa": sdpa_us(shape), "sdpa:cudnn": sdpa_us(shape)}, {"legal_configs": 1}))
+    old = read_shape(next((tmp_path / "shapes").iterdir()))
+    assert untimed_routes(old, SDPA_ROUTES) == ["sdpa:efficient", "sdpa:flash"]
+    assert backfill_routes(tmp_path, FakeRoutesMeasurer(), SDPA_ROUTES).done == 1
+    new = read_shape(next((tmp_path / "shapes").iterdir()))
+    assert new.baselines_us["sdpa:flash"] == pytest.approx(1.7 * sdpa_us(shape))
+    assert new.meta["baseline_errors"] == {"sdpa:efficient": NO_GQA}
+    assert "routes_backfilled" in new.meta  # done: a rerun skips it
