@@ -10,7 +10,7 @@ sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_e
 
 The routes backfill: the SDPA backends that attention sweeps built but did not time (they were left out
 of the final passes), timed beside SDPA's own choice and put on the dataset's scale through its recorded
-time (`backfill_routes`; the GPU side is `KernelMeasurer.measure_routes`).
+time (`backfill_routes`; the GPU side is `KernelMeasurer.measure_extras` given no configs).
 """
 
 from __future__ import annotations
@@ -252,9 +252,13 @@ def routes_backfilled_shape(result: ShapeResult, base: str, passes: RetimePasses
 
 
 class RoutesMeasurer(Protocol):
+    """The baseline's key, and the extras backfill's measurement, given no configs: the baseline and
+    its routes in two final passes."""
+
     baseline: str
 
-    def measure_routes(self, shape) -> RetimePasses: ...
+    def measure_extras(self, shape, extras: list[Config], finals: list[Config],
+                       compiled: dict[Config, float | str]) -> RetimePasses: ...
 
 
 def backfill_routes(root: str | Path, measurer: RoutesMeasurer, routes: Sequence[str], *,
@@ -294,7 +298,8 @@ def backfill_routes(root: str | Path, measurer: RoutesMeasurer, routes: Sequence
         if encode_shape(result) != path.read_bytes():  # the rewrite must leave every recorded byte as it is
             raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
         reporter.phase(result.shape, f"timing {', '.join(untimed_routes(result, routes))} beside {measurer.baseline}")
-        new = routes_backfilled_shape(result, measurer.baseline, measurer.measure_routes(result.shape), date)
+        passes = measurer.measure_extras(result.shape, [], [], {})
+        new = routes_backfilled_shape(result, measurer.baseline, passes, date)
         if new is None:
             failed += 1
         else:

@@ -31,10 +31,13 @@ SFU_OPS_PER_CLOCK = 16  # every compute capability from 7.0 to 9.0 in the guide'
 # probed profile carries the same estimates as the shipped ones, marked as such in its sources.
 L2_LATENCY_NS_ESTIMATE = 500.0
 DRAM_LATENCY_NS_ESTIMATE = 900.0
+# The dependent MMA group latency (see HardwareProfile): the H200's cross-validated figure.
+MMA_LATENCY_CLOCKS_ESTIMATE = 256.0
 # Fields a probe does not measure (CUDA limit tables, architecture constants, estimates); every other
 # field of a probed profile has a source that starts with "probed".
 UNPROBED_FIELDS = frozenset({"regs_per_thread_max", "max_ctas_per_sm", "smem_bytes_per_clock",
-                             "fp32_lanes_per_sm", "sfu_ops_per_clock", "l2_latency_ns", "dram_latency_ns"})
+                             "fp32_lanes_per_sm", "sfu_ops_per_clock", "l2_latency_ns", "dram_latency_ns",
+                             "mma_latency_clocks"})
 
 
 class NoGpuError(RuntimeError):
@@ -359,7 +362,7 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
         max_ctas_per_sm=MAX_CTAS_PER_SM.get(cc, 32), l2_bytes=props.L2_cache_size,
         smem_bytes_per_clock=SMEM_BYTES_PER_CLOCK, fp32_lanes_per_sm=FP32_LANES_PER_SM.get(cc, 128),
         sfu_ops_per_clock=SFU_OPS_PER_CLOCK, l2_latency_ns=L2_LATENCY_NS_ESTIMATE,
-        dram_latency_ns=DRAM_LATENCY_NS_ESTIMATE,
+        dram_latency_ns=DRAM_LATENCY_NS_ESTIMATE, mma_latency_clocks=MMA_LATENCY_CLOCKS_ESTIMATE,
         compute_capability=cc, **measured)
     how = {
         "sm_count": f"probed {date}: green context of {sms} SMs" if sms else read,
@@ -373,6 +376,7 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
                               if cc in FP32_LANES_PER_SM else "estimate: 16, compute capability not in the table"),
         "l2_latency_ns": "estimate, not measured by hwprobe: effective pipelined L2 load latency",
         "dram_latency_ns": "estimate, not measured by hwprobe: effective pipelined DRAM load latency",
+        "mma_latency_clocks": "estimate, not measured by hwprobe: the H200's cross-validated figure",
         "max_ctas_per_sm": f"CUDA limit table for compute capability {cc[0]}.{cc[1]}",
         "dram_bw_gbps": f"probed {date}: 2 GiB device copy, bytes read + written",
         "l2_bw_gbps": f"probed {date}: 8 programs per SM re-reading an L2-resident buffer (L2/4), bytes read",

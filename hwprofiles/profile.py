@@ -26,7 +26,9 @@ class HardwareProfile:
     `sfu_ops_per_clock` are one SM's 32-bit FP add/mul/FMA results and special-function results (exp2,
     rcp, ...) per SM clock (the CUDA C Programming Guide's arithmetic throughput table). The latencies are the
     effective round trip of one pipelined load from L2 or DRAM on a loaded GPU (what a software
-    pipeline must cover, Little's law), not an idle pointer-chase figure.
+    pipeline must cover, Little's law), not an idle pointer-chase figure. `mma_latency_clocks` is one
+    dependent matrix-instruction group's latency from issue to a usable accumulator, beyond its
+    throughput time, in SM clocks (what a loop of dependent MMAs, such as attention's, waits on).
     `sources` maps a field name to where its number came from ("probed 2026-11-29",
     "datasheet", "estimate: ...").
     """
@@ -49,6 +51,7 @@ class HardwareProfile:
     sfu_ops_per_clock: int
     l2_latency_ns: float
     dram_latency_ns: float
+    mma_latency_clocks: float
     bf16_tflops: float
     fp16_tflops: float
     tf32_tflops: float
@@ -72,7 +75,7 @@ _INT_FIELDS = {"sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_pe
                "fp32_lanes_per_sm", "sfu_ops_per_clock"}
 _FLOAT_FIELDS = {"sm_clock_mhz", "mem_clock_mhz", "dram_bw_gbps", "l2_bw_gbps", "bf16_tflops",
                  "fp16_tflops", "tf32_tflops", "fp32_tflops", "launch_overhead_us", "l2_latency_ns",
-                 "dram_latency_ns"}
+                 "dram_latency_ns", "mma_latency_clocks"}
 _REQUIRED = [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in ("sources", "meta")]
 
 

@@ -250,34 +250,18 @@ class KernelMeasurer:
         torch.cuda.empty_cache()
         return ShapeResult(shape=shape, rows=tuple(rows), baselines_us=baselines, meta=meta)
 
-    def measure_routes(self, shape) -> RetimePasses:
-        """The routes backfill's measurement: no config, the baseline and each extra route (AttentionBench:
-        every SDPA backend that runs the shape) timed interleaved in two independent final passes;
-        `meta["baseline_errors"]` says why a route could not be built."""
-        import torch
-
-        t0 = time.perf_counter()
-        launchers, sets, bases, absent = self._launchers(shape, [], {})
-        pass_a, pass_b = self._final_passes(shape, launchers, bases, (7, 8))
-        errors = {k: f"time: {t.error}" for timings in (pass_a, pass_b) for k, t in timings.items() if t.error}
-        first = {k: t.times_us for k, t in pass_a.items() if k not in errors}
-        second = {k: t.times_us for k, t in pass_b.items() if k not in errors}
-        meta = {"input_sets": sets, "retime_s": round(time.perf_counter() - t0, 2),
-                **self._clock_range(pass_a, pass_b), "baseline_errors": absent}
-        del launchers
-        torch.cuda.empty_cache()
-        return RetimePasses(first, second, errors, meta)
-
     def measure_extras(self, shape, extras, finals, compiled):
-        """The backfill's measurement: every config checked as in `measure` (the finals again too),
-        then the extras, the finals and the baseline in two independent final passes (fresh seeds)."""
+        """The backfills' measurement: every config checked as in `measure` (the finals again too),
+        then the extras, the finals, the baseline and its extra routes (AttentionBench: each SDPA
+        backend; no config at all for the routes backfill) in two independent final passes (fresh
+        seeds); `meta["baseline_errors"]` says why a route could not be built."""
         import torch
 
         t0 = time.perf_counter()
         configs = [*extras, *finals]
         errors = self._check(shape, configs, compiled)
         t_check = time.perf_counter() - t0
-        launchers, sets, _, _ = self._launchers(shape, configs, errors)
+        launchers, sets, _, absent = self._launchers(shape, configs, errors)
         pass_a, pass_b = self._final_passes(shape, launchers, list(launchers), (5, 6))
         for timings in (pass_a, pass_b):
             errors.update((k, f"time: {t.error}") for k, t in timings.items() if t.error and k not in errors)
@@ -285,7 +269,7 @@ class KernelMeasurer:
         second = {k: t.times_us for k, t in pass_b.items() if k not in errors and not t.error}
         meta = {"input_sets": sets, "check_s": round(t_check, 2),
                 "retime_s": round(time.perf_counter() - t0 - t_check, 2), **self._clock_range(pass_a, pass_b),
-                "kernel_sha": self.kernel_sha}
+                "kernel_sha": self.kernel_sha, **({"baseline_errors": absent} if absent else {})}
         del launchers
         torch.cuda.empty_cache()
         return RetimePasses(first, second, {k: v for k, v in errors.items() if k != self.baseline}, meta)

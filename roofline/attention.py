@@ -49,19 +49,18 @@ PIPELINE_REGS = 16
 # the row reductions). One CTA's softmax takes CHAIN_ISSUE_CPI × its issue slots, while the SM's
 # issue slots take one instruction per scheduler per clock from all CTAs together.
 CHAIN_ISSUE_CPI = 1.5
-# Latency of one wgmma/mma group from issue to usable result beyond its throughput time (the wait
-# for the last accumulator write and the barrier after it); one key block waits on two dependent
-# groups (QKᵀ before the softmax, PV before the next rescale of O).
-MMA_LATENCY_CLOCKS = 256
+# One key block waits on two dependent MMA groups (QKᵀ before the softmax, PV before the next rescale
+# of O), each for the profile's `mma_latency_clocks` beyond its throughput time (the wait for the last
+# accumulator write and the barrier after it).
 DEPENDENT_MMA_GROUPS_PER_BLOCK = 2
 # Units that run concurrently (tensor cores, SFUs, issue slots, shared memory, L2, one CTA's busy
 # chain) never overlap perfectly; their times combine as a p-norm, as in roofline/gemm.py `overlap`
 # (p = 4 there, for the GEMM's one-operation loop). Attention's loop alternates matrix and softmax
 # phases, and the resident CTAs contend for each in turn: p = 3.
 OVERLAP_NORM = 3.0
-# CHAIN_ISSUE_CPI, MMA_LATENCY_CLOCKS and OVERLAP_NORM are the only constants chosen on data: by
-# 5-fold cross-validation over the H200 training shapes (datasets/h200/attention/train, the fit's
-# folds) on the grid CPI 1.5-3, latency 64-768 clocks, p 2.5-4, maximizing the mean within-shape
+# CHAIN_ISSUE_CPI, OVERLAP_NORM and the H200 profile's mma_latency_clocks are the only constants chosen
+# on data: by 5-fold cross-validation over the H200 training shapes (datasets/h200/attention/train,
+# the fit's folds) on the grid CPI 1.5-3, latency 64-768 clocks, p 2.5-4, maximizing the mean within-shape
 # Spearman correlation of predicted and measured time minus the mean |log(measured / predicted)|.
 # Every fold chose these.
 # Greedy dispatch: when a program is dispatched, the running ones are on average half way through,
@@ -282,7 +281,7 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     # also store the tiles from registers).
     mma_pv_s = flops_blk / 2 / rate_sm / chain_share
     core_s = ((flops_blk / rate_sm + np.maximum(sfu_blk, CHAIN_ISSUE_CPI * issue_blk)) / chain_share
-              + relayout / smem_bw + DEPENDENT_MMA_GROUPS_PER_BLOCK * MMA_LATENCY_CLOCKS / clock)
+              + relayout / smem_bw + DEPENDENT_MMA_GROUPS_PER_BLOCK * profile.mma_latency_clocks / clock)
     exposed_s = np.where(stages <= 1, 2 * load_s + np.where(tma == 0, kv_bytes / smem_bw, 0.0),
                          np.maximum(load_s - mma_pv_s - np.maximum(stages - 2, 0) * core_s, 0.0))
     chain_s = core_s + exposed_s

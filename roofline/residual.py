@@ -188,12 +188,19 @@ class Residual:
         space (the H200 probe, AutoHeuristic logs) get the model alone."""
         return space_version is not None and self.fit.get("space_version") == space_version
 
-    def correction(self, shape, configs, breakdown, for_pick: bool = False) -> np.ndarray:
-        """Additive correction to log(predicted time) per config: the search's, or `for_pick` the
-        zero-trial pick's (the search's plus `pick`)."""
+    def corrections(self, shape, configs, breakdown) -> tuple[np.ndarray, np.ndarray]:
+        """Additive corrections to log(predicted time) per config, from one pass over the features: the
+        search's, and the zero-trial pick's (the search's plus `pick`; the search's where it has none)."""
         names, x = feature_set(self.kernel).compute(shape, configs, breakdown)
-        coefficients = pick_coefficients(self.coefficients, self.pick) if for_pick else self.coefficients
-        return x @ np.array([coefficients.get(n, 0.0) for n in names])
+        search = x @ np.array([self.coefficients.get(n, 0.0) for n in names])
+        if not self.pick:
+            return search, search
+        coefficients = pick_coefficients(self.coefficients, self.pick)
+        return search, x @ np.array([coefficients.get(n, 0.0) for n in names])
+
+    def correction(self, shape, configs, breakdown, for_pick: bool = False) -> np.ndarray:
+        """The search's correction, or `for_pick` the zero-trial pick's (`corrections`)."""
+        return self.corrections(shape, configs, breakdown)[1 if for_pick else 0]
 
     def contributions(self, shape, configs, breakdown, top: int = 5) -> list[list[tuple[str, float]]]:
         """Per config, the `top` largest terms of the correction (feature, coefficient · value), for `explain`."""

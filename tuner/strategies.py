@@ -51,20 +51,29 @@ def model_ranking(shape, candidates: list[Config], profile: HardwareProfile) -> 
     return [(candidates[i], float(breakdown.time_us[i])) for i in order if breakdown.fits[i]]
 
 
+def _terms(shape, candidates: list[Config], profile: HardwareProfile,
+           residual) -> tuple[list[Config], np.ndarray, np.ndarray, np.ndarray]:
+    """The launchable candidates, log(model µs) of each, and the residual's search and zero-trial-pick
+    corrections (zeros where `residual` is None), from one evaluation of the model."""
+    from rooftune.roofline import predict
+
+    if not candidates:
+        return [], np.zeros(0), np.zeros(0), np.zeros(0)
+    columns = configs_to_columns(candidates)
+    bd = predict(shape, columns, profile)
+    search, pick = (residual.corrections(shape, columns, bd) if residual is not None
+                    else (np.zeros(len(candidates)),) * 2)
+    keep = np.flatnonzero(bd.fits)
+    return ([candidates[i] for i in keep], np.log(bd.time_us)[keep], np.asarray(search, dtype=float)[keep],
+            np.asarray(pick, dtype=float)[keep])
+
+
 def corrected_terms(shape, candidates: list[Config], profile: HardwareProfile, residual,
                     for_pick: bool = False) -> tuple[list[Config], np.ndarray, np.ndarray]:
     """The launchable candidates, log(model µs) of each, and the residual's correction (zeros where
     `residual` is None): the search's, or `for_pick` the zero-trial pick's."""
-    from rooftune.roofline import predict
-
-    if not candidates:
-        return [], np.zeros(0), np.zeros(0)
-    columns = configs_to_columns(candidates)
-    bd = predict(shape, columns, profile)
-    correction = (residual.correction(shape, columns, bd, for_pick=for_pick) if residual is not None
-                  else np.zeros(len(candidates)))
-    keep = np.flatnonzero(bd.fits)
-    return [candidates[i] for i in keep], np.log(bd.time_us)[keep], np.asarray(correction, dtype=float)[keep]
+    configs, log_model, search, pick = _terms(shape, candidates, profile, residual)
+    return configs, log_model, pick if for_pick else search
 
 
 def corrected_prior(shape, candidates: list[Config], profile: HardwareProfile, residual) -> tuple[list[Config], np.ndarray]:
@@ -109,14 +118,11 @@ def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strat
         settings = SearchSettings.from_dict(residual.strategy) if residual is not None else MODEL_ONLY_SEARCH
 
     def strategy(shape, candidates, measure, budget, profile):
-        configs, log_model, correction = corrected_terms(shape, candidates, profile, residual)
+        configs, log_model, correction, pick = _terms(shape, candidates, profile, residual)
         annotate = getattr(measure, "annotate", None)
         if annotate is not None:  # `tune` keeps each trial's prediction beside its measurement
             annotate(dict(zip(configs, shown_us(log_model, correction).tolist())))
-        first = None
-        if residual is not None and residual.pick and configs:
-            _, _, pick = corrected_terms(shape, configs, profile, residual, for_pick=True)
-            first = int(np.argmin(log_model + pick))
+        first = int(np.argmin(log_model + pick)) if residual is not None and residual.pick and configs else None
         return search(configs, log_model + correction, measure, budget, settings, first)
 
     strategy.__name__ = "rooftune"
