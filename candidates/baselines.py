@@ -17,10 +17,18 @@ TUTORIAL_GEMM = (
 TUTORIAL_GROUP_M = 8
 
 
-def tutorial_configs() -> list[Config]:
-    """The tutorial's 8 configs in its order, with the GEMM space's parameter names (SPLIT_K=1)."""
-    return [Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=TUTORIAL_GROUP_M, SPLIT_K=1)
+def tutorial_configs(tma: bool = False) -> list[Config]:
+    """The tutorial's 8 configs in its order, with the GEMM space's parameter names (SPLIT_K=1). The
+    tutorial loads through pointers: with `tma` (configs of a space that has the TMA parameter) they
+    say so, TMA=0; the space's first version had no such parameter (its datasets record none)."""
+    extra = {"TMA": 0} if tma else {}
+    return [Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=TUTORIAL_GROUP_M, SPLIT_K=1, **extra)
             for bm, bn, bk, s, w in TUTORIAL_GEMM]
+
+
+def names_tma(configs: Iterable[Config]) -> bool:
+    """Whether these configs (of one space, so the first says it) carry the TMA parameter."""
+    return any("TMA" in c for c in configs)
 
 
 def same_gemm_kernel(shape: GemmShape, config: Config) -> Config:
@@ -36,7 +44,7 @@ def gemm_baseline_extras(shape: GemmShape, space_configs: Iterable[Config]) -> l
     """The tutorial configs a sweep of `shape` must time beside `space_configs`: those that are not, as
     the same kernel, among them (e.g. BLOCK_M=64 for M=1, num_warps=2), in the tutorial's order."""
     have = set(space_configs)
-    return [c for c in tutorial_configs() if same_gemm_kernel(shape, c) not in have]
+    return [c for c in tutorial_configs(names_tma(have)) if same_gemm_kernel(shape, c) not in have]
 
 
 def gemm_baseline_aliases(shape: GemmShape, recorded: Iterable[Config]) -> dict[Config, Config]:
@@ -44,7 +52,7 @@ def gemm_baseline_aliases(shape: GemmShape, recorded: Iterable[Config]) -> dict[
     was not recorded (a sweep times each kernel once)."""
     have = set(recorded)
     aliases = {}
-    for c in tutorial_configs():
+    for c in tutorial_configs(names_tma(have)):
         twin = same_gemm_kernel(shape, c)
         if c not in have and twin in have:
             aliases[c] = twin

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, TMA_MIN_CAPABILITY
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
 from rooftune.candidates.space import SearchSpace, cdiv, next_pow2
 from rooftune.hwprofiles import HardwareProfile
@@ -16,27 +17,51 @@ REGS_OVERHEAD_PER_THREAD = 32
 MIN_TILE_ELEMS_PER_THREAD = 4
 # A split of K must get at least this many BLOCK_K steps, or software pipelining has nothing to overlap.
 MIN_K_BLOCKS_PER_SPLIT = 2
+# Tensor descriptors need 16-byte aligned row strides (the copy engine's rule).
+TMA_STRIDE_BYTES = 16
+# wgmma takes 64-row slices: a smaller BLOCK_M runs mma.sync (roofline/lowering.py).
+WGMMA_MIN_BLOCK_M = 64
 
 
-def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int) -> np.ndarray:
-    """Pipelined operand buffers: num_stages × (BLOCK_M + BLOCK_N) × BLOCK_K × bytes per element.
+def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int, hopper: bool = False) -> np.ndarray:
+    """Pipelined operand buffers: buffers × (BLOCK_M + BLOCK_N) × BLOCK_K × bytes per element, with
+    num_stages buffers, and with `hopper` (compute capability 9.0: Triton 3.6's sm_90 pipeliner)
+    num_stages − 1 where BLOCK_M < 64; plus TMA_BARRIER_BYTES for a TMA config (column TMA = 1).
 
     Checked against the H200 probe: every config above the 232,448-byte per-block limit failed
     with OutOfResources and every one below compiled (see tests/candidates).
 
+    Buffers (compiled for sm_90 on the CPU, tests/kernels/test_alignment.py): a tile of BLOCK_M >= 64
+    feeds wgmma, which still reads the consumed buffer while the next copy lands, so the pipeliner
+    keeps num_stages buffers; BLOCK_M 16 or 32 falls back to mma.sync and Triton allocates
+    num_stages − 1 (pointer and TMA loads alike, 4 and 8 warps). On older GPUs the formula keeps
+    num_stages, an upper bound. TMA adds the copies' barriers, 8 bytes a stage.
+
     What Triton 3.6 allocates is max(operand buffers, the epilogue's layout conversion), the two
-    never live at once (compiled for sm_90 on the CPU, tests/kernels/test_alignment.py):
-    - an operand is multi-buffered (num_stages copies) only when its rows give cp.async >= 4
-      contiguous bytes (Triton's pipeliner, AssignLatencies.cpp: cp.async copies 4, 8 or 16 bytes);
-      rows of 2 bytes (bf16 with an odd K, or an odd N for B [K, N]) are loaded through registers into
-      one buffer. So this formula is an upper bound for the operand buffers in every alignment class.
+    never live at once:
+    - an operand is multi-buffered only when its rows give cp.async >= 4 contiguous bytes (Triton's
+      pipeliner, AssignLatencies.cpp: cp.async copies 4, 8 or 16 bytes); rows of 2 bytes (bf16 with
+      an odd K, or an odd N for B [K, N]) are loaded through registers into one buffer. So this
+      formula is an upper bound for the operand buffers in every alignment class.
     - the epilogue converts the fp32 accumulator to the store's layout through shared memory; its
       size comes from Triton's swizzle search (up to the whole BLOCK_M·BLOCK_N·4-byte tile: 262,144 B
       for 256x256 with an odd N, the OutOfResources seen on the H200). It can exceed this estimate
       but not the per-block limit for any config the register rule leaves legal (BLOCK_M·BLOCK_N
       <= 128·256, so at most 131,072 B; tests/candidates checks it). The estimate still
       undercounts those configs' real footprint, which matters for occupancy, not legality."""
-    return c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * elem_bytes
+    stages = c["num_stages"]
+    if hopper:
+        stages = np.where(np.asarray(c["BLOCK_M"]) < WGMMA_MIN_BLOCK_M, np.maximum(stages - 1, 1), stages)
+    tma = np.asarray(c["TMA"]) if "TMA" in c else 0
+    return stages * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * elem_bytes + TMA_BARRIER_BYTES * tma
+
+
+def gemm_tma_rows(shape: GemmShape) -> bool:
+    """Whether tensor descriptors can address the shape's contiguous A [M, K] and B: row strides of
+    K (and for B [K, N], N) elements that are multiples of 16 bytes; A stored [K, M] never."""
+    elem = DTYPE_BYTES[shape.dtype]
+    rows = (shape.k, shape.n) if shape.layout == "kn" else (shape.k,)
+    return shape.a_layout == "mk" and all(r * elem % TMA_STRIDE_BYTES == 0 for r in rows)
 
 
 def gemm_group_m_idle(shape: GemmShape, bm, bn):
@@ -54,11 +79,14 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
     bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
     warps, split = c["num_warps"], c["SPLIT_K"]
     elem = DTYPE_BYTES[shape.dtype]
+    hopper = tuple(profile.compute_capability) >= TMA_MIN_CAPABILITY
+    tma = c["TMA"] == 1
+    tma_rows = gemm_tma_rows(shape)
     regs = gemm_regs_per_thread(c)
     tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, bn)
     k_blocks = cdiv(shape.k, bk)
     return {
-        "shared memory over the per-block limit": gemm_smem_bytes(c, elem) > profile.smem_per_block_bytes,
+        "shared memory over the per-block limit": gemm_smem_bytes(c, elem, hopper) > profile.smem_per_block_bytes,
         "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
         | (regs * 32 * warps > profile.regs_per_sm),
         # ... unless the tile already spans the whole (power-of-two padded) output: no larger tile
@@ -71,6 +99,9 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         "GROUP_M without effect (one tile row or column)": (c["GROUP_M"] > 1) & gemm_group_m_idle(shape, bm, bn),
         "SPLIT_K with too few K blocks per split": (split > 1) & (k_blocks < MIN_K_BLOCKS_PER_SPLIT * split),
         "SPLIT_K while output tiles already fill the GPU": (split > 1) & (tiles_mn >= profile.sm_count),
+        "TMA needs compute capability 9.0": tma & (not hopper),
+        "TMA needs 16-byte aligned rows (K, and N for B [K, N]) and A [M, K]": tma & (not tma_rows),
+        "pointer loads where TMA is available": ~tma & hopper & tma_rows,
     }
 
 
@@ -82,9 +113,10 @@ GEMM_SPACE = SearchSpace(
         ("BLOCK_K", (32, 64, 128, 256)),
         ("GROUP_M", (1, 8)),
         ("SPLIT_K", (1, 2, 4, 8, 16)),
+        ("TMA", (0, 1)),
         ("num_warps", (4, 8)),
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-2",
+    rules_version="gemm-rules-3",
 )

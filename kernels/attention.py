@@ -39,7 +39,7 @@ import triton
 import triton.language as tl
 
 from rooftune.candidates.shapes import AttentionShape
-from rooftune.kernels.gemm import TORCH_DTYPES
+from rooftune.kernels.gemm import TORCH_DTYPES, tma_ready
 from rooftune.kernels.lazy import TRITON_DTYPES, torch
 from triton.runtime.jit import MockTensor
 from triton.tools.tensor_descriptor import TensorDescriptor
@@ -255,13 +255,6 @@ def _scale(scale: float | None, head_dim: int) -> float:
     if scale is not None and not float(scale) > 0:
         raise ValueError(f"scale must be > 0, got {scale}")
     return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-
-
-def tma_ready(*tensors: torch.Tensor) -> bool:
-    """Whether tensor descriptors can address these tensors: a contiguous last dimension, base and
-    every other stride 16-byte aligned (the copy engine's rule)."""
-    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
-               and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
 
 
 def _descriptor(t, dims: tuple[int, ...], strides: tuple[int, ...], rows: int) -> TensorDescriptor:

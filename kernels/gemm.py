@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 import triton
 import triton.language as tl
 from triton.runtime.jit import MockTensor
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.candidates.shapes import GEMM_LAYOUTS, GemmShape
 from rooftune.kernels.lazy import TRITON_DTYPES, TorchDtypes, torch
@@ -46,6 +47,43 @@ def _multiple_of(x, ALIGN: tl.constexpr):
     # x itself when x is a multiple of ALIGN, written so that Triton's divisibility analysis knows
     # the result is one; (x // ALIGN) * ALIGN costs two scalar instructions per kernel.
     return (x // ALIGN) * ALIGN
+
+
+@triton.jit
+def _grouped_tile(pid, M, N, GROUP_M, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Grouped order: GROUP_M tile rows sweep the tile columns together, so a group's B tiles stay in L2.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    return first_pid_m + (pid % num_pid_in_group) % group_size_m, (pid % num_pid_in_group) // group_size_m
+
+
+@triton.jit
+def _split_run(pid_k, K, SPLIT_K, BLOCK_K: tl.constexpr):
+    # This split's contiguous run of K blocks; the last splits may get none and then write zeros.
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    blocks_per_split = tl.cdiv(k_blocks, SPLIT_K)
+    kb_lo = pid_k * blocks_per_split
+    return kb_lo, min(kb_lo + blocks_per_split, k_blocks)
+
+
+@triton.jit
+def _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # C's tile in C's dtype; with split-K this split's fp32 partial into the workspace [SPLIT_K, M, N].
+    sm = tl.arange(0, BLOCK_M)
+    sn = tl.arange(0, BLOCK_N)
+    mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
+    if SPLIT_K == 1:
+        c_ptrs = (c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn
+                  + sm[:, None] * stride_cm + sn[None, :] * stride_cn)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        ws_ptrs = (ws_ptr + (pid_k.to(tl.int64) * M + rm0) * N + rn0
+                   + sm[:, None] * N + sn[None, :])
+        tl.store(ws_ptrs, acc, mask=mask)
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M", "SPLIT_K"])
@@ -71,22 +109,9 @@ def _gemm_kernel(
         stride_cm = _multiple_of(stride_cm, ALIGN_N)
         if not B_NK:
             stride_bk = _multiple_of(stride_bk, ALIGN_N)
-    # Grouped order: GROUP_M tile rows sweep the tile columns together, so a group's B tiles stay in L2.
-    pid = tl.program_id(0)
     pid_k = tl.program_id(1)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    # This split's contiguous run of K blocks; the last splits may get none and then write zeros.
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    blocks_per_split = tl.cdiv(k_blocks, SPLIT_K)
-    kb_lo = pid_k * blocks_per_split
-    kb_hi = min(kb_lo + blocks_per_split, k_blocks)
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N)
+    kb_lo, kb_hi = _split_run(pid_k, K, SPLIT_K, BLOCK_K)
 
     # Tile origins go into 64-bit base pointers; offsets inside a tile stay 32-bit. Rows and columns
     # past the edge wrap inside the tile (modulo the valid count), so the loads need no M or N mask and
@@ -117,19 +142,39 @@ def _gemm_kernel(
             acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N)
 
-    sm = tl.arange(0, BLOCK_M)
-    sn = tl.arange(0, BLOCK_N)
-    mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
-    if SPLIT_K == 1:
-        c_ptrs = (c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn
-                  + sm[:, None] * stride_cm + sn[None, :] * stride_cn)
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-    else:
-        # Workspace [SPLIT_K, M, N] fp32, contiguous.
-        ws_ptrs = (ws_ptr + (pid_k.to(tl.int64) * M + rm0) * N + rn0
-                   + sm[:, None] * N + sn[None, :])
-        tl.store(ws_ptrs, acc, mask=mask)
+
+@triton.jit(do_not_specialize=["M", "GROUP_M", "SPLIT_K"])
+def _gemm_tma_kernel(
+    a_desc, b_desc, c_ptr, ws_ptr,
+    M, N, K,
+    stride_cm, stride_cn,
+    GROUP_M, SPLIT_K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
+    ALIGN_N: tl.constexpr,
+):
+    # TMA = 1: A and B come through tensor descriptors (Hopper's copy engine), one tile per load:
+    # the copy engine zero-fills rows and columns past M, N and K, so the loop has no masks, no
+    # wrapped rows and no address arithmetic, and Triton pipelines the copies into num_stages
+    # buffers with one barrier each. Tile order, K split and epilogue are _gemm_kernel's.
+    if ALIGN_N > 1 and ALIGN_N < 16:
+        N = _multiple_of(N, ALIGN_N)
+        stride_cm = _multiple_of(stride_cm, ALIGN_N)
+    pid_k = tl.program_id(1)
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N)
+    kb_lo, kb_hi = _split_run(pid_k, K, SPLIT_K, BLOCK_K)
+    rm0 = pid_m * BLOCK_M
+    rn0 = pid_n * BLOCK_N
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(kb_lo, kb_hi):
+        a = a_desc.load([rm0, kb * BLOCK_K])                                             # [BLOCK_M, BLOCK_K]
+        if B_NK:
+            acc = tl.dot(a, b_desc.load([rn0, kb * BLOCK_K]).T, acc)                     # B tile [BLOCK_N, BLOCK_K]
+        else:
+            acc = tl.dot(a, b_desc.load([kb * BLOCK_K, rn0]), acc)                       # B tile [BLOCK_K, BLOCK_N]
+    _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N)
 
 
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
@@ -188,22 +233,64 @@ def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) 
     return torch.empty(shape, dtype=torch.float32, device=device)
 
 
+def uses_tma(config: Mapping[str, int]) -> bool:
+    """Whether `config` loads A and B through tensor descriptors (TMA = 1; configs without the key,
+    the space's first version and the baselines outside it, use pointer tiles)."""
+    return bool(config.get("TMA", 0))
+
+
+def tma_ready(*tensors: torch.Tensor) -> bool:
+    """Whether tensor descriptors can address these tensors: a contiguous last dimension, base and
+    every other stride 16-byte aligned (the copy engine's rule)."""
+    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+               and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+
+
+def _descriptors(a, b, layout: str, dims: tuple[int, int, int], row_strides: tuple[int, int],
+                 config: Mapping[str, int]) -> tuple:
+    """Tensor descriptors of A [M, K] and B ([K, N] or [N, K]), one tile per block. `a` and `b` may be
+    Triton MockTensors (a compile without tensors), so the row strides come from `row_strides`."""
+    m, n, k = dims
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    a_rows, b_rows = row_strides
+    b_desc = TensorDescriptor(b, [k, n], [b_rows, 1], [bk, bn]) if layout == "kn" else \
+        TensorDescriptor(b, [n, k], [b_rows, 1], [bn, bk])
+    return TensorDescriptor(a, [m, k], [a_rows, 1], [bm, bk]), b_desc
+
+
+def _sources(config: Mapping[str, int], layout: str, a: torch.Tensor, b: torch.Tensor,
+             dims: tuple[int, int, int]) -> tuple:
+    """The GEMM kernel's first two arguments: A and B, or for a TMA config their descriptors."""
+    if not uses_tma(config):
+        return a, b
+    if not tma_ready(a, b):
+        raise ValueError("a TMA config needs A and B with a contiguous last dimension and 16-byte aligned base "
+                         "and row stride (gemm() falls back to pointer tiles; a launcher does not)")
+    return _descriptors(a, b, layout, dims, (a.stride(0), b.stride(0)), config)
+
+
 def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int) -> Callable:
-    """A function (a, b, out, ws) -> None that launches the GEMM (and the reduction when SPLIT_K > 1)."""
+    """A function (a, b, out, ws, srcs) -> None that launches the GEMM (and the reduction when
+    SPLIT_K > 1); `srcs` are `_sources(...)` of (a, b), made once per input pair by the caller."""
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     group_m, split = config["GROUP_M"], config["SPLIT_K"]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split)
     reduce_grid = (triton.cdiv(m, REDUCE_BLOCK_M), triton.cdiv(n, REDUCE_BLOCK_N))
-    gemm_kernel = _gemm_kernel[grid]
+    tma = uses_tma(config)
+    gemm_kernel = (_gemm_tma_kernel if tma else _gemm_kernel)[grid]
     reduce_kernel = _splitk_reduce_kernel[reduce_grid]
     b_nk = layout == "nk"
     opts = dict(num_warps=config["num_warps"], num_stages=config["num_stages"])
 
-    def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, ws: torch.Tensor) -> None:
+    def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, ws: torch.Tensor, srcs: tuple) -> None:
         strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
         align_n, align_k = alignments(layout, n, k, strides)
-        gemm_kernel(a, b, out, ws, m, n, k, *strides, group_m, split,
-                    BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, ALIGN_K=align_k, **opts)
+        if tma:
+            gemm_kernel(*srcs, out, ws, m, n, k, out.stride(0), out.stride(1), group_m, split,
+                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, **opts)
+        else:
+            gemm_kernel(a, b, out, ws, m, n, k, *strides, group_m, split,
+                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, ALIGN_K=align_k, **opts)
         if split > 1:
             reduce_kernel(ws, out, m, n, out.stride(0), out.stride(1), split,
                           BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, ALIGN_N=align_n,
@@ -220,12 +307,16 @@ def _check_out(out: torch.Tensor, a: torch.Tensor, m: int, n: int) -> None:
 
 def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: str = "kn",
          out: torch.Tensor | None = None) -> torch.Tensor:
-    """C[M, N] = A[M, K] @ B in A's dtype (fp32 accumulation); B is [K, N] ('kn') or [N, K] ('nk')."""
+    """C[M, N] = A[M, K] @ B in A's dtype (fp32 accumulation); B is [K, N] ('kn') or [N, K] ('nk'). A TMA
+    config on tensors descriptors cannot address (`tma_ready`) runs its tiles through pointers."""
     m, n, k = _dims(a, b, layout)
     if out is None:
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     _check_out(out, a, m, n)
-    _launch_fn(config, layout, m, n, k)(a, b, out, _workspace(config, m, n, a.device))
+    if uses_tma(config) and not tma_ready(a, b):  # the same tiles through pointers: slower, never wrong
+        config = {**config, "TMA": 0}
+    _launch_fn(config, layout, m, n, k)(a, b, out, _workspace(config, m, n, a.device),
+                                        _sources(config, layout, a, b, (m, n, k)))
     return out
 
 
@@ -244,11 +335,11 @@ def make_launcher(config: Mapping[str, int], layout: str, inputs: list[tuple[tor
         _check_out(out, a, m, n)
     ws = _workspace(config, m, n, out.device)
     run = _launch_fn(config, layout, m, n, k)
-    pairs = list(inputs)
+    pairs = [(a, b, _sources(config, layout, a, b, (m, n, k))) for a, b in inputs]  # descriptors built once
 
     def launch(i: int) -> None:
-        a, b = pairs[i % len(pairs)]
-        run(a, b, out, ws)
+        a, b, srcs = pairs[i % len(pairs)]
+        run(a, b, out, ws, srcs)
 
     return launch
 
@@ -313,11 +404,18 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     m, n, k = shape.m, shape.n, shape.k
     strides = _shape_strides(shape)
     align_n, align_k = alignments(shape.layout, n, k, strides)
-    kernels = [_gemm_kernel.warmup(dtype, dtype, dtype, f32, m, n, k, *strides,
-                                   config["GROUP_M"], config["SPLIT_K"],
-                                   BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
-                                   B_NK=shape.layout == "nk", ALIGN_N=align_n, ALIGN_K=align_k,
-                                   num_warps=config["num_warps"], num_stages=config["num_stages"], grid=(1,))]
+    tiles = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
+                 B_NK=shape.layout == "nk", ALIGN_N=align_n, num_warps=config["num_warps"],
+                 num_stages=config["num_stages"], grid=(1,))
+    if uses_tma(config):
+        a_desc, b_desc = _descriptors(MockTensor(TRITON_DTYPES[shape.dtype]), MockTensor(TRITON_DTYPES[shape.dtype]),
+                                      shape.layout, (m, n, k), (strides[0], strides[2] if shape.layout == "kn"
+                                                                else strides[3]), config)
+        kernels = [_gemm_tma_kernel.warmup(a_desc, b_desc, dtype, f32, m, n, k, *strides[4:],
+                                           config["GROUP_M"], config["SPLIT_K"], **tiles)]
+    else:
+        kernels = [_gemm_kernel.warmup(dtype, dtype, dtype, f32, m, n, k, *strides,
+                                       config["GROUP_M"], config["SPLIT_K"], ALIGN_K=align_k, **tiles)]
     if config["SPLIT_K"] > 1:
         kernels.append(_splitk_reduce_kernel.warmup(f32, dtype, m, n, *strides[4:], config["SPLIT_K"],
                                                     BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, ALIGN_N=align_n,

@@ -43,7 +43,6 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, TMA_MIN_CAPABILITY
 from rooftune.candidates.gemm_space import gemm_smem_bytes
 from rooftune.candidates.shapes import GemmShape
-from rooftune.kernels.attention import tma_ready
 from rooftune.kernels.gemm import (
     REDUCE_BLOCK_M,
     REDUCE_BLOCK_N,
@@ -56,6 +55,7 @@ from rooftune.kernels.gemm import (
     _shape_strides,
     _splitk_reduce_kernel,
     alignments,
+    tma_ready,
 )
 
 DATA_PARALLEL, PERSISTENT, STREAM_K = 0, 1, 2

@@ -175,12 +175,14 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     # cp.async copies 16-byte vectors straight into shared memory; when a row stride is not a
     # multiple of 16 bytes the loads are narrower and go through registers, so every prefetched
     # stage also occupies registers: (stages-1)·(BLOCK_M + BLOCK_N)·BLOCK_K·bytes / 4 per CTA.
+    # TMA = 1 (tensor descriptors; legal only where the rows are 16-byte aligned): the copy engine
+    # writes shared memory directly, like aligned cp.async, and with the same pipelined buffers.
     aligned = all(stride * elem % CP_ASYNC_BYTES == 0 for stride in _row_strides(shape))
+    staged = (_col(columns, "TMA", 0) == 0) & (not aligned)
     low = lower_dot(shape, bm, bn, bk, warps, stages, elem, profile)
     smem_cta = low.smem_bytes
     regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}) + low.staged_regs
-    if not aligned:
-        regs = regs + (stages - 1) * (bm + bn) * bk * elem // (REGISTER_BYTES * warps * THREADS_PER_WARP)
+    regs = regs + np.where(staged, (stages - 1) * (bm + bn) * bk * elem // (REGISTER_BYTES * warps * THREADS_PER_WARP), 0)
     resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
     occupancy = resident * warps * THREADS_PER_WARP / profile.max_threads_per_sm
     full_waves, last_per_sm, last_active, waves, wave_eff = wave_split(ctas, resident, profile.sm_count)

@@ -127,7 +127,7 @@ def test_warmup_compiles_what_a_launch_uses(monkeypatch, mnk, layout):
     gemm_module.warmup(shape, config, device="cpu")
     a, b = make_inputs(shape, "cpu", seed=0)
     gemm_module._launch_fn(config, layout, *mnk)(a, b, torch.empty(mnk[0], mnk[1], dtype=torch.float16),
-                                                  gemm_module._workspace(config, mnk[0], mnk[1], "cpu"))
+                                                  gemm_module._workspace(config, mnk[0], mnk[1], "cpu"), (a, b))
     for rec, unspecialized in ((gemm_rec, {4, 13, 14}), (reduce_rec, {2, 6})):  # M, GROUP_M, SPLIT_K
         (kind_w, args_w, kw_w), (kind_l, args_l, kw_l) = rec.calls
         assert (kind_w, kind_l) == ("warmup", "launch")

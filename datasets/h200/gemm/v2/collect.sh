@@ -1,0 +1,42 @@
+#!/bin/bash
+# One device call of the v2 (TMA) H200 GEMM collection on the nvidia-h200-x2 machine, from the repository
+# root: a correctness check of the TMA kernel (sanity.py; nothing is swept if it fails), every binary
+# the shapes still to sweep need compiled into one Triton cache on the machine's cores, then the
+# training sweep and the held-out sweep on both GPUs (`--gpus 0,1`), resuming what earlier calls
+# committed under datasets/h200/gemm/v2/. Everything lands in $OUT/sweep2.tgz.
+# usage: bash datasets/h200/gemm/v2/collect.sh [SECONDS]   (the device tool's command limit is 600 s)
+T=${1:-560}; end=$((SECONDS+T)); W=.sweepwork2; LISTS=datasets/h200/gemm; D=$LISTS/v2
+export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/v2-triton}
+left() { echo $((end-SECONDS)); }
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+for d in train heldout; do [ -d $W/$d ] || { mkdir -p $W/$d; [ -d $D/$d ] && cp -r $D/$d/. $W/$d/; }; done
+if ! python3 $D/sanity.py > $W/sanity.log 2>&1; then
+  echo "sanity failed:"; tail -20 $W/sanity.log; tar czf $OUT/sweep2.tgz -C $W .; exit 1; fi
+tail -1 $W/sanity.log
+python3 - $W $LISTS <<'PY'
+import json, sys
+from pathlib import Path
+from rooftune.candidates.shapes import load_shapes
+from rooftune.eval.dataset import finished_ids, shape_id
+w, lists = Path(sys.argv[1]), Path(sys.argv[2])
+todo = []
+for d in ("train", "heldout"):
+    done = finished_ids(w / d) if (w / d / "manifest.json").exists() else set()
+    raw = json.loads((lists / f"shapes_{d}.json").read_text())
+    shapes = load_shapes(lists / f"shapes_{d}.json")
+    todo += [entry for entry, s in zip(raw, shapes) if shape_id(s) not in done]
+(w / "todo.json").write_text(json.dumps(todo))
+print(f"{len(todo)} shapes to sweep")
+PY
+s=$SECONDS; python3 -m rooftune.kernels.prebuild build --shapes $W/todo.json --gpu h200 --cache $TRITON_CACHE_DIR \
+  > $W/prebuild.log 2>&1; echo "prebuild rc=$? $((SECONDS-s)) s: $(tail -1 $W/prebuild.log)"
+sweep() { # sweep LIST: until done, out of time, or an exit other than 3 (quarantine: run again)
+  local d=$1
+  while :; do local l=$(( $(left) - 25 )); [ $l -gt 45 ] || return
+    timeout $l rooftune sweep gemm --shapes $LISTS/shapes_$d.json --out $W/$d --gpu h200 --gpus 0,1 \
+      --max-minutes $(python3 -c "print(($l-15)/60)") >> $W/sweep_$d.log 2>&1; local rc=$?
+    echo "sweep $d rc=$rc: $(tail -1 $W/sweep_$d.log)"; [ $rc -eq 3 ] || return; done; }
+sweep train
+sweep heldout
+tar czf $OUT/sweep2.tgz --exclude='*.tmp' -C $W .
+for d in train heldout; do echo "$d: $(ls $W/$d/shapes 2>/dev/null | wc -l) shapes"; done
