@@ -263,7 +263,7 @@ def v2_smem_bytes(config: Mapping[str, int], n: int, elem_bytes: int = 2) -> int
     loop keeps the next tile's operand buffers live through it: at most the whole tile,
     BLOCK_M · BLOCK_N · elem_bytes, and when C's rows are 16-byte aligned at most 2,048 elements per
     warp (the largest seen: 32 KiB at 8 warps, 16 KiB at 4)."""
-    operands = int(gemm_smem_bytes(config, elem_bytes))
+    operands = int(gemm_smem_bytes({**config, "TMA": 0}, elem_bytes))  # the barriers are counted below
     epilogue = 0
     if config["SCHEDULE"] != DATA_PARALLEL:
         tile_elems = config["BLOCK_M"] * config["BLOCK_N"]

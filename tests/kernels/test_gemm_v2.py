@@ -222,7 +222,7 @@ def test_sm90_compiles_and_shared_memory_is_within_the_estimate(tmp_path):
         if config["SCHEDULE"] == v2.DATA_PARALLEL:
             assert estimate - result["shared"] < v2.TMA_BARRIER_BYTES, (shape, text, result, estimate)
         if shape[1] % 8 == 0 and shape[2] % 8 == 0:  # 16-byte rows: every stage buffered (the loop pipelined)
-            assert result["shared"] >= gemm_smem_bytes(config, 2), (shape, text, result)
+            assert result["shared"] >= gemm_smem_bytes({**config, "TMA": 0}, 2), (shape, text, result)
         assert (result["tma_copies"] > 0) == bool(config["TMA"]) and (result["cp_async"] > 0) != bool(config["TMA"])
         assert (result["acq_rel_atomics"] > 0) == (config["SCHEDULE"] == v2.STREAM_K), (text, result)
         assert result["binaries"] == (2 if config["SPLIT_K"] > 1 else 1)
