@@ -44,13 +44,14 @@ class ShapeRow:
 
 
 def _sources(dataset: Path, kind: ReportKind) -> dict[Hashable, str]:
-    """Shape key -> the shape list's `source` label, from the list the manifest names."""
+    """Shape key -> the shape list's `source` label, from the list the manifest names: beside the
+    dataset's folder, or one level up (a later space's datasets, datasets/h200/gemm/v2/*, share the lists)."""
     try:
         listed = read_manifest(dataset).get("shapes_file")
     except Exception:
         return {}
-    path = dataset.parent / str(listed)
-    if not listed or not path.is_file():
+    path = next((p for p in (dataset.parent / str(listed), dataset.parent.parent / str(listed)) if p.is_file()), None)
+    if not listed or path is None:
         return {}
     try:
         shapes = kind.load_list(path)
