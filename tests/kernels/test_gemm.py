@@ -203,3 +203,33 @@ def test_warmup_compiles_one_binary_that_every_m_group_and_split_reuse(nk):
         assert_matches(GemmShape(m, n, k, layout="nk"), Config.make(4, 3, GROUP_M=group_m, SPLIT_K=split_k, **base))
     assert _binaries(gemm_module._gemm_kernel) == compiled
     assert _binaries(gemm_module._splitk_reduce_kernel) == reduce_compiled
+
+
+# --- TMA loads (TMA = 1: the space's load path where the GPU and the rows allow it) ---------------------
+
+def tma(split_k: int = 1, group_m: int = 1, bm: int = 16, bn: int = 32, bk: int = 32) -> Config:
+    return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, SPLIT_K=split_k, TMA=1)
+
+
+# Rows of 16-byte multiples (fp16: 8 elements, fp32: 4) with partial tiles in M, N and K.
+TMA_SHAPES = [(1, 8, 8), (37, 40, 72), (100, 24, 136), (5, 64, 48)]
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("mnk", TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("split_group", SPLIT_GROUP, ids=lambda sg: f"split{sg[0]}-group{sg[1]}")
+def test_tma_loads_on_odd_shapes(layout, dtype, mnk, split_group):
+    assert_matches(GemmShape(*mnk, layout=layout, dtype=dtype), tma(*split_group))
+
+
+def test_tma_falls_back_to_pointers_where_descriptors_cannot_address_the_rows():
+    """A TMA config on a view whose rows are not 16-byte aligned: gemm() runs the same tiles through
+    pointers (correct), a launcher refuses (so a timing never records another path under TMA=1)."""
+    a = torch.randn(24, 40, dtype=torch.float16, device=DEVICE)[:, :36]  # a view: rows 80 bytes apart (aligned)
+    b = torch.randn(36, 20, dtype=torch.float16, device=DEVICE)  # B [K, N]: rows of 20 fp16, 40 bytes: not
+    out = gemm(a, b, tma(), "kn")
+    rel = relative_error(out, reference(a, b, "kn"))
+    assert rel <= TOLERANCE[torch.float16]
+    with pytest.raises(ValueError, match="TMA config needs"):
+        make_launcher(tma(), "kn", [(a, b)], torch.empty(24, 20, dtype=torch.float16, device=DEVICE))
