@@ -11,9 +11,11 @@ from rooftune.roofline import predict
 
 
 def factor(config) -> float:
-    """0.8 .. 1.4, a fixed function of the config's tiles (TMA, one value per shape, left out)."""
-    key = ",".join(f"{k}={v}" for k, v in config.params if k != "TMA") + f",num_warps={config.num_warps}," \
-        f"num_stages={config.num_stages}"
+    """0.8 .. 1.4, a fixed function of the config's tiles, warps and stages: TMA (one value per shape) and
+    GROUP_M (the tile order; twins otherwise alike) are left out, so a config's GROUP_M twin is a
+    measured neighbour that tells the search about it."""
+    key = ",".join(f"{k}={v}" for k, v in config.params if k not in ("TMA", "GROUP_M")) + \
+        f",num_warps={config.num_warps},num_stages={config.num_stages}"
     return 0.8 + 0.6 * (zlib.crc32(key.encode()) % 1000) / 1000
 
 
