@@ -42,6 +42,9 @@ SPLIT_K_PARTIAL_BYTES = 4  # split-K partials are fp32
 CP_ASYNC_BYTES = 16  # the widest asynchronous global -> shared copy
 
 TERMS = ("tensor", "smem", "l2", "dram", "serial", "latency")
+# TMA = 1: the copy engine through tensor descriptors; else cp.async where the rows are 16-byte aligned,
+# else loads through registers (which also hold every prefetched stage).
+LOAD_PATHS = ("TMA", "cp.async", "registers")
 TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "serial": "latency",
               "latency": "latency"}
 
@@ -59,6 +62,7 @@ class GemmBreakdown:
     regs_per_thread: np.ndarray
     fits: np.ndarray             # the CTA's shared memory fits the per-block limit (else it cannot launch)
     uses_wgmma: np.ndarray
+    load_path: np.ndarray        # how A and B reach shared memory: 'TMA', 'cp.async' or 'registers' (LOAD_PATHS)
     ctas: np.ndarray             # CTAs launched (output tiles × SPLIT_K)
     ctas_per_sm: np.ndarray
     occupancy_limiter: np.ndarray  # index into roofline.occupancy.LIMITERS
@@ -267,7 +271,9 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         flops=flops, padded_flops=padded_flops, padding_efficiency=flops / padded_flops,
         dram_bytes=dram_bytes, l2_bytes=l2_total, smem_bytes_per_cta=smem_cta, regs_per_thread=regs,
         fits=smem_cta <= profile.smem_per_block_bytes,
-        uses_wgmma=wgmma, ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
+        uses_wgmma=wgmma, load_path=np.where(_col(columns, "TMA", 0) == 1, LOAD_PATHS[0],
+                                             np.where(staged, LOAD_PATHS[2], LOAD_PATHS[1])),
+        ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
         waves=waves, wave_efficiency=wave_eff,
         compute_us=us * padded_flops / (rate_sm * profile.sm_count),
         smem_us=us * cta_iters * smem_iter / (smem_bw * profile.sm_count),

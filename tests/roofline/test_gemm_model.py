@@ -253,3 +253,15 @@ def test_a_row_stride_decides_cp_async_alignment():
     misaligned = one(GemmShape(4100, 4096, 4096, a_layout="km"), c, H200)
     assert misaligned["regs_per_thread"] == aligned["regs_per_thread"] + 2 * (128 + 128) * 64 * 2 // (4 * 256)
     assert misaligned["time_us"] >= aligned["time_us"]
+
+
+def test_the_load_path_follows_the_config_and_the_rows():
+    """TMA = 1 goes through the copy engine; a pointer config uses cp.async where the rows are 16-byte
+    aligned and registers (which then also hold the prefetched stages) where they are not."""
+    tma = Config.make(8, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1)
+    ptr = Config.make(8, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0)
+    aligned, odd = GemmShape(4096, 4096, 4096, "nk"), GemmShape(4096, 4096, 4100, "nk")
+    assert one(aligned, tma)["load_path"] == "TMA" and one(aligned, ptr)["load_path"] == "cp.async"
+    assert one(odd, ptr)["load_path"] == "registers" and one(aligned, cfg())["load_path"] == "cp.async"
+    assert one(odd, ptr)["regs_per_thread"] > one(aligned, ptr)["regs_per_thread"]
+    assert one(aligned, tma)["regs_per_thread"] == one(aligned, ptr)["regs_per_thread"]
