@@ -217,3 +217,26 @@ def test_triton_selects_one_binary_per_specialization_group_and_warmup_compiles_
     assert all(len(keys) == 1 for keys in by_group.values()), by_group
     distinct = {keys.pop() for (_, config), keys in by_group.items() if config == configs["tutorial"]}
     assert len(distinct) == len(groups)  # and the groups really are different binaries
+
+
+def test_sm90_tma_configs_fit_the_shared_memory_rule(tmp_path):
+    """The space's TMA configs compiled for sm_90 on the CPU: the legal configs with the largest shared-memory
+    estimate and the mma.sync tiles (BLOCK_M 16 and 32: num_stages - 1 buffers) allocate what
+    `gemm_smem_bytes` says, within the descriptors' barrier bytes, and so fit the H200's per-block limit."""
+    from rooftune.candidates import GEMM_SPACE, legal_configs
+    from rooftune.candidates.attention_space import TMA_BARRIER_BYTES
+    from rooftune.candidates.gemm_space import gemm_smem_bytes
+    from rooftune.hwprofiles import load_profile
+
+    h200 = load_profile("h200")
+    shape = GemmShape(512, 4096, 4096, "nk")
+    legal = legal_configs(GEMM_SPACE, shape, h200).configs
+    assert legal and all(c["TMA"] == 1 for c in legal)
+    estimate = {c: int(gemm_smem_bytes({k: c[k] for k in GEMM_SPACE.names}, 2, hopper=True)) for c in legal}
+    largest = sorted(legal, key=lambda c: -estimate[c])[:3]
+    small_m = [next(c for c in sorted(legal, key=lambda c: -estimate[c]) if c["BLOCK_M"] == bm) for bm in (16, 32)]
+    picked = largest + small_m
+    results = compile_sm90([{"shape": [512, 4096, 4096, "nk", "bf16"], "config": str(c)} for c in picked], tmp_path)
+    for c, r in zip(picked, results):
+        assert r["cp_async_bytes"] == []  # the copy engine, not cp.async
+        assert estimate[c] - TMA_BARRIER_BYTES <= r["shared"] <= estimate[c] <= h200.smem_per_block_bytes, (str(c), r["shared"])
