@@ -1,5 +1,12 @@
 """The Triton GEMM of the published space: C = A @ B with grouped tile order and deterministic split-K.
 
+Two load paths, chosen by the config's TMA parameter (the space's legality fixes one per shape and GPU,
+candidates/gemm_space.py): TMA = 1, `_gemm_tma_kernel`, loads A and B through host-built tensor
+descriptors (Hopper's copy engine: tiles past the edge read as zeros, no masks or address arithmetic);
+TMA = 0 (or a config without the key: the space's first version, the tutorial's configs),
+`_gemm_kernel`, through pointer tiles. Both share the tile order, the K split and the epilogue. `gemm`
+runs a TMA config on tensors descriptors cannot address through pointers; a launcher refuses them.
+
 Compile reuse: M, GROUP_M and SPLIT_K are runtime integers that Triton does not specialize on, so one
 binary per (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) serves every M, GROUP_M and SPLIT_K of
 a `specialization_key`. N, K and the strides keep Triton's default specialization (value 1 becomes a
