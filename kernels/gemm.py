@@ -415,9 +415,8 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
                  B_NK=shape.layout == "nk", ALIGN_N=align_n, num_warps=config["num_warps"],
                  num_stages=config["num_stages"], grid=(1,))
     if uses_tma(config):
-        a_desc, b_desc = _descriptors(MockTensor(TRITON_DTYPES[shape.dtype]), MockTensor(TRITON_DTYPES[shape.dtype]),
-                                      shape.layout, (m, n, k), (strides[0], strides[2] if shape.layout == "kn"
-                                                                else strides[3]), config)
+        b_rows = strides[2] if shape.layout == "kn" else strides[3]  # B's row stride: along K for [K, N]
+        a_desc, b_desc = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
         kernels = [_gemm_tma_kernel.warmup(a_desc, b_desc, dtype, f32, m, n, k, *strides[4:],
                                            config["GROUP_M"], config["SPLIT_K"], **tiles)]
     else:

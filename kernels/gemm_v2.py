@@ -41,7 +41,7 @@ from triton.runtime.jit import MockTensor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, TMA_MIN_CAPABILITY
-from rooftune.candidates.gemm_space import gemm_smem_bytes
+from rooftune.candidates.gemm_space import TMA_STRIDE_BYTES, gemm_smem_bytes
 from rooftune.candidates.shapes import GemmShape
 from rooftune.kernels.gemm import (
     REDUCE_BLOCK_M,
@@ -61,9 +61,6 @@ from rooftune.kernels.gemm import (
 DATA_PARALLEL, PERSISTENT, STREAM_K = 0, 1, 2
 SCHEDULES = {DATA_PARALLEL: "data-parallel", PERSISTENT: "persistent", STREAM_K: "stream-K hybrid"}
 V2_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "TMA", "SCHEDULE", "num_warps", "num_stages")
-# Tensor descriptors need 16-byte aligned row strides (the copy engine's rule; compute capability 9.0
-# and the barriers' shared memory: candidates/attention_space.py).
-TMA_STRIDE_BYTES = 16
 # The persistent epilogue's shared memory per warp when C's rows are 16-byte aligned (v2_smem_bytes).
 EPILOGUE_ELEMS_PER_WARP = 2048
 

@@ -205,7 +205,7 @@ def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[C
     if static:
         methods["static"] = static_list(static)
     methods["random"] = [random_order(seed) for seed in seeds]
-    tutorial_set = set(tutorial_configs(any(names_tma(r.lookup()) for r in records)))
+    tutorial_set = set(tutorial_configs(bool(records) and names_tma(records[0].lookup())))
     fewest = min((len(tutorial_set & set(r.lookup())) for r in records), default=0)
     if records and fewest >= TUTORIAL_MIN_RECORDED * len(tutorial_set):
         methods["tutorial"] = tutorial

@@ -22,8 +22,8 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
-def small(split_k: int = 1, group_m: int = 1, bm: int = 16, bn: int = 16, bk: int = 16) -> Config:
-    return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, SPLIT_K=split_k)
+def small(split_k: int = 1, group_m: int = 1, bm: int = 16, bn: int = 16, bk: int = 16, **load) -> Config:
+    return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, SPLIT_K=split_k, **load)
 
 
 def assert_matches(shape: GemmShape, config: Config, seed: int = 0) -> torch.Tensor:
@@ -207,8 +207,8 @@ def test_warmup_compiles_one_binary_that_every_m_group_and_split_reuse(nk):
 
 # --- TMA loads (TMA = 1: the space's load path where the GPU and the rows allow it) ---------------------
 
-def tma(split_k: int = 1, group_m: int = 1, bm: int = 16, bn: int = 32, bk: int = 32) -> Config:
-    return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group_m, SPLIT_K=split_k, TMA=1)
+def tma(split_k: int = 1, group_m: int = 1) -> Config:
+    return small(split_k, group_m, bn=32, bk=32, TMA=1)
 
 
 # Rows of 16-byte multiples (fp16: 8 elements, fp32: 4) with partial tiles in M, N and K.
