@@ -17,19 +17,25 @@ TUTORIAL_GEMM = (
 TUTORIAL_GROUP_M = 8
 
 
-def tutorial_configs(tma: bool = False) -> list[Config]:
-    """The tutorial's 8 configs in its order, with the GEMM space's parameter names (SPLIT_K=1). The
-    tutorial loads through pointers: with `tma` (configs of a space that has the TMA parameter) they
-    say so, TMA=0; the space's first version had no such parameter (its datasets record none)."""
-    extra = {"TMA": 0} if tma else {}
+# Parameters later versions of the GEMM space added, at the tutorial kernel's values: pointer loads
+# (TMA, space 2), one program per tile (PERSISTENT, space 3).
+TUTORIAL_LATER_PARAMS = (("TMA", 0), ("PERSISTENT", 0))
+
+
+def tutorial_configs(names: Iterable[str] = ()) -> list[Config]:
+    """The tutorial's 8 configs in its order, with the GEMM space's parameter names (SPLIT_K=1), plus
+    those of TUTORIAL_LATER_PARAMS that `names` (a space's parameter names: `param_names`) holds, at the
+    tutorial's values; the space's first version had none of them (its datasets record none)."""
+    names = set(names)
+    extra = {name: value for name, value in TUTORIAL_LATER_PARAMS if name in names}
     return [Config.make(w, s, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=TUTORIAL_GROUP_M, SPLIT_K=1, **extra)
             for bm, bn, bk, s, w in TUTORIAL_GEMM]
 
 
-def names_tma(configs: Iterable[Config]) -> bool:
-    """Whether these configs (of one space, so the first says it) carry the TMA parameter."""
+def param_names(configs: Iterable[Config]) -> tuple[str, ...]:
+    """The parameter names of these configs (of one space, so the first says it); () when there are none."""
     first = next(iter(configs), None)
-    return first is not None and "TMA" in first
+    return () if first is None else tuple(name for name, _ in first.params)
 
 
 def same_gemm_kernel(shape: GemmShape, config: Config) -> Config:
@@ -45,7 +51,7 @@ def gemm_baseline_extras(shape: GemmShape, space_configs: Iterable[Config]) -> l
     """The tutorial configs a sweep of `shape` must time beside `space_configs`: those that are not, as
     the same kernel, among them (e.g. BLOCK_M=64 for M=1, num_warps=2), in the tutorial's order."""
     have = set(space_configs)
-    return [c for c in tutorial_configs(names_tma(have)) if same_gemm_kernel(shape, c) not in have]
+    return [c for c in tutorial_configs(param_names(have)) if same_gemm_kernel(shape, c) not in have]
 
 
 def gemm_baseline_aliases(shape: GemmShape, recorded: Iterable[Config]) -> dict[Config, Config]:
@@ -53,7 +59,7 @@ def gemm_baseline_aliases(shape: GemmShape, recorded: Iterable[Config]) -> dict[
     was not recorded (a sweep times each kernel once)."""
     have = set(recorded)
     aliases = {}
-    for c in tutorial_configs(names_tma(have)):
+    for c in tutorial_configs(param_names(have)):
         twin = same_gemm_kernel(shape, c)
         if c not in have and twin in have:
             aliases[c] = twin

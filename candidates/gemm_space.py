@@ -21,12 +21,36 @@ MIN_K_BLOCKS_PER_SPLIT = 2
 TMA_STRIDE_BYTES = 16
 # wgmma takes 64-row slices: a smaller BLOCK_M runs mma.sync (roofline/lowering.py).
 WGMMA_MIN_BLOCK_M = 64
+# PERSISTENT = 1 (kernels/gemm.py `_gemm_tma_persistent_kernel`): the flattened tile loop keeps the next
+# tile's operand buffers live while the epilogue converts C through shared memory, so the epilogue's
+# buffer comes on top: at most the whole C tile, and where C's rows are 16-byte aligned at most this
+# many elements per warp (compiled for sm_90 on the CPU: tests/kernels/test_gemm_v2.py).
+PERSISTENT_EPILOGUE_ELEMS_PER_WARP = 2048
+# Where a persistent launch can differ from the one-tile-per-program grid: each program must walk at
+# least this many tiles' worth of waves (the H200 measurements of datasets/h200/gemm/v2/streamk: +1-3%
+# with 2 or more waves of 128x256 tiles, within the noise on 1.7 waves) ...
+PERSISTENT_MIN_WAVES = 2
+# ... and tiles of at least 128x128 elements. Smaller tiles were not measured, and every persistent
+# config is one more to time per multi-wave shape: this bound keeps the sweep near 8 s a shape.
+PERSISTENT_MIN_TILE_ELEMS = 128 * 128
 
 
-def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int, hopper: bool = False) -> np.ndarray:
+def persistent_epilogue_bytes(c: dict[str, np.ndarray], elem_bytes: int, n: int | None = None) -> np.ndarray:
+    """Shared memory a persistent config's epilogue holds beside the operand buffers (0 for the other
+    configs): the C tile, BLOCK_M · BLOCK_N · elem_bytes, or where C's rows of `n` elements are 16-byte
+    aligned at most PERSISTENT_EPILOGUE_ELEMS_PER_WARP elements per warp (n None: the whole tile)."""
+    persistent = np.asarray(c["PERSISTENT"]) if "PERSISTENT" in c else 0
+    tile = np.asarray(c["BLOCK_M"]) * np.asarray(c["BLOCK_N"])
+    if n is not None and n * elem_bytes % TMA_STRIDE_BYTES == 0:
+        tile = np.minimum(tile, PERSISTENT_EPILOGUE_ELEMS_PER_WARP * np.asarray(c["num_warps"]))
+    return persistent * tile * elem_bytes
+
+
+def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int, hopper: bool = False, n: int | None = None) -> np.ndarray:
     """Pipelined operand buffers: buffers × (BLOCK_M + BLOCK_N) × BLOCK_K × bytes per element, with
     num_stages buffers, and with `hopper` (compute capability 9.0: Triton 3.6's sm_90 pipeliner)
-    num_stages − 1 where BLOCK_M < 64; plus TMA_BARRIER_BYTES for a TMA config (column TMA = 1).
+    num_stages − 1 where BLOCK_M < 64; plus TMA_BARRIER_BYTES for a TMA config (column TMA = 1); plus
+    a persistent config's epilogue buffer (`persistent_epilogue_bytes`, C rows of `n` elements).
 
     Checked against the H200 probe: every config above the 232,448-byte per-block limit failed
     with OutOfResources and every one below compiled (see tests/candidates).
@@ -53,7 +77,8 @@ def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int, hopper: bool = Fa
     if hopper:
         stages = np.where(np.asarray(c["BLOCK_M"]) < WGMMA_MIN_BLOCK_M, np.maximum(stages - 1, 1), stages)
     tma = np.asarray(c["TMA"]) if "TMA" in c else 0
-    return stages * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * elem_bytes + TMA_BARRIER_BYTES * tma
+    return (stages * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * elem_bytes + TMA_BARRIER_BYTES * tma
+            + persistent_epilogue_bytes(c, elem_bytes, n))
 
 
 def gemm_tma_rows(shape: GemmShape) -> bool:
@@ -81,12 +106,13 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
     elem = DTYPE_BYTES[shape.dtype]
     hopper = tuple(profile.compute_capability) >= TMA_MIN_CAPABILITY
     tma = c["TMA"] == 1
+    persistent = c["PERSISTENT"] == 1
     tma_rows = gemm_tma_rows(shape)
     regs = gemm_regs_per_thread(c)
     tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, bn)
     k_blocks = cdiv(shape.k, bk)
     return {
-        "shared memory over the per-block limit": gemm_smem_bytes(c, elem, hopper) > profile.smem_per_block_bytes,
+        "shared memory over the per-block limit": gemm_smem_bytes(c, elem, hopper, shape.n) > profile.smem_per_block_bytes,
         "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
         | (regs * 32 * warps > profile.regs_per_sm),
         # ... unless the tile already spans the whole (power-of-two padded) output: no larger tile
@@ -102,6 +128,10 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         "TMA needs compute capability 9.0": tma & (not hopper),
         "TMA needs 16-byte aligned rows (K, and N for B [K, N]) and A [M, K]": tma & (not tma_rows),
         "pointer loads where TMA is available": ~tma & hopper & tma_rows,
+        "PERSISTENT needs TMA loads and SPLIT_K 1": persistent & (~tma | (split > 1)),
+        f"PERSISTENT with fewer than {PERSISTENT_MIN_WAVES} waves of tiles":
+            persistent & (tiles_mn < PERSISTENT_MIN_WAVES * profile.sm_count),
+        "PERSISTENT with a tile under 128x128": persistent & (bm * bn < PERSISTENT_MIN_TILE_ELEMS),
     }
 
 
@@ -114,9 +144,10 @@ GEMM_SPACE = SearchSpace(
         ("GROUP_M", (1, 8)),
         ("SPLIT_K", (1, 2, 4, 8, 16)),
         ("TMA", (0, 1)),
+        ("PERSISTENT", (0, 1)),
         ("num_warps", (4, 8)),
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-3",
+    rules_version="gemm-rules-4",
 )

@@ -1,18 +1,24 @@
 """Re-stamping a dataset with a new space version, after proving the new rules give each shape the
-same legal configs (so the recorded sweep is still exhaustive for the new version).
+same legal configs (so the recorded sweep is still exhaustive for the new version); and carrying the
+shapes a new space leaves unchanged into the new version's dataset, so that only the others are swept.
 
     python -m rooftune.eval.migrate datasets/h200/gemm/train --gpu h200
+    python -m rooftune.eval.migrate --carry datasets/h200/gemm/v2/train datasets/h200/gemm/v3/train --gpu h200
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from rooftune.candidates import GEMM_SPACE, SearchSpace, legal_configs
 from rooftune.eval.dataset import (
-    DatasetError, ShapeResult, read_manifest, read_shape, shape_files, write_manifest, write_shape,
+    DatasetError, ShapeResult, finished_ids, open_dataset, read_manifest, read_shape, shape_files, write_manifest,
+    write_shape,
 )
+from rooftune.candidates import Config
+from rooftune.eval.sweep import refresh_manifest
 from rooftune.hwprofiles import HardwareProfile, load_profile
 
 
@@ -40,12 +46,67 @@ def restamp_space_version(root: str | Path, profile: HardwareProfile, space: Sea
     return len(results)
 
 
+# Parameters a later GEMM space added, at the value that runs what the earlier space's kernel ran:
+# PERSISTENT 0 is one program per tile (space 3; kernels/gemm.py).
+ADDED_DEFAULTS = {"PERSISTENT": 0}
+
+
+def _with_params(config: Config, names: list[str], defaults: dict[str, int]) -> Config:
+    """`config` with the parameters of `names` it lacks, at `defaults`, in the space's order."""
+    values = {**defaults, **dict(config.params)}
+    return Config(tuple((n, values[n]) for n in names if n in values), config.num_warps, config.num_stages)
+
+
+def carry_unchanged(src: str | Path, dst: str | Path, profile: HardwareProfile, space: SearchSpace = GEMM_SPACE,
+                    defaults: dict[str, int] | None = None) -> tuple[int, int]:
+    """Copy into the dataset `dst` of `space` every shape of `src` (a dataset of an earlier version of the
+    same kernel's space) whose recorded in-space configs, with the parameters `space` added at
+    `defaults` (ADDED_DEFAULTS), are exactly the shape's legal set under `space` on `profile`: the
+    recorded sweep is then exhaustive for the new version. Rows are kept as timed (baseline configs get
+    the defaults too); each carried file's meta says `carried_from` (the old version). Shapes already in
+    `dst` are left alone. Returns (carried, not carried: the shapes to sweep)."""
+    defaults = ADDED_DEFAULTS if defaults is None else defaults
+    old = read_manifest(src)
+    if old.get("kernel") != space.kernel:
+        raise DatasetError(f"{src}: a {old.get('kernel')} dataset, not {space.kernel}")
+    names = space.names
+    identity = {"kernel": space.kernel, "space_version": space.version, "gpu_profile": old.get("gpu_profile"),
+                "sms": old.get("sms")}
+    manifest = {k: v for k, v in old.items() if k not in ("format", "shapes_done", "noise", "shape_devices")}
+    open_dataset(dst, {**manifest, **identity, "carried_from": old.get("space_version")})
+    have = finished_ids(dst)
+    carried = left = 0
+    for path in shape_files(src):
+        if path.name[: -len(".csv.gz")] in have:
+            continue
+        result = read_shape(path)
+        rows = tuple(dataclasses.replace(r, config=_with_params(r.config, names, defaults)) for r in result.rows)
+        recorded = {r.config for r in rows if r.in_space}
+        if recorded != set(legal_configs(space, result.shape, profile).configs):
+            left += 1
+            continue
+        meta = {**result.meta, "space_version": space.version, "carried_from": result.meta.get("space_version")}
+        write_shape(dst, ShapeResult(result.shape, rows, result.baselines_us, meta))
+        carried += 1
+    refresh_manifest(dst)
+    return carried, left
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("datasets", nargs="+")
     parser.add_argument("--gpu", default="h200", help="the profile the sweep judged legality with")
+    parser.add_argument("--carry", action="store_true",
+                        help="two datasets, SRC DST: carry SRC's shapes that the current space leaves unchanged into DST")
     args = parser.parse_args()
     profile = load_profile(args.gpu)
+    if args.carry:
+        if len(args.datasets) != 2:
+            parser.error("--carry takes two datasets: SRC DST")
+        carried, left = carry_unchanged(*args.datasets, profile)
+        print(f"{args.datasets[1]}: carried {carried} shapes unchanged from {args.datasets[0]}; {left} to sweep "
+              f"under {GEMM_SPACE.version}")
+        return
     for root in args.datasets:
         print(f"{root}: re-stamped {restamp_space_version(root, profile)} shapes as {GEMM_SPACE.version}")
 

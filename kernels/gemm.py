@@ -184,6 +184,44 @@ def _gemm_tma_kernel(
     _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N)
 
 
+@triton.jit(do_not_specialize=["M", "GROUP_M"])
+def _gemm_tma_persistent_kernel(
+    a_desc, b_desc, c_ptr,
+    M, N, K,
+    stride_cm, stride_cn,
+    GROUP_M,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
+    ALIGN_N: tl.constexpr,
+):
+    # PERSISTENT = 1 (TMA loads, SPLIT_K 1): min(tiles, P) programs, P = SMs x resident CTAs per SM
+    # (`persistent_programs`); program p computes tiles p, p + P, ... in the grouped order. The tile
+    # loop is flattened with the K loop (`flatten=True`), so Triton's pipeliner issues the next tile's
+    # first copies while this tile's epilogue runs, and the prologue is paid once per program, not
+    # once per tile. Loads and the tile order are _gemm_tma_kernel's.
+    if ALIGN_N > 1 and ALIGN_N < 16:
+        N = _multiple_of(N, ALIGN_N)
+        stride_cm = _multiple_of(stride_cm, ALIGN_N)
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = _grouped_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N)
+        rm0 = pid_m * BLOCK_M
+        rn0 = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for kb in range(0, k_blocks):
+            a = a_desc.load([rm0, kb * BLOCK_K])                                         # [BLOCK_M, BLOCK_K]
+            if B_NK:
+                acc = tl.dot(a, b_desc.load([rn0, kb * BLOCK_K]).T, acc)                 # B tile [BLOCK_N, BLOCK_K]
+            else:
+                acc = tl.dot(a, b_desc.load([kb * BLOCK_K, rn0]), acc)                   # B tile [BLOCK_K, BLOCK_N]
+        sm = tl.arange(0, BLOCK_M)
+        sn = tl.arange(0, BLOCK_N)
+        mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
+        c_ptrs = (c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn
+                  + sm[:, None] * stride_cm + sn[None, :] * stride_cn)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def _splitk_reduce_kernel(
     ws_ptr, c_ptr, M, N, stride_cm, stride_cn, SPLIT_K,
@@ -246,6 +284,29 @@ def uses_tma(config: Mapping[str, int]) -> bool:
     return bool(config.get("TMA", 0))
 
 
+def uses_persistent(config: Mapping[str, int]) -> bool:
+    """Whether `config` runs the persistent schedule (PERSISTENT = 1, with TMA loads and SPLIT_K 1)."""
+    return bool(config.get("PERSISTENT", 0))
+
+
+def _check_persistent(config: Mapping[str, int]) -> None:
+    if uses_persistent(config) and (not uses_tma(config) or config["SPLIT_K"] != 1):
+        raise ValueError("PERSISTENT = 1 needs TMA = 1 and SPLIT_K = 1 (candidates/gemm_space.py)")
+
+
+def resident_ctas(kernel, device: torch.device) -> int:
+    """CTAs of a CompiledKernel one SM holds at once: the fewest that shared memory (with the per-block
+    reservation, the SM's bytes less the per-block opt-in limit), registers (allocated per thread in
+    units of 8) and threads allow; at least 1."""
+    kernel._init_handles()
+    props = torch.cuda.get_device_properties(device)
+    threads = kernel.metadata.num_warps * 32
+    reserved = props.shared_memory_per_multiprocessor - props.shared_memory_per_block_optin
+    by_smem = props.shared_memory_per_multiprocessor // max(kernel.metadata.shared + reserved, 1)
+    by_regs = props.regs_per_multiprocessor // max(-(-kernel.n_regs // 8) * 8 * threads, 1)
+    return max(1, min(by_smem, by_regs, props.max_threads_per_multi_processor // threads))
+
+
 def tma_ready(*tensors: torch.Tensor) -> bool:
     """Whether tensor descriptors can address these tensors: a contiguous last dimension, base and
     every other stride 16-byte aligned (the copy engine's rule)."""
@@ -276,15 +337,21 @@ def _sources(config: Mapping[str, int], layout: str, a: torch.Tensor, b: torch.T
     return _descriptors(a, b, layout, dims, (a.stride(0), b.stride(0)), config)
 
 
-def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int) -> Callable:
+def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int, programs: int = 0) -> Callable:
     """A function (a, b, out, ws, srcs) -> None that launches the GEMM (and the reduction when
-    SPLIT_K > 1); `srcs` are `_sources(...)` of (a, b), made once per input pair by the caller."""
+    SPLIT_K > 1); `srcs` are `_sources(...)` of (a, b), made once per input pair by the caller. A
+    persistent config launches min(tiles, `programs`) programs (`persistent_programs`)."""
+    _check_persistent(config)
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     group_m, split = config["GROUP_M"], config["SPLIT_K"]
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), split)
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    persistent = uses_persistent(config)
+    if persistent and programs < 1:
+        raise ValueError("a persistent launch needs programs >= 1 (persistent_programs)")
+    grid = (min(tiles, programs),) if persistent else (tiles, split)
     reduce_grid = (triton.cdiv(m, REDUCE_BLOCK_M), triton.cdiv(n, REDUCE_BLOCK_N))
     tma = uses_tma(config)
-    gemm_kernel = (_gemm_tma_kernel if tma else _gemm_kernel)[grid]
+    gemm_kernel = (_gemm_tma_persistent_kernel if persistent else _gemm_tma_kernel if tma else _gemm_kernel)[grid]
     reduce_kernel = _splitk_reduce_kernel[reduce_grid]
     b_nk = layout == "nk"
     opts = dict(num_warps=config["num_warps"], num_stages=config["num_stages"])
@@ -292,7 +359,10 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int) -
     def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, ws: torch.Tensor, srcs: tuple) -> None:
         strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
         align_n, align_k = alignments(layout, n, k, strides)
-        if tma:
+        if persistent:
+            gemm_kernel(*srcs, out, m, n, k, out.stride(0), out.stride(1), group_m,
+                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, **opts)
+        elif tma:
             gemm_kernel(*srcs, out, ws, m, n, k, out.stride(0), out.stride(1), group_m, split,
                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, **opts)
         else:
@@ -304,6 +374,36 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int) -
                           num_warps=REDUCE_NUM_WARPS)
 
     return launch
+
+
+# Programs of a persistent launch in Triton's interpreter (no binary, no occupancy): two, so that each
+# program walks several tiles.
+INTERPRETER_PROGRAMS = 2
+_PROGRAMS: dict[tuple, int] = {}
+
+
+def persistent_programs(config: Mapping[str, int], layout: str, a: torch.Tensor, b: torch.Tensor,
+                        out: torch.Tensor, srcs: tuple) -> int:
+    """P, the programs a persistent launch keeps resident: the GPU's SMs x the compiled binary's CTAs
+    per SM (`resident_ctas`), remembered per binary; INTERPRETER_PROGRAMS off the GPU; 0 for the
+    other configs (the grid is one program per tile)."""
+    _check_persistent(config)
+    if not uses_persistent(config):
+        return 0
+    if out.device.type != "cuda":
+        return INTERPRETER_PROGRAMS
+    m, n, k = _dims(a, b, layout)
+    strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
+    align_n, _ = alignments(layout, n, k, strides)
+    key = (tuple(sorted(config.items())), layout, a.dtype, out.device, align_n, _int_class(n), _int_class(k))
+    if key not in _PROGRAMS:
+        kernel = _gemm_tma_persistent_kernel.warmup(
+            *srcs, out, m, n, k, out.stride(0), out.stride(1), config["GROUP_M"], BLOCK_M=config["BLOCK_M"],
+            BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], B_NK=layout == "nk", ALIGN_N=align_n,
+            num_warps=config["num_warps"], num_stages=config["num_stages"], grid=(1,))
+        _PROGRAMS[key] = torch.cuda.get_device_properties(out.device).multi_processor_count \
+            * resident_ctas(kernel, out.device)
+    return _PROGRAMS[key]
 
 
 def _check_out(out: torch.Tensor, a: torch.Tensor, m: int, n: int) -> None:
@@ -321,9 +421,10 @@ def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: st
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     _check_out(out, a, m, n)
     if uses_tma(config) and not tma_ready(a, b):  # the same tiles through pointers: slower, never wrong
-        config = {**config, "TMA": 0}
-    _launch_fn(config, layout, m, n, k)(a, b, out, _workspace(config, m, n, a.device),
-                                        _sources(config, layout, a, b, (m, n, k)))
+        config = {**config, "TMA": 0, "PERSISTENT": 0}
+    srcs = _sources(config, layout, a, b, (m, n, k))
+    _launch_fn(config, layout, m, n, k, persistent_programs(config, layout, a, b, out, srcs))(
+        a, b, out, _workspace(config, m, n, a.device), srcs)
     return out
 
 
@@ -341,8 +442,8 @@ def make_launcher(config: Mapping[str, int], layout: str, inputs: list[tuple[tor
     for a, _ in inputs:
         _check_out(out, a, m, n)
     ws = _workspace(config, m, n, out.device)
-    run = _launch_fn(config, layout, m, n, k)
     pairs = [(a, b, _sources(config, layout, a, b, (m, n, k))) for a, b in inputs]  # descriptors built once
+    run = _launch_fn(config, layout, m, n, k, persistent_programs(config, layout, *pairs[0][:2], out, pairs[0][2]))
 
     def launch(i: int) -> None:
         a, b, srcs = pairs[i % len(pairs)]
@@ -414,7 +515,13 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     tiles = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                  B_NK=shape.layout == "nk", ALIGN_N=align_n, num_warps=config["num_warps"],
                  num_stages=config["num_stages"], grid=(1,))
-    if uses_tma(config):
+    _check_persistent(config)
+    if uses_persistent(config):
+        b_rows = strides[2] if shape.layout == "kn" else strides[3]
+        a_desc, b_desc = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
+        kernels = [_gemm_tma_persistent_kernel.warmup(a_desc, b_desc, dtype, m, n, k, *strides[4:], config["GROUP_M"],
+                                                      **tiles)]
+    elif uses_tma(config):
         b_rows = strides[2] if shape.layout == "kn" else strides[3]  # B's row stride: along K for [K, N]
         a_desc, b_desc = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
         kernels = [_gemm_tma_kernel.warmup(a_desc, b_desc, dtype, f32, m, n, k, *strides[4:],

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooftune.candidates.gemm_space import gemm_regs_per_thread
+from rooftune.candidates.gemm_space import gemm_regs_per_thread, persistent_epilogue_bytes
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
@@ -45,6 +45,8 @@ TERMS = ("tensor", "smem", "l2", "dram", "serial", "latency")
 # TMA = 1: the copy engine through tensor descriptors; else cp.async where the rows are 16-byte aligned,
 # else loads through registers (which also hold every prefetched stage).
 LOAD_PATHS = ("TMA", "cp.async", "registers")
+# PERSISTENT = 1: min(tiles, SMs x resident CTAs) programs walk the tiles; else one program per tile.
+SCHEDULES = ("one tile per program", "persistent")
 TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "serial": "latency",
               "latency": "latency"}
 
@@ -63,6 +65,7 @@ class GemmBreakdown:
     fits: np.ndarray             # the CTA's shared memory fits the per-block limit (else it cannot launch)
     uses_wgmma: np.ndarray
     load_path: np.ndarray        # how A and B reach shared memory: 'TMA', 'cp.async' or 'registers' (LOAD_PATHS)
+    schedule: np.ndarray         # 'one tile per program' or 'persistent' (SCHEDULES)
     ctas: np.ndarray             # CTAs launched (output tiles × SPLIT_K)
     ctas_per_sm: np.ndarray
     occupancy_limiter: np.ndarray  # index into roofline.occupancy.LIMITERS
@@ -184,7 +187,10 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     aligned = all(stride * elem % CP_ASYNC_BYTES == 0 for stride in _row_strides(shape))
     staged = (_col(columns, "TMA", 0) == 0) & (not aligned)
     low = lower_dot(shape, bm, bn, bk, warps, stages, elem, profile)
-    smem_cta = low.smem_bytes
+    # A persistent CTA keeps its epilogue's C buffer beside the operand buffers (candidates/gemm_space.py).
+    persistent = _col(columns, "PERSISTENT", 0) == 1
+    smem_cta = low.smem_bytes + persistent_epilogue_bytes({"PERSISTENT": persistent.astype(np.int64), "BLOCK_M": bm,
+                                                           "BLOCK_N": bn, "num_warps": warps}, elem, n)
     regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}) + low.staged_regs
     regs = regs + np.where(staged, (stages - 1) * (bm + bn) * bk * elem // (REGISTER_BYTES * warps * THREADS_PER_WARP), 0)
     resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
@@ -256,7 +262,12 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     full_time, full_terms = wave_time(resident, profile.sm_count)
     last_time, last_terms = wave_time(last_per_sm, last_active)
     has_last = last_per_sm > 0
-    main_s = full_waves * full_time + np.where(has_last, last_time, 0.0)
+    n_waves = full_waves + has_last
+    # Persistent: the flattened tile loop issues the next tile's first copies during this tile's
+    # epilogue, so of each wave's prologue (one load latency) and epilogue only the last wave's remain.
+    full_epilogue = resident * bm * bn * out_elem * profile.sm_count / dram_bw
+    hidden = np.where(persistent, np.maximum(n_waves - 1, 0) * (latency_s + full_epilogue), 0.0)
+    main_s = full_waves * full_time + np.where(has_last, last_time, 0.0) - hidden
     binding_terms = np.where(full_waves > 0, full_terms, last_terms)
     dominant = binding_terms.argmax(axis=0)
 
@@ -264,7 +275,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
                         + profile.launch_overhead_us * 1e-6, 0.0)
     launch_s = profile.launch_overhead_us * 1e-6
     time_s = main_s + splitk_s + launch_s
-    n_waves = full_waves + has_last
+    prologues = np.where(persistent, 1, n_waves)
 
     us = 1e6
     return GemmBreakdown(
@@ -273,14 +284,15 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         fits=smem_cta <= profile.smem_per_block_bytes,
         uses_wgmma=wgmma, load_path=np.where(_col(columns, "TMA", 0) == 1, LOAD_PATHS[0],
                                              np.where(staged, LOAD_PATHS[2], LOAD_PATHS[1])),
+        schedule=np.where(persistent, SCHEDULES[1], SCHEDULES[0]),
         ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
         waves=waves, wave_efficiency=wave_eff,
         compute_us=us * padded_flops / (rate_sm * profile.sm_count),
         smem_us=us * cta_iters * smem_iter / (smem_bw * profile.sm_count),
         l2_us=us * l2_total / l2_bw,
         memory_us=us * dram_bytes / dram_bw,
-        latency_us=us * n_waves * (k_iters * latency_s / np.maximum(stages - 1, 1) + latency_s),
-        prologue_us=us * n_waves * latency_s,
+        latency_us=us * (n_waves * k_iters * latency_s / np.maximum(stages - 1, 1) + prologues * latency_s),
+        prologue_us=us * prologues * latency_s,
         splitk_us=us * splitk_s,
         launch_us=np.full(bm.shape, us * launch_s),
         time_us=us * time_s,

@@ -84,6 +84,9 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
         # Few K iterations leave deep pipelines nothing to overlap.
         "log_k_iters": log_k_iters, "stages_x_k_iters": stages * np.minimum(log_k_iters, 4.0),
         "regs": bd.regs_per_thread / 255.0, "warps8_x_tile": warps8 * (log_bm + log_bn),
+        # The persistent schedule (space 3): 0 for every config of the earlier spaces, so a residual
+        # fitted on them applies unchanged (its coefficient is absent, read as 0).
+        "persistent": (bd.schedule == "persistent").astype(float),
     }
     scales = {f"log_{dim}": (np.log2(getattr(shape, dim)) - _SHAPE_CENTRES[dim]) / _SHAPE_SCALE
               for dim in ("m", "n", "k")}

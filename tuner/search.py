@@ -61,8 +61,8 @@ class SearchSettings:
 
 def config_embedding(configs: list[Config]) -> np.ndarray:
     """Coordinates in which the GP measures distance: log2 of BLOCK_M, BLOCK_N, BLOCK_K and SPLIT_K,
-    num_stages, 8 warps (0/1), GROUP_M > 1 (0/1), attention's ORDER and TMA. Parameters a space lacks
-    count as 0."""
+    num_stages, 8 warps (0/1), GROUP_M > 1 (0/1), attention's ORDER, TMA and GEMM's PERSISTENT.
+    Parameters a space lacks count as 0."""
     c = configs_to_columns(configs)
     n = len(configs)
 
@@ -71,7 +71,8 @@ def config_embedding(configs: list[Config]) -> np.ndarray:
 
     return np.stack([col("BLOCK_M", np.log2), col("BLOCK_N", np.log2), col("BLOCK_K", np.log2),
                      col("SPLIT_K", np.log2), col("num_stages", lambda v: v), col("num_warps", lambda v: v == 8),
-                     col("GROUP_M", lambda v: v > 1), col("ORDER", lambda v: v), col("TMA", lambda v: v)], axis=1)
+                     col("GROUP_M", lambda v: v > 1), col("ORDER", lambda v: v), col("TMA", lambda v: v),
+                     col("PERSISTENT", lambda v: v)], axis=1)
 
 
 class Belief:

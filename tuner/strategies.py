@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, configs_to_columns
-from rooftune.candidates.baselines import names_tma, tutorial_configs
+from rooftune.candidates.baselines import param_names, tutorial_configs
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.tuner.search import SearchSettings, config_embedding, search
 
@@ -156,7 +156,7 @@ def tutorial(shape, candidates: list[Config], measure: MeasureBatch, budget: int
     """The Triton tutorial's 8 GEMM configs in their listed order (candidates are ignored)."""
     if not isinstance(shape, GemmShape):
         raise TypeError("the tutorial strategy only knows GEMM configs")
-    return _measure_in_order(tutorial_configs(names_tma(candidates[:1])), measure, budget)
+    return _measure_in_order(tutorial_configs(param_names(candidates[:1])), measure, budget)
 
 
 def nearest_legal_twins(listed: list[Config], candidates: list[Config]) -> list[Config]:
@@ -205,7 +205,7 @@ def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[C
     if static:
         methods["static"] = static_list(static)
     methods["random"] = [random_order(seed) for seed in seeds]
-    tutorial_set = set(tutorial_configs(bool(records) and names_tma(records[0].lookup())))
+    tutorial_set = set(tutorial_configs(param_names(records[0].lookup()) if records else ()))
     fewest = min((len(tutorial_set & set(r.lookup())) for r in records), default=0)
     if records and fewest >= TUTORIAL_MIN_RECORDED * len(tutorial_set):
         methods["tutorial"] = tutorial

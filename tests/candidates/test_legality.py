@@ -36,6 +36,7 @@ def test_legality_matches_the_probes_compiler_results(shared_dir):
                  ("num_warps", "warps"), ("GROUP_M", "GM")]}
         cols["SPLIT_K"] = np.ones(len(rows), dtype=np.int64)
         cols["TMA"] = np.zeros(len(rows), dtype=np.int64)  # the probe's kernel loads through pointers
+        cols["PERSISTENT"] = np.zeros(len(rows), dtype=np.int64)  # one program per tile
         failed = np.array([r["err"] == "OutOfResources" for r in rows])
         times = np.array([float(r["us"]) if r["us"] else np.nan for r in rows])
         best = np.nanmin(times)
@@ -70,8 +71,8 @@ def test_every_legal_config_passes_every_rule():
 
 
 def test_rules_follow_the_shape_and_the_gpu():
-    cfg = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1)
-    ptr = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0)
+    cfg = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
+    ptr = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0)
     a100 = load_profile("a100_sxm4_80gb")
     assert config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), cfg, H200) == []
     # 4 stages x (128 + 256) x 64 x 2 B = 196,608 B: fits the H200, not the A100's 166,912 B
@@ -81,18 +82,18 @@ def test_rules_follow_the_shape_and_the_gpu():
     # a 128-row tile is larger than a 16-row problem needs
     assert "BLOCK_M larger than M needs" in config_legality(GEMM_SPACE, GemmShape(16, 4096, 4096), cfg, H200)
     # 128 x 256 accumulators over 4 warps = 256 registers per thread: spills
-    spill = Config.make(4, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1)
+    spill = Config.make(4, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
     assert REGS in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), spill, H200)
     # split-K only where output tiles leave SMs idle
-    split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1)
+    split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1, PERSISTENT=0)
     assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == ["BLOCK_M larger than M needs"]
     assert "SPLIT_K while output tiles already fill the GPU" in config_legality(
         GEMM_SPACE, GemmShape(4096, 4096, 8192), split, H200)
 
 
 def test_tma_where_the_gpu_and_the_rows_allow_it_and_pointers_elsewhere():
-    cfg = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1)
-    ptr = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0)
+    cfg = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0)
+    ptr = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0)
     a100 = load_profile("a100_sxm4_80gb")
     aligned, odd_k = GemmShape(4096, 4096, 4096, "nk"), GemmShape(4096, 4096, 4100, "nk")
     assert config_legality(GEMM_SPACE, aligned, ptr, H200) == ["pointer loads where TMA is available"]
@@ -114,12 +115,12 @@ def test_small_tiles_keep_one_buffer_less_on_hopper():
     """BLOCK_M 16 or 32 runs mma.sync, for which Triton's sm_90 pipeliner allocates num_stages - 1
     buffers (compiled and checked in tests/kernels/test_alignment.py): 4 x (32 + 256) x 128 x 2 B is
     over the H200's per-block limit, 3 buffers are not; the A100 keeps the upper bound."""
-    c = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1)
+    c = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
     shape = GemmShape(64, 4096, 4096, "nk")
     assert SMEM not in config_legality(GEMM_SPACE, shape, c, H200)
-    ptr = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=0)
+    ptr = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0)
     assert SMEM in config_legality(GEMM_SPACE, shape, ptr, load_profile("a100_sxm4_80gb"))
-    wide = Config.make(4, 4, BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1)
+    wide = Config.make(4, 4, BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
     assert SMEM in config_legality(GEMM_SPACE, shape, wide, H200)  # wgmma: all 4 buffers
 
 

@@ -275,11 +275,11 @@ def test_eval_scores_the_tutorial_once_every_shape_carries_the_extras(tmp_path):
     methods = gemm_eval_methods(records, seeds=range(2))
     assert "tutorial" in methods
     for r in records:  # every tutorial config found: an extra, an alias of a space config, or an error row
-        trials = [recorded_measure(r)(c) for c in tutorial_configs(tma=True)]
+        trials = [recorded_measure(r)(c) for c in tutorial_configs(GEMM_SPACE.names)]
         assert {t.error for t in trials if not t.ok} <= {"compile: OutOfResources", "check: max error 3.2 vs 0.05"}
     tutorial = evaluate(records, 8, PROFILE, methods)["methods"]["tutorial"]
     assert tutorial["mean"] > 0
-    scores = [max(r.best_candidate_us / t.time_us for t in [recorded_measure(r)(c) for c in tutorial_configs(tma=True)]
+    scores = [max(r.best_candidate_us / t.time_us for t in [recorded_measure(r)(c) for c in tutorial_configs(GEMM_SPACE.names)]
                   if t.ok) for r in records]
     assert tutorial["mean"] == pytest.approx(statistics.mean(scores))
     result = CliRunner().invoke(app, ["eval", "gemm", "--data", str(tmp_path), "--budget", "8"])

@@ -108,7 +108,7 @@ def test_tutorial_configs_are_timed_beside_the_space(tmp_path):
     fake = FakeMeasurer()
     run_sweep(SHAPES, tmp_path, fake, PROFILE)
     compiled = {c for _, c in fake.compiled}
-    tutorial = tutorial_configs(tma=True)  # the tutorial loads through pointers: TMA=0
+    tutorial = tutorial_configs(GEMM_SPACE.names)  # the tutorial loads through pointers: TMA=0
     for path in shape_files(tmp_path):
         result = read_shape(path)
         space = legal_configs(GEMM_SPACE, result.shape, PROFILE).configs

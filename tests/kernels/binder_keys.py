@@ -45,6 +45,7 @@ def main(jobs: list[dict]) -> list[dict]:
 
     backend = make_backend(GPUTarget("cuda", 90, 32))
     kernels = {"_gemm_kernel": gemm._gemm_kernel, "_gemm_tma_kernel": gemm._gemm_tma_kernel,
+               "_gemm_tma_persistent_kernel": gemm._gemm_tma_persistent_kernel,
                "_splitk_reduce_kernel": gemm._splitk_reduce_kernel}
     torch.cuda.device = lambda device: torch.cpu.StreamContext(None)  # warmup's device scope, without CUDA
     results = []

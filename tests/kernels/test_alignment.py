@@ -240,3 +240,31 @@ def test_sm90_tma_configs_fit_the_shared_memory_rule(tmp_path):
     for c, r in zip(picked, results):
         assert r["cp_async_bytes"] == []  # the copy engine, not cp.async
         assert estimate[c] - TMA_BARRIER_BYTES <= r["shared"] <= estimate[c] <= h200.smem_per_block_bytes, (str(c), r["shared"])
+
+
+def test_persistent_configs_compile_to_the_binary_a_launch_selects_and_fit_the_shared_memory_rule(tmp_path):
+    """PERSISTENT = 1 on a multi-wave shape: warmup (what prebuild and the workers compile) and a launch
+    make the same binder key with M unspecialized; compiled for sm_90, the legal persistent configs with
+    the largest estimate (operand buffers + epilogue + barriers) allocate no more than `gemm_smem_bytes`
+    says, within the epilogue's bound where C's rows are aligned (the whole tile where they are not)."""
+    from rooftune.candidates import GEMM_SPACE, legal_configs
+    from rooftune.candidates.attention_space import TMA_BARRIER_BYTES
+    from rooftune.candidates.gemm_space import gemm_smem_bytes, persistent_epilogue_bytes
+    from rooftune.hwprofiles import load_profile
+
+    h200 = load_profile("h200")
+    jobs, expect = [], []
+    for shape in (GemmShape(4096, 4096, 4096, "nk"), GemmShape(4096, 4097, 4096, "nk"), GemmShape(3000, 4096, 512, "kn")):
+        legal = [c for c in legal_configs(GEMM_SPACE, shape, h200).configs if c["PERSISTENT"] == 1]
+        assert legal, shape
+        cols = lambda c: {k: c[k] for k in GEMM_SPACE.names}  # noqa: E731
+        estimate = {c: int(gemm_smem_bytes(cols(c), 2, hopper=True, n=shape.n)) for c in legal}
+        for c in sorted(legal, key=lambda c: -estimate[c])[:2]:
+            jobs.append({"shape": [shape.m, shape.n, shape.k, shape.layout, "bf16"], "config": str(c)})
+            expect.append((estimate[c], int(persistent_epilogue_bytes(cols(c), 2, shape.n))))
+    for r in binder_keys(jobs[:2]):
+        assert r["warmup"] == r["launch"] and len(r["warmup"]) == 1
+    for job, (estimate, epilogue), r in zip(jobs, expect, compile_sm90(jobs, tmp_path)):
+        assert r["cp_async_bytes"] == []
+        slack = TMA_BARRIER_BYTES + (0 if job["shape"][1] % 8 == 0 else epilogue)
+        assert estimate - slack <= r["shared"] <= estimate <= h200.smem_per_block_bytes, (job, r["shared"])

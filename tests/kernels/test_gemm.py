@@ -223,6 +223,40 @@ def test_tma_loads_on_odd_shapes(layout, dtype, mnk, split_group):
     assert_matches(GemmShape(*mnk, layout=layout, dtype=dtype), tma(*split_group))
 
 
+# --- persistent tiles (PERSISTENT = 1: TMA loads, SPLIT_K 1, min(tiles, P) programs) -------------------
+
+def persistent(group_m: int = 1) -> Config:
+    return small(1, group_m, bn=32, bk=32, TMA=1, PERSISTENT=1)
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("mnk", TMA_SHAPES + [(70, 100, 40)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("group_m", [1, 3])
+def test_persistent_tiles_on_odd_shapes(layout, mnk, group_m):
+    """Off the GPU a persistent launch keeps INTERPRETER_PROGRAMS programs, so each walks several tiles
+    (70x100: 5 x 4 tiles over 2 programs) in the grouped order, with partial tiles in M, N and K."""
+    assert_matches(GemmShape(*mnk, layout=layout, dtype="fp16"), persistent(group_m))
+
+
+def test_persistent_needs_tma_and_one_split():
+    from rooftune.kernels.gemm import compile_kernels
+
+    a = torch.randn(32, 32, dtype=torch.float16, device=DEVICE)
+    for bad in (small(1, 1, TMA=0, PERSISTENT=1), small(2, 1, bn=32, bk=32, TMA=1, PERSISTENT=1)):
+        with pytest.raises(ValueError, match="PERSISTENT = 1 needs TMA = 1 and SPLIT_K = 1"):
+            make_launcher(bad, "kn", [(a, a)], torch.empty(32, 32, dtype=torch.float16, device=DEVICE))
+        with pytest.raises(ValueError, match="PERSISTENT = 1 needs"):
+            compile_kernels(GemmShape(32, 32, 32, "kn"), bad)
+
+
+def test_persistent_falls_back_to_pointer_tiles_where_descriptors_cannot_address_the_rows():
+    b = torch.randn(36, 20, dtype=torch.float16, device=DEVICE)  # rows of 40 bytes: no descriptor
+    a = torch.randn(24, 36, dtype=torch.float16, device=DEVICE)
+    assert relative_error(gemm(a, b, persistent(), "kn"), reference(a, b, "kn")) <= TOLERANCE[torch.float16]
+    with pytest.raises(ValueError, match="TMA config needs"):
+        make_launcher(persistent(), "kn", [(a, b)], torch.empty(24, 20, dtype=torch.float16, device=DEVICE))
+
+
 def test_tma_falls_back_to_pointers_where_descriptors_cannot_address_the_rows():
     """A TMA config on a view whose rows are not 16-byte aligned: gemm() runs the same tiles through
     pointers (correct), a launcher refuses (so a timing never records another path under TMA=1)."""

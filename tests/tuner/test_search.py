@@ -111,7 +111,7 @@ def test_settings_round_trip_and_embedding_columns():
     assert SearchSettings.from_dict(s.to_dict()) == s
     assert SearchSettings.from_dict({"kappa": 3, "unknown": 1}).kappa == 3.0
     cfgs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs[:3]
-    assert config_embedding(cfgs).shape == (3, 9)
+    assert config_embedding(cfgs).shape == (3, 10)
 
 
 @pytest.mark.parametrize("budget", [1, 8, 20])

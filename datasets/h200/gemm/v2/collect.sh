@@ -5,11 +5,12 @@
 # training sweep and the held-out sweep on both GPUs (`--gpus 0,1`), resuming what earlier calls
 # committed under datasets/h200/gemm/v2/. Everything lands in $OUT/sweep2.tgz.
 # usage: bash datasets/h200/gemm/v2/collect.sh [SECONDS]   (the device tool's command limit is 600 s)
-T=${1:-560}; end=$((SECONDS+T)); W=.sweepwork2; LISTS=datasets/h200/gemm; D=$LISTS/v2
+# D (default datasets/h200/gemm/v2) and W (its work folder) name another version's datasets (v3/collect.sh).
+T=${1:-560}; end=$((SECONDS+T)); W=${W:-.sweepwork2}; LISTS=datasets/h200/gemm; D=${D:-$LISTS/v2}
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/v2-triton}
 left() { echo $((end-SECONDS)); }
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-for d in train heldout; do mkdir -p $W/$d; [ -d $D/$d ] && cp -rn $D/$d/. $W/$d/; done  # committed shapes are kept
+for d in train heldout; do mkdir -p $W/$d; [ -d $D/$d ] && cp -r --update=none $D/$d/. $W/$d/; done  # committed shapes are kept
 if ! python3 $D/sanity.py > $W/sanity.log 2>&1; then
   echo "sanity failed:"; tail -20 $W/sanity.log; tar czf $OUT/sweep2.tgz -C $W .; exit 1; fi
 tail -1 $W/sanity.log
