@@ -167,6 +167,31 @@ def test_bf16_on_gpu(layout, config, mnk):
     assert_matches(shape, config)
 
 
+PERSISTENT_GPU_CONFIGS = [
+    Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=1),
+    Config.make(4, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=1),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("config", PERSISTENT_GPU_CONFIGS, ids=str)
+@pytest.mark.parametrize("mnk", [(2048, 4096, 512), (4096, 4104, 1032), (3000, 3000, 3000)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_persistent_bf16_on_gpu(layout, config, mnk):
+    """On the GPU a persistent launch keeps SMs x resident CTAs programs, fewer than the tiles of these
+    shapes (partial tiles in M, N and K), so every program walks several tiles."""
+    from rooftune.kernels.gemm import _sources, persistent_programs
+
+    shape = GemmShape(*mnk, layout=layout, dtype="bf16")
+    a, b = make_inputs(shape, DEVICE, seed=0)
+    out = torch.empty(mnk[0], mnk[1], dtype=a.dtype, device=DEVICE)
+    programs = persistent_programs(config, layout, a, b, out, _sources(config, layout, a, b, mnk))
+    tiles = -(-mnk[0] // config["BLOCK_M"]) * -(-mnk[1] // config["BLOCK_N"])
+    assert torch.cuda.get_device_properties(0).multi_processor_count <= programs < tiles
+    assert_matches(shape, config)
+
+
 # Shared memory of 256x256x64, 8 warps, 3 stages, compiled for sm_90 on the CPU (tests/kernels/sm90_compile.py):
 # both operands pipelined (196,608 B); odd N: the epilogue converts the whole fp32 tile (262,144 B);
 # odd K ('nk'): neither operand can be copied asynchronously, one buffer each, the epilogue dominates.

@@ -10,8 +10,8 @@ T=${1:-560}; end=$((SECONDS+T)); W=${W:-.sweepwork2}; LISTS=datasets/h200/gemm; 
 export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/v2-triton}
 left() { echo $((end-SECONDS)); }
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-for d in train heldout; do mkdir -p $W/$d; [ -d $D/$d ] && cp -r --update=none $D/$d/. $W/$d/; done  # committed shapes are kept
-if ! python3 $D/sanity.py > $W/sanity.log 2>&1; then
+for d in train heldout; do mkdir -p $W/$d; [ -d $D/$d ] && cp -rn $D/$d/. $W/$d/; done  # committed shapes are kept
+if ! python3 $LISTS/v2/sanity.py > $W/sanity.log 2>&1; then
   echo "sanity failed:"; tail -20 $W/sanity.log; tar czf $OUT/sweep2.tgz -C $W .; exit 1; fi
 tail -1 $W/sanity.log
 python3 - $W $LISTS <<'PY'
