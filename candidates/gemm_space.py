@@ -26,9 +26,9 @@ WGMMA_MIN_BLOCK_M = 64
 # buffer comes on top: at most the whole C tile, and where C's rows are 16-byte aligned at most this
 # many elements per warp (compiled for sm_90 on the CPU: tests/kernels/test_gemm_v2.py).
 PERSISTENT_EPILOGUE_ELEMS_PER_WARP = 2048
-# Where a persistent launch can differ from the one-tile-per-program grid: each program must walk at
-# least this many tiles' worth of waves (the H200 measurements of datasets/h200/gemm/v2/streamk: +1-3%
-# with 2 or more waves of 128x256 tiles, within the noise on 1.7 waves) ...
+# Where a persistent launch can differ from the one-tile-per-program grid: the tiles must fill at least
+# this many waves of one CTA per SM (the H200 measurements of datasets/h200/gemm/v2/streamk: +1-3% with
+# 2 or more waves of 128x256 tiles, within the noise on 1.7 waves) ...
 PERSISTENT_MIN_WAVES = 2
 # ... and tiles of at least 128x128 elements. Smaller tiles were not measured, and every persistent
 # config is one more to time per multi-wave shape: this bound keeps the sweep near 8 s a shape.

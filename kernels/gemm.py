@@ -6,6 +6,8 @@ descriptors (Hopper's copy engine: tiles past the edge read as zeros, no masks o
 TMA = 0 (or a config without the key: the space's first version, the tutorial's configs),
 `_gemm_kernel`, through pointer tiles. Both share the tile order, the K split and the epilogue. `gemm`
 runs a TMA config on tensors descriptors cannot address through pointers; a launcher refuses them.
+PERSISTENT = 1 (TMA loads, SPLIT_K 1), `_gemm_tma_persistent_kernel`: min(tiles, P) programs, P = SMs x
+the binary's resident CTAs per SM (`persistent_programs`), each walking tiles in the same order.
 
 Compile reuse: M, GROUP_M and SPLIT_K are runtime integers that Triton does not specialize on, so one
 binary per (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) serves every M, GROUP_M and SPLIT_K of

@@ -1,4 +1,5 @@
-"""The GEMM's v2 variants: TMA loads, persistent tiles and a data-parallel + stream-K hybrid (not yet in the space).
+"""The GEMM's v2 variants: TMA loads, persistent tiles and a data-parallel + stream-K hybrid (the experiments
+behind the space's TMA and PERSISTENT parameters, which kernels/gemm.py runs; stream-K is not in the space).
 
 Two config keys select the variant on top of kernels/gemm.py's (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
 SPLIT_K, num_warps, num_stages):
@@ -55,6 +56,7 @@ from rooftune.kernels.gemm import (
     _shape_strides,
     _splitk_reduce_kernel,
     alignments,
+    resident_ctas,
     tma_ready,
 )
 
@@ -364,19 +366,6 @@ def _buffers(config: Mapping[str, int], m: int, n: int, grid: tuple[int, ...],
         counts = max(1, tiles(m, n, config) % grid[0])
     return (torch.empty(ws_shape, dtype=torch.float32, device=device),
             torch.zeros(counts, dtype=torch.int32, device=device))
-
-
-def resident_ctas(kernel, device: torch.device) -> int:
-    """CTAs of a CompiledKernel one SM holds at once: the fewest that shared memory (with the per-block
-    reservation, the SM's bytes less the per-block opt-in limit), registers (allocated per thread in
-    units of 8) and threads allow; at least 1."""
-    kernel._init_handles()
-    props = torch.cuda.get_device_properties(device)
-    threads = kernel.metadata.num_warps * 32
-    reserved = props.shared_memory_per_multiprocessor - props.shared_memory_per_block_optin
-    by_smem = props.shared_memory_per_multiprocessor // max(kernel.metadata.shared + reserved, 1)
-    by_regs = props.regs_per_multiprocessor // max(-(-kernel.n_regs // 8) * 8 * threads, 1)
-    return max(1, min(by_smem, by_regs, props.max_threads_per_multi_processor // threads))
 
 
 def _programs(config: Mapping[str, int], num_sms: int | None, device: torch.device, compile_one: Callable) -> int:

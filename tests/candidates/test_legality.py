@@ -130,3 +130,21 @@ def test_space_version_is_a_content_hash():
     assert GEMM_SPACE.version == GEMM_SPACE.version  # stable within a process
     with pytest.raises(KeyError, match="lacks"):
         config_legality(GEMM_SPACE, GemmShape(1, 2, 3), Config.make(4, 2, BLOCK_M=16), H200)
+
+
+def test_persistent_only_with_tma_one_split_large_tiles_and_two_waves():
+    def make(bm=128, bn=128, split=1, tma=1, persistent=1):
+        return Config.make(4, 3, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=1, SPLIT_K=split, TMA=tma,
+                           PERSISTENT=persistent)
+
+    big = GemmShape(4096, 4096, 4096, "nk")  # 1,024 tiles of 128x128: 7.8 waves of 132 SMs
+    assert config_legality(GEMM_SPACE, big, make(), H200) == []
+    assert "PERSISTENT needs TMA loads and SPLIT_K 1" in config_legality(GEMM_SPACE, big, make(split=2), H200)
+    assert "PERSISTENT with a tile under 128x128" in config_legality(GEMM_SPACE, big, make(bn=64), H200)
+    one_wave = GemmShape(1024, 2048, 4096, "nk")  # 128 tiles
+    assert "PERSISTENT with fewer than 2 waves of tiles" in config_legality(GEMM_SPACE, one_wave, make(), H200)
+    odd_k = GemmShape(4096, 4096, 4100, "nk")  # no TMA here, so no persistent config either
+    assert "PERSISTENT needs TMA loads and SPLIT_K 1" in config_legality(GEMM_SPACE, odd_k, make(tma=0), H200)
+    legal = legal_configs(GEMM_SPACE, big, H200).columns
+    assert legal["PERSISTENT"].sum() == 140 and (legal["TMA"][legal["PERSISTENT"] == 1] == 1).all()
+    assert not legal_configs(GEMM_SPACE, one_wave, H200).columns["PERSISTENT"].any()

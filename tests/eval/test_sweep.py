@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
-from rooftune.candidates.baselines import gemm_baseline_extras, same_gemm_kernel, tutorial_configs
+from rooftune.candidates.baselines import gemm_baseline_extras, tutorial_configs
 from rooftune.eval.dataset import (
     ConfigResult,
     ShapeResult,

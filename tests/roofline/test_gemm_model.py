@@ -265,3 +265,20 @@ def test_the_load_path_follows_the_config_and_the_rows():
     assert one(odd, ptr)["load_path"] == "registers" and one(aligned, cfg())["load_path"] == "cp.async"
     assert one(odd, ptr)["regs_per_thread"] > one(aligned, ptr)["regs_per_thread"]
     assert one(aligned, tma)["regs_per_thread"] == one(aligned, ptr)["regs_per_thread"]
+
+
+def test_a_persistent_config_hides_all_but_one_prologue_and_keeps_an_epilogue_buffer():
+    """PERSISTENT = 1 on a multi-wave shape: the same waves, one prologue (not one per wave), the
+    epilogue's C buffer on top of the operand buffers, so never slower than its one-tile-per-program twin
+    unless the buffer costs occupancy; on a one-wave grid there is nothing to hide."""
+    base = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1)
+    pers, plain = Config.make(4, 3, PERSISTENT=1, **base), Config.make(4, 3, PERSISTENT=0, **base)
+    big = GemmShape(8192, 8192, 1024, "nk")
+    p, d = one(big, pers), one(big, plain)
+    assert p["schedule"] == "persistent" and d["schedule"] == "one tile per program"
+    assert p["smem_bytes_per_cta"] == d["smem_bytes_per_cta"] + 2048 * 4 * 2
+    assert p["waves"] == d["waves"] and p["prologue_us"] < d["prologue_us"]
+    if p["ctas_per_sm"] == d["ctas_per_sm"]:
+        assert p["time_us"] < d["time_us"]
+    small = GemmShape(1024, 1024, 1024, "nk")  # 64 tiles: one wave
+    assert one(small, pers)["prologue_us"] == one(small, plain)["prologue_us"]
