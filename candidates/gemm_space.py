@@ -24,7 +24,7 @@ WGMMA_MIN_BLOCK_M = 64
 # PERSISTENT = 1 (kernels/gemm.py `_gemm_tma_persistent_kernel`): the flattened tile loop keeps the next
 # tile's operand buffers live while the epilogue converts C through shared memory, so the epilogue's
 # buffer comes on top: at most the whole C tile, and where C's rows are 16-byte aligned at most this
-# many elements per warp (compiled for sm_90 on the CPU: tests/kernels/test_gemm_v2.py).
+# many elements per warp (compiled for sm_90 on the CPU: tests/kernels/test_alignment.py, test_gemm_v2.py).
 PERSISTENT_EPILOGUE_ELEMS_PER_WARP = 2048
 # Where a persistent launch can differ from the one-tile-per-program grid: the tiles must fill at least
 # this many waves of one CTA per SM (the H200 measurements of datasets/h200/gemm/v2/streamk: +1-3% with

@@ -79,6 +79,14 @@ def _split_run(pid_k, K, SPLIT_K, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def _store_tile(c_ptr, acc, sm, sn, mask, stride_cm, stride_cn, rm0, rn0):
+    # C's tile at (rm0, rn0) in C's dtype: rows sm, columns sn of the tile, masked at M and N.
+    c_ptrs = (c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn
+              + sm[:, None] * stride_cm + sn[None, :] * stride_cn)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # C's tile in C's dtype; with split-K this split's fp32 partial into the workspace [SPLIT_K, M, N].
@@ -86,9 +94,7 @@ def _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn
     sn = tl.arange(0, BLOCK_N)
     mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
     if SPLIT_K == 1:
-        c_ptrs = (c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn
-                  + sm[:, None] * stride_cm + sn[None, :] * stride_cn)
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+        _store_tile(c_ptr, acc, sm, sn, mask, stride_cm, stride_cn, rm0, rn0)
     else:
         ws_ptrs = (ws_ptr + (pid_k.to(tl.int64) * M + rm0) * N + rn0
                    + sm[:, None] * N + sn[None, :])
@@ -219,9 +225,7 @@ def _gemm_tma_persistent_kernel(
         sm = tl.arange(0, BLOCK_M)
         sn = tl.arange(0, BLOCK_N)
         mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
-        c_ptrs = (c_ptr + rm0.to(tl.int64) * stride_cm + rn0 * stride_cn
-                  + sm[:, None] * stride_cm + sn[None, :] * stride_cn)
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+        _store_tile(c_ptr, acc, sm, sn, mask, stride_cm, stride_cn, rm0, rn0)
 
 
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])

@@ -42,7 +42,7 @@ from triton.runtime.jit import MockTensor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, TMA_MIN_CAPABILITY
-from rooftune.candidates.gemm_space import TMA_STRIDE_BYTES, gemm_smem_bytes
+from rooftune.candidates.gemm_space import TMA_STRIDE_BYTES, gemm_smem_bytes, persistent_epilogue_bytes
 from rooftune.candidates.shapes import GemmShape
 from rooftune.kernels.gemm import (
     REDUCE_BLOCK_M,
@@ -63,8 +63,6 @@ from rooftune.kernels.gemm import (
 DATA_PARALLEL, PERSISTENT, STREAM_K = 0, 1, 2
 SCHEDULES = {DATA_PARALLEL: "data-parallel", PERSISTENT: "persistent", STREAM_K: "stream-K hybrid"}
 V2_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "TMA", "SCHEDULE", "num_warps", "num_stages")
-# The persistent epilogue's shared memory per warp when C's rows are 16-byte aligned (v2_smem_bytes).
-EPILOGUE_ELEMS_PER_WARP = 2048
 
 
 # --- the kernel ---------------------------------------------------------------------------------------
@@ -259,16 +257,12 @@ def v2_smem_bytes(config: Mapping[str, int], n: int, elem_bytes: int = 2) -> int
     CPU in tests/kernels/test_gemm_v2.py): kernels/gemm.py's pipelined operand tiles (`gemm_smem_bytes`),
     plus TMA_BARRIER_BYTES with TMA, plus for persistent and stream-K launches the epilogue's
     conversion of the C tile through shared memory, which there comes on top because the flattened
-    loop keeps the next tile's operand buffers live through it: at most the whole tile,
-    BLOCK_M · BLOCK_N · elem_bytes, and when C's rows are 16-byte aligned at most 2,048 elements per
-    warp (the largest seen: 32 KiB at 8 warps, 16 KiB at 4)."""
+    loop keeps the next tile's operand buffers live through it (the space's
+    `persistent_epilogue_bytes`: at most the whole tile, and when C's rows are 16-byte aligned at most
+    2,048 elements per warp; the largest seen: 32 KiB at 8 warps, 16 KiB at 4)."""
     operands = int(gemm_smem_bytes({**config, "TMA": 0}, elem_bytes))  # the barriers are counted below
-    epilogue = 0
-    if config["SCHEDULE"] != DATA_PARALLEL:
-        tile_elems = config["BLOCK_M"] * config["BLOCK_N"]
-        if n * elem_bytes % TMA_STRIDE_BYTES == 0:
-            tile_elems = min(tile_elems, EPILOGUE_ELEMS_PER_WARP * config["num_warps"])
-        epilogue = tile_elems * elem_bytes
+    epilogue = int(persistent_epilogue_bytes({**config, "PERSISTENT": int(config["SCHEDULE"] != DATA_PARALLEL)},
+                                             elem_bytes, n))
     return operands + epilogue + TMA_BARRIER_BYTES * config["TMA"]
 
 

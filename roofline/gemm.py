@@ -249,6 +249,10 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
             np.where(low.via_registers, latency_s + transpose_iter / smem_bw + tensor, 0.0),
         ])
 
+    def epilogue_s(per_sm, active):
+        """Seconds a wave with `per_sm` CTAs on each of `active` SMs spends writing its C tiles."""
+        return np.maximum(per_sm, 1) * bm * bn * out_elem * active / dram_bw
+
     def wave_time(per_sm, active):
         """A stage's buffer is refilled only after the matrix instructions reading it finish, so
         with S stages a CTA's iteration period P obeys (S-1)·P >= latency + P_resources."""
@@ -256,8 +260,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         busy = resources.max(axis=0)
         pipelined = (latency_s + busy) / np.maximum(stages - 1, 1)
         terms = np.concatenate([resources, pipelined[None]])
-        epilogue = np.maximum(per_sm, 1) * bm * bn * out_elem * active / dram_bw
-        return k_iters * overlap(terms) + latency_s + epilogue, terms
+        return k_iters * overlap(terms) + latency_s + epilogue_s(per_sm, active), terms
 
     full_time, full_terms = wave_time(resident, profile.sm_count)
     last_time, last_terms = wave_time(last_per_sm, last_active)
@@ -265,8 +268,8 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     n_waves = full_waves + has_last
     # Persistent: the flattened tile loop issues the next tile's first copies during this tile's
     # epilogue, so of each wave's prologue (one load latency) and epilogue only the last wave's remain.
-    full_epilogue = resident * bm * bn * out_elem * profile.sm_count / dram_bw
-    hidden = np.where(persistent, np.maximum(n_waves - 1, 0) * (latency_s + full_epilogue), 0.0)
+    hidden = np.where(persistent, np.maximum(n_waves - 1, 0) * (latency_s + epilogue_s(resident, profile.sm_count)),
+                      0.0)
     main_s = full_waves * full_time + np.where(has_last, last_time, 0.0) - hidden
     binding_terms = np.where(full_waves > 0, full_terms, last_terms)
     dominant = binding_terms.argmax(axis=0)

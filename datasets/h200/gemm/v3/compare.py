@@ -4,16 +4,26 @@ data (no GPU).
 - persistent: per split, over the shapes swept in space 3 with persistent configs legal (the others were
   carried unchanged from space 2), how often a persistent config is the fastest and what it gains over
   the fastest one-tile-per-program config of the same sweep (same call, same GPU: no cross-call drift);
-  and cuBLAS ÷ best by the report's classes, space 2 -> space 3, over all shapes.
+  and cuBLAS ÷ best by the report's classes, space 2 -> space 3, over all shapes;
+- cost: the sweep's measured seconds per shape (each file's `time_s`, compiles excluded), averaged over
+  space 2's and space 3's datasets and over the shapes space 3 swept itself;
+- worst: the held-out shapes where the shipped residual's 20-config search scores lowest (behind the replay
+  `rooftune eval gemm --data datasets/h200/gemm/v3/heldout --budget 20`'s worst tenth), and whether space 3
+  swept them or carried them from space 2.
 
-usage (repository root): python3 datasets/h200/gemm/v3/compare.py persistent
+usage (repository root): python3 datasets/h200/gemm/v3/compare.py {persistent,cost,worst}
 """
 
+import statistics
 import sys
 from pathlib import Path
 
 from rooftune.eval.dataset import read_dataset
 from rooftune.eval.reports import geomean, row_class, shape_rows
+from rooftune.hwprofiles import load_profile
+from rooftune.roofline.residual import load_residual
+from rooftune.tuner.evaluation import replay
+from rooftune.tuner.strategies import rooftune_strategy
 
 ROOT = Path("datasets/h200/gemm")
 SPACE2, SPACE3 = ROOT / "v2", ROOT / "v3"
@@ -46,8 +56,26 @@ def persistent() -> None:
                   f"space 3 {geomean([r3[s].vs_baseline for s in sel]):.3f}")
 
 
+def cost() -> None:
+    for split in ("train", "heldout"):
+        v2 = [r.meta["time_s"] for r in read_dataset(SPACE2 / split)]
+        v3 = read_dataset(SPACE3 / split)
+        swept = [r.meta["time_s"] for r in v3 if not r.meta.get("carried_from")]
+        print(f"{split}: seconds per shape, space 2 {statistics.mean(v2):.2f} ({len(v2)}), space 3 "
+              f"{statistics.mean(r.meta['time_s'] for r in v3):.2f} ({len(v3)}), the shapes space 3 swept "
+              f"{statistics.mean(swept):.2f} ({len(swept)})")
+
+
+def worst(count: int = 8) -> None:
+    profile = load_profile("h200")
+    scores = replay(read_dataset(SPACE3 / "heldout"), rooftune_strategy(load_residual("gemm", profile)), 20, profile)
+    for s in sorted(scores, key=lambda s: s.score)[:count]:
+        origin = "carried" if s.records.meta.get("carried_from") else "swept for space 3"
+        print(f"{s.score:.3f} {s.records.shape} ({origin})")
+
+
 if __name__ == "__main__":
-    commands = {"persistent": persistent}
+    commands = {"persistent": persistent, "cost": cost, "worst": worst}
     if len(sys.argv) != 2 or sys.argv[1] not in commands:
         sys.exit(__doc__.strip().splitlines()[-1])
     commands[sys.argv[1]]()
