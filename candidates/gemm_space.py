@@ -33,6 +33,14 @@ PERSISTENT_MIN_WAVES = 2
 # ... and tiles of at least 128x128 elements. Smaller tiles were not measured, and every persistent
 # config is one more to time per multi-wave shape: this bound keeps the sweep near 8 s a shape.
 PERSISTENT_MIN_TILE_ELEMS = 128 * 128
+# FIXUP = 1 (kernels/gemm.py): the split of K that arrives last sums the fp32 partials inside the GEMM
+# kernel, so no reduction kernel follows it. The path is chosen by M, like TMA by alignment: up to this
+# M (decode) split-K sums in the kernel, above it in the reduction kernel. On 48 H200 training shapes
+# with M <= 64 (datasets/h200/gemm/v3/fixup_bench.py: each shape's 12 fastest split-K configs both
+# ways) the fastest FIXUP config beat the fastest reduction-kernel one on 42, by up to 1.31x, and was
+# the shape's fastest config on 18; on the 8 with M of 87 to 256 the fastest config never split K.
+# One path per shape keeps the sweep as long as space 3's.
+FIXUP_MAX_M = 64
 
 
 def persistent_epilogue_bytes(c: dict[str, np.ndarray], elem_bytes: int, n: int | None = None) -> np.ndarray:
@@ -107,6 +115,8 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
     hopper = tuple(profile.compute_capability) >= TMA_MIN_CAPABILITY
     tma = c["TMA"] == 1
     persistent = c["PERSISTENT"] == 1
+    fixup = c["FIXUP"] == 1
+    in_kernel_sum = shape.m <= FIXUP_MAX_M
     tma_rows = gemm_tma_rows(shape)
     regs = gemm_regs_per_thread(c)
     tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, bn)
@@ -132,6 +142,9 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         f"PERSISTENT with fewer than {PERSISTENT_MIN_WAVES} waves of tiles":
             persistent & (tiles_mn < PERSISTENT_MIN_WAVES * profile.sm_count),
         "PERSISTENT with a tile under 128x128": persistent & (bm * bn < PERSISTENT_MIN_TILE_ELEMS),
+        "FIXUP needs SPLIT_K > 1": fixup & (split == 1),
+        f"split-K sums in the GEMM kernel (FIXUP) where M <= {FIXUP_MAX_M}": (split > 1) & ~fixup & in_kernel_sum,
+        f"split-K sums in the reduction kernel where M > {FIXUP_MAX_M}": fixup & (not in_kernel_sum),
     }
 
 
@@ -145,9 +158,10 @@ GEMM_SPACE = SearchSpace(
         ("SPLIT_K", (1, 2, 4, 8, 16)),
         ("TMA", (0, 1)),
         ("PERSISTENT", (0, 1)),
+        ("FIXUP", (0, 1)),
         ("num_warps", (4, 8)),
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-4",
+    rules_version="gemm-rules-5",
 )

@@ -3,7 +3,7 @@ same legal configs (so the recorded sweep is still exhaustive for the new versio
 shapes a new space leaves unchanged into the new version's dataset, so that only the others are swept.
 
     python -m rooftune.eval.migrate datasets/h200/gemm/train --gpu h200
-    python -m rooftune.eval.migrate --carry datasets/h200/gemm/v2/train datasets/h200/gemm/v3/train --gpu h200
+    python -m rooftune.eval.migrate --carry datasets/h200/gemm/v3/train datasets/h200/gemm/v4/train --gpu h200
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def restamp_space_version(root: str | Path, profile: HardwareProfile, space: Sea
 
 
 # Parameters a later GEMM space added, at the value that runs what the earlier space's kernel ran:
-# PERSISTENT 0 is one program per tile (space 3; kernels/gemm.py).
-ADDED_DEFAULTS = {"PERSISTENT": 0}
+# PERSISTENT 0 is one program per tile (space 3), FIXUP 0 sums split-K's partials in the reduction kernel
+# (space 4; kernels/gemm.py).
+ADDED_DEFAULTS = {"PERSISTENT": 0, "FIXUP": 0}
 
 
 def _with_params(config: Config, names: list[str], defaults: dict[str, int]) -> Config:

@@ -88,8 +88,11 @@ def _store_tile(c_ptr, acc, sm, sn, mask, stride_cm, stride_cn, rm0, rn0):
 
 @triton.jit
 def _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, FIXUP: tl.constexpr):
     # C's tile in C's dtype; with split-K this split's fp32 partial into the workspace [SPLIT_K, M, N].
+    # FIXUP: the split that arrives last sums the partials (in split order, as _splitk_reduce_kernel
+    # does: the same bits) and stores C, so no reduction kernel runs. The tiles' arrival counters are
+    # int32s after the partials (`_workspace`); the last split resets its tile's counter to 0.
     sm = tl.arange(0, BLOCK_M)
     sn = tl.arange(0, BLOCK_N)
     mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
@@ -99,6 +102,22 @@ def _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn
         ws_ptrs = (ws_ptr + (pid_k.to(tl.int64) * M + rm0) * N + rn0
                    + sm[:, None] * N + sn[None, :])
         tl.store(ws_ptrs, acc, mask=mask)
+        if FIXUP:
+            split_stride = M.to(tl.int64) * N
+            counts_ptr = (ws_ptr + SPLIT_K * split_stride).to(tl.pointer_type(tl.int32), bitcast=True)
+            tile = tl.program_id(0)
+            # Every thread's partial is written before one release bumps the counter.
+            tl.debug_barrier()
+            arrived = tl.atomic_add(counts_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                ws_ptrs -= pid_k.to(tl.int64) * split_stride
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for _ in range(0, SPLIT_K):
+                    # .cg: from L2, where the other SMs' partials are, never a stale L1 line.
+                    total += tl.load(ws_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+                    ws_ptrs += split_stride
+                _store_tile(c_ptr, total, sm, sn, mask, stride_cm, stride_cn, rm0, rn0)
+                tl.store(counts_ptr + tile, 0)  # ready for the next launch
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M", "SPLIT_K"])
@@ -108,7 +127,7 @@ def _gemm_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     GROUP_M, SPLIT_K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
-    ALIGN_N: tl.constexpr, ALIGN_K: tl.constexpr,
+    ALIGN_N: tl.constexpr, ALIGN_K: tl.constexpr, FIXUP: tl.constexpr = 0,
 ):
     # Alignment Triton cannot see (module docstring): the host guarantees that K and every row stride
     # along K are multiples of ALIGN_K, N and every row stride along N multiples of ALIGN_N. From
@@ -157,7 +176,7 @@ def _gemm_kernel(
             acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N)
+    _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N, FIXUP)
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M", "SPLIT_K"])
@@ -167,7 +186,7 @@ def _gemm_tma_kernel(
     stride_cm, stride_cn,
     GROUP_M, SPLIT_K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
-    ALIGN_N: tl.constexpr,
+    ALIGN_N: tl.constexpr, FIXUP: tl.constexpr = 0,
 ):
     # TMA = 1: A and B come through tensor descriptors (Hopper's copy engine), one tile per load:
     # the copy engine zero-fills rows and columns past M, N and K, so the loop has no masks, no
@@ -189,7 +208,7 @@ def _gemm_tma_kernel(
             acc = tl.dot(a, b_desc.load([rn0, kb * BLOCK_K]).T, acc)                     # B tile [BLOCK_N, BLOCK_K]
         else:
             acc = tl.dot(a, b_desc.load([kb * BLOCK_K, rn0]), acc)                       # B tile [BLOCK_K, BLOCK_N]
-    _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N)
+    _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N, FIXUP)
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M"])
@@ -278,8 +297,13 @@ def _b_strides(b: torch.Tensor, layout: str) -> tuple[int, int]:
 
 def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) -> torch.Tensor:
     """fp32 partials [SPLIT_K, M, N]; with SPLIT_K == 1 a one-element stand-in, so the kernel's
-    signature (and so its compiled binary) is the same with and without split-K."""
+    signature (and so its compiled binary) is the same with and without split-K. With FIXUP the
+    partials are followed by one int32 arrival counter per output tile, zeroed here once: the kernel
+    leaves them at 0, so the workspace serves every later launch on the same stream."""
     split = config["SPLIT_K"]
+    if uses_fixup(config):
+        tiles = triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"])
+        return torch.zeros(split * m * n + tiles, dtype=torch.float32, device=device)
     shape = (split, m, n) if split > 1 else (1,)
     return torch.empty(shape, dtype=torch.float32, device=device)
 
@@ -295,9 +319,17 @@ def uses_persistent(config: Mapping[str, int]) -> bool:
     return bool(config.get("PERSISTENT", 0))
 
 
+def uses_fixup(config: Mapping[str, int]) -> bool:
+    """Whether `config`'s split-K partials are summed inside the GEMM kernel by the split that arrives
+    last (FIXUP = 1, with SPLIT_K > 1), not by `_splitk_reduce_kernel` (FIXUP = 0 or no such key)."""
+    return bool(config.get("FIXUP", 0))
+
+
 def _check_persistent(config: Mapping[str, int]) -> None:
     if uses_persistent(config) and (not uses_tma(config) or config["SPLIT_K"] != 1):
         raise ValueError("PERSISTENT = 1 needs TMA = 1 and SPLIT_K = 1 (candidates/gemm_space.py)")
+    if uses_fixup(config) and config["SPLIT_K"] < 2:
+        raise ValueError("FIXUP = 1 needs SPLIT_K > 1 (candidates/gemm_space.py)")
 
 
 def resident_ctas(kernel, device: torch.device) -> int:
@@ -361,6 +393,9 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int, p
     reduce_kernel = _splitk_reduce_kernel[reduce_grid]
     b_nk = layout == "nk"
     opts = dict(num_warps=config["num_warps"], num_stages=config["num_stages"])
+    fixup = uses_fixup(config)
+    if fixup:  # passed only when set: FIXUP = 0 launches bind exactly as before the key existed
+        opts["FIXUP"] = 1
 
     def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, ws: torch.Tensor, srcs: tuple) -> None:
         strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
@@ -374,7 +409,7 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int, p
         else:
             gemm_kernel(a, b, out, ws, m, n, k, *strides, group_m, split,
                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, ALIGN_K=align_k, **opts)
-        if split > 1:
+        if split > 1 and not fixup:
             reduce_kernel(ws, out, m, n, out.stride(0), out.stride(1), split,
                           BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, ALIGN_N=align_n,
                           num_warps=REDUCE_NUM_WARPS)
@@ -522,6 +557,8 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
                  B_NK=shape.layout == "nk", ALIGN_N=align_n, num_warps=config["num_warps"],
                  num_stages=config["num_stages"], grid=(1,))
     _check_persistent(config)
+    if uses_fixup(config):
+        tiles["FIXUP"] = 1
     if uses_persistent(config):
         b_rows = strides[2] if shape.layout == "kn" else strides[3]
         a_desc, b_desc = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
@@ -535,7 +572,7 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     else:
         kernels = [_gemm_kernel.warmup(dtype, dtype, dtype, f32, m, n, k, *strides,
                                        config["GROUP_M"], config["SPLIT_K"], ALIGN_K=align_k, **tiles)]
-    if config["SPLIT_K"] > 1:
+    if config["SPLIT_K"] > 1 and not uses_fixup(config):
         kernels.append(_splitk_reduce_kernel.warmup(f32, dtype, m, n, *strides[4:], config["SPLIT_K"],
                                                     BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, ALIGN_N=align_n,
                                                     num_warps=REDUCE_NUM_WARPS, grid=(1,)))

@@ -104,8 +104,8 @@ def offline_target(arch: int = 90, warp_size: int = 32) -> Iterator[OfflineTarge
 
 @dataclass(frozen=True)
 class BinaryJob:
-    """One `gemm.compile_kernels(shape, config)` call. kind 'gemm': config with SPLIT_K = 1, the GEMM's
-    binary alone; 'reduce': a split-K config of the shape, for the split-K reduction's binary (the
+    """One `gemm.compile_kernels(shape, config)` call. kind 'gemm': config with SPLIT_K = 1 (or a FIXUP
+    config, which has no reduction kernel), the GEMM's binary alone; 'reduce': a split-K config of the shape, for the split-K reduction's binary (the
     GEMM's binary it also asks for is a 'gemm' job's, a cache hit)."""
 
     shape: GemmShape
@@ -128,9 +128,9 @@ def _with_split(config: Config, split_k: int) -> Config:
 def binary_jobs(shapes: Sequence[GemmShape], profile: HardwareProfile, *,
                 max_configs: int | None = None) -> list[BinaryJob]:
     """One job per distinct binary a sweep of `shapes` on `profile` compiles: per `specialization_key`,
-    the legal configs and the tutorial extras, distinct in (BLOCK_M, BLOCK_N, BLOCK_K, num_warps,
+    the legal configs and the tutorial extras, distinct in (FIXUP, BLOCK_M, BLOCK_N, BLOCK_K, num_warps,
     num_stages) (GROUP_M and SPLIT_K are runtime integers); then one reduction per `reduce_key` of the
-    shapes with a split-K config. `max_configs`: only the first that many configs of each shape."""
+    shapes with a split-K config that sums in the reduction kernel. `max_configs`: only the first that many configs of each shape."""
     seen, reduced = set(), set()
     gemm_jobs, reduce_jobs = [], []
     for shape in shapes:
@@ -138,11 +138,12 @@ def binary_jobs(shapes: Sequence[GemmShape], profile: HardwareProfile, *,
         configs = (configs + gemm_baseline_extras(shape, configs))[:max_configs]
         group = gemm.specialization_key(shape)
         for config in configs:
-            key = (group, *(config[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")))
+            fixup = gemm.uses_fixup(config)  # a constexpr: its own binary, compiled with its SPLIT_K
+            key = (group, fixup, *(config[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")))
             if key not in seen:
                 seen.add(key)
-                gemm_jobs.append(BinaryJob(shape, _with_split(config, 1)))
-        split = next((c for c in configs if c["SPLIT_K"] > 1), None)
+                gemm_jobs.append(BinaryJob(shape, config if fixup else _with_split(config, 1)))
+        split = next((c for c in configs if c["SPLIT_K"] > 1 and not gemm.uses_fixup(c)), None)
         if split is not None and reduce_key(shape) not in reduced:
             reduced.add(reduce_key(shape))
             reduce_jobs.append(BinaryJob(shape, split, "reduce"))

@@ -47,6 +47,9 @@ TERMS = ("tensor", "smem", "l2", "dram", "serial", "latency")
 LOAD_PATHS = ("TMA", "cp.async", "registers")
 # PERSISTENT = 1: min(tiles, SMs x resident CTAs) programs walk the tiles; else one program per tile.
 SCHEDULES = ("one tile per program", "persistent")
+# Where SPLIT_K > 1 sums its fp32 partials: a second kernel (FIXUP = 0), or the split that arrives last
+# inside the GEMM kernel (FIXUP = 1); "" without split-K.
+SPLIT_K_SUMS = ("", "reduction kernel", "in the GEMM kernel")
 TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "serial": "latency",
               "latency": "latency"}
 
@@ -66,6 +69,7 @@ class GemmBreakdown:
     uses_wgmma: np.ndarray
     load_path: np.ndarray        # how A and B reach shared memory: 'TMA', 'cp.async' or 'registers' (LOAD_PATHS)
     schedule: np.ndarray         # 'one tile per program' or 'persistent' (SCHEDULES)
+    splitk_sum: np.ndarray       # where split-K's partials are summed (SPLIT_K_SUMS)
     ctas: np.ndarray             # CTAs launched (output tiles × SPLIT_K)
     ctas_per_sm: np.ndarray
     occupancy_limiter: np.ndarray  # index into roofline.occupancy.LIMITERS
@@ -78,7 +82,8 @@ class GemmBreakdown:
     memory_us: np.ndarray        # DRAM bytes / DRAM bandwidth
     latency_us: np.ndarray       # load latency per pipeline depth, plus prologue, per wave
     prologue_us: np.ndarray
-    splitk_us: np.ndarray        # the second kernel that sums fp32 partials (0 without split-K)
+    splitk_us: np.ndarray        # summing split-K's fp32 partials: the second kernel, or with FIXUP the
+                                 # last split's fix-up after the main loop (0 without split-K)
     launch_us: np.ndarray
     time_us: np.ndarray          # predicted kernel time
     dominant: np.ndarray         # index into TERMS of the term that binds the main loop
@@ -274,8 +279,13 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     binding_terms = np.where(full_waves > 0, full_terms, last_terms)
     dominant = binding_terms.argmax(axis=0)
 
-    splitk_s = np.where(split_k > 1, (split_k * m * n * SPLIT_K_PARTIAL_BYTES + m * n * elem) / dram_bw
-                        + profile.launch_overhead_us * 1e-6, 0.0)
+    # Split-K's sum: a second kernel reads every partial and writes C, after a launch of its own; with
+    # FIXUP the last split of each tile reads its tile's partials from L2 (one latency, then at one
+    # SM's share of L2 bandwidth; the tiles' fix-ups run side by side) and stores the C tile.
+    fixup = _col(columns, "FIXUP", 0) == 1
+    reduction_s = (split_k * m * n * SPLIT_K_PARTIAL_BYTES + m * n * elem) / dram_bw + profile.launch_overhead_us * 1e-6
+    fixup_s = latency_s + split_k * bm * bn * SPLIT_K_PARTIAL_BYTES / (l2_bw / profile.sm_count)
+    splitk_s = np.where(split_k > 1, np.where(fixup, fixup_s, reduction_s), 0.0)
     launch_s = profile.launch_overhead_us * 1e-6
     time_s = main_s + splitk_s + launch_s
     prologues = np.where(persistent, 1, n_waves)
@@ -288,6 +298,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         uses_wgmma=wgmma, load_path=np.where(_col(columns, "TMA", 0) == 1, LOAD_PATHS[0],
                                              np.where(staged, LOAD_PATHS[2], LOAD_PATHS[1])),
         schedule=np.where(persistent, SCHEDULES[1], SCHEDULES[0]),
+        splitk_sum=np.where(split_k > 1, np.where(fixup, SPLIT_K_SUMS[2], SPLIT_K_SUMS[1]), SPLIT_K_SUMS[0]),
         ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
         waves=waves, wave_efficiency=wave_eff,
         compute_us=us * padded_flops / (rate_sm * profile.sm_count),

@@ -29,6 +29,7 @@ import numpy as np
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, configs_to_columns
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.gemm import SPLIT_K_SUMS
 
 RESIDUAL_FORMAT = "rooftune-residual-1"
 # Bump when a feature's definition changes: a residual fitted on other features cannot be applied.
@@ -87,6 +88,8 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
         # The persistent schedule (space 3): 0 for every config of the earlier spaces, so a residual
         # fitted on them applies unchanged (its coefficient is absent, read as 0).
         "persistent": (bd.schedule == "persistent").astype(float),
+        # Split-K summed inside the GEMM kernel (space 4's FIXUP): 0 for the earlier spaces, as above.
+        "fixup": (bd.splitk_sum == SPLIT_K_SUMS[2]).astype(float),
     }
     scales = {f"log_{dim}": (np.log2(getattr(shape, dim)) - _SHAPE_CENTRES[dim]) / _SHAPE_SCALE
               for dim in ("m", "n", "k")}

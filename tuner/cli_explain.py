@@ -18,8 +18,8 @@ WIDE_COLUMNS = 150
 
 explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
 
-_SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "TMA": "tma", "PERSISTENT": "p", "num_warps": "w",
-          "num_stages": "s"}
+_SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "TMA": "tma", "PERSISTENT": "p", "FIXUP": "fx",
+          "num_warps": "w", "num_stages": "s"}
 _TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 _EXPLAIN_PLOT_HELP = ("also draw predicted vs recorded time over the shape's space, with the configs a 20-config "
                       "search measures there, the zero-trial pick and the best marked, to this image ("
@@ -109,7 +109,8 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
         detail.add_column("value", justify="right")
         for field in ("time_us", "bound", "compute_us", "memory_us", "latency_us", "launch_us", "splitk_us",
                       "softmax_us", "smem_us", "l2_us", "dram_bytes", "l2_bytes", "padded_flops", "padding_efficiency",
-                      "ctas_per_sm", "occupancy", "waves", "wave_efficiency", "uses_wgmma", "load_path", "schedule"):
+                      "ctas_per_sm", "occupancy", "waves", "wave_efficiency", "uses_wgmma", "load_path", "schedule",
+                      "splitk_sum"):
             if hasattr(bd, field):
                 value = getattr(bd, field)[i]
                 detail.add_row(field, _fmt(value))

@@ -42,13 +42,15 @@ def vllm_config(config: Config) -> dict[str, int]:
     return {VLLM_NAMES[name]: config[name] for name in VLLM_NAMES}
 
 
-def config_from_vllm(entry: dict, tma: int | None = None, persistent: int | None = None) -> Config:
+def config_from_vllm(entry: dict, tma: int | None = None, persistent: int | None = None,
+                     fixup: int | None = None) -> Config:
     """The GEMM Config of one table entry (`vllm_config` read back). vLLM's tables name tiles, not
-    the load path or the schedule: `tma` and `persistent` (0 or 1) add the space's TMA and PERSISTENT
-    parameters, which the entry does not carry."""
+    the load path, the schedule or where split-K sums: `tma`, `persistent` and `fixup` (0 or 1) add
+    the space's TMA, PERSISTENT and FIXUP parameters, which the entry does not carry."""
     back = {v: k for k, v in VLLM_NAMES.items()}
     params = {back[key]: int(value) for key, value in entry.items()}
-    extra = {name: value for name, value in (("TMA", tma), ("PERSISTENT", persistent)) if value is not None}
+    extra = {name: value for name, value in (("TMA", tma), ("PERSISTENT", persistent), ("FIXUP", fixup))
+             if value is not None}
     return Config.make(params.pop("num_warps"), params.pop("num_stages"),
                        **{name: params[name] for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K")},
                        **extra)

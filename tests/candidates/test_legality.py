@@ -8,7 +8,7 @@ import pytest
 from rooftune.candidates import (
     ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, GemmShape, config_legality, legal_configs,
 )
-from rooftune.candidates.gemm_space import gemm_legality
+from rooftune.candidates.gemm_space import FIXUP_MAX_M, gemm_legality
 from rooftune.hwprofiles import load_profile
 
 H200 = load_profile("h200")
@@ -37,6 +37,7 @@ def test_legality_matches_the_probes_compiler_results(shared_dir):
         cols["SPLIT_K"] = np.ones(len(rows), dtype=np.int64)
         cols["TMA"] = np.zeros(len(rows), dtype=np.int64)  # the probe's kernel loads through pointers
         cols["PERSISTENT"] = np.zeros(len(rows), dtype=np.int64)  # one program per tile
+        cols["FIXUP"] = np.zeros(len(rows), dtype=np.int64)       # no split-K to sum
         failed = np.array([r["err"] == "OutOfResources" for r in rows])
         times = np.array([float(r["us"]) if r["us"] else np.nan for r in rows])
         best = np.nanmin(times)
@@ -71,8 +72,8 @@ def test_every_legal_config_passes_every_rule():
 
 
 def test_rules_follow_the_shape_and_the_gpu():
-    cfg = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
-    ptr = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0)
+    cfg = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
+    ptr = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
     a100 = load_profile("a100_sxm4_80gb")
     assert config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), cfg, H200) == []
     # 4 stages x (128 + 256) x 64 x 2 B = 196,608 B: fits the H200, not the A100's 166,912 B
@@ -82,18 +83,18 @@ def test_rules_follow_the_shape_and_the_gpu():
     # a 128-row tile is larger than a 16-row problem needs
     assert "BLOCK_M larger than M needs" in config_legality(GEMM_SPACE, GemmShape(16, 4096, 4096), cfg, H200)
     # 128 x 256 accumulators over 4 warps = 256 registers per thread: spills
-    spill = Config.make(4, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
+    spill = Config.make(4, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
     assert REGS in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), spill, H200)
     # split-K only where output tiles leave SMs idle
-    split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1, PERSISTENT=0)
+    split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1, PERSISTENT=0, FIXUP=1)
     assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == ["BLOCK_M larger than M needs"]
     assert "SPLIT_K while output tiles already fill the GPU" in config_legality(
         GEMM_SPACE, GemmShape(4096, 4096, 8192), split, H200)
 
 
 def test_tma_where_the_gpu_and_the_rows_allow_it_and_pointers_elsewhere():
-    cfg = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0)
-    ptr = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0)
+    cfg = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
+    ptr = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
     a100 = load_profile("a100_sxm4_80gb")
     aligned, odd_k = GemmShape(4096, 4096, 4096, "nk"), GemmShape(4096, 4096, 4100, "nk")
     assert config_legality(GEMM_SPACE, aligned, ptr, H200) == ["pointer loads where TMA is available"]
@@ -115,12 +116,12 @@ def test_small_tiles_keep_one_buffer_less_on_hopper():
     """BLOCK_M 16 or 32 runs mma.sync, for which Triton's sm_90 pipeliner allocates num_stages - 1
     buffers (compiled and checked in tests/kernels/test_alignment.py): 4 x (32 + 256) x 128 x 2 B is
     over the H200's per-block limit, 3 buffers are not; the A100 keeps the upper bound."""
-    c = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
+    c = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
     shape = GemmShape(64, 4096, 4096, "nk")
     assert SMEM not in config_legality(GEMM_SPACE, shape, c, H200)
-    ptr = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0)
+    ptr = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
     assert SMEM in config_legality(GEMM_SPACE, shape, ptr, load_profile("a100_sxm4_80gb"))
-    wide = Config.make(4, 4, BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0)
+    wide = Config.make(4, 4, BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
     assert SMEM in config_legality(GEMM_SPACE, shape, wide, H200)  # wgmma: all 4 buffers
 
 
@@ -135,7 +136,7 @@ def test_space_version_is_a_content_hash():
 def test_persistent_only_with_tma_one_split_large_tiles_and_two_waves():
     def make(bm=128, bn=128, split=1, tma=1, persistent=1):
         return Config.make(4, 3, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=1, SPLIT_K=split, TMA=tma,
-                           PERSISTENT=persistent)
+                           PERSISTENT=persistent, FIXUP=0)
 
     big = GemmShape(4096, 4096, 4096, "nk")  # 1,024 tiles of 128x128: 7.8 waves of 132 SMs
     assert config_legality(GEMM_SPACE, big, make(), H200) == []
@@ -148,3 +149,22 @@ def test_persistent_only_with_tma_one_split_large_tiles_and_two_waves():
     legal = legal_configs(GEMM_SPACE, big, H200).columns
     assert legal["PERSISTENT"].sum() == 140 and (legal["TMA"][legal["PERSISTENT"] == 1] == 1).all()
     assert not legal_configs(GEMM_SPACE, one_wave, H200).columns["PERSISTENT"].any()
+
+
+def test_split_k_sums_in_the_kernel_up_to_fixup_max_m_and_in_the_reduction_above():
+    def make(split=4, fixup=1, bm=64):
+        return Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=split, TMA=1, PERSISTENT=0,
+                           FIXUP=fixup)
+    decode, prefill = GemmShape(FIXUP_MAX_M, 4096, 8192), GemmShape(FIXUP_MAX_M + 1, 1024, 8192)
+    assert config_legality(GEMM_SPACE, decode, make(), H200) == []
+    assert config_legality(GEMM_SPACE, decode, make(fixup=0), H200) == [
+        f"split-K sums in the GEMM kernel (FIXUP) where M <= {FIXUP_MAX_M}"]
+    assert config_legality(GEMM_SPACE, prefill, make(fixup=0, bm=128), H200) == []
+    assert config_legality(GEMM_SPACE, prefill, make(bm=128), H200) == [
+        f"split-K sums in the reduction kernel where M > {FIXUP_MAX_M}"]
+    assert "FIXUP needs SPLIT_K > 1" in config_legality(GEMM_SPACE, decode, make(split=1), H200)
+    # One summing path per shape: the space is as large as space 3's, FIXUP exactly on the split configs.
+    for shape, fixup in ((decode, 1), (prefill, 0), (GemmShape(1, 4096, 4096, layout="nk"), 1)):
+        legal = legal_configs(GEMM_SPACE, shape, H200).columns
+        split = legal["SPLIT_K"] > 1
+        assert split.any() and (legal["FIXUP"] == np.where(split, fixup, 0)).all()

@@ -204,6 +204,8 @@ def test_triton_selects_one_binary_per_specialization_group_and_warmup_compiles_
     picked = [s for members in groups.values() for s in {members[0], members[len(members) // 2], members[-1]}]
     picked += [GemmShape(1, 128256, 4096, "nk"), GemmShape(16384, 8192, 1024, "kn")]
     configs = {"split": "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=4,num_warps=8,num_stages=3",
+               # split-K summed in the GEMM kernel: one binary, no reduction
+               "fixup": "BLOCK_M=16,BLOCK_N=64,BLOCK_K=128,GROUP_M=1,SPLIT_K=4,FIXUP=1,num_warps=4,num_stages=3",
                # a tutorial config outside the space: 2 warps, BLOCK_M above a decode M
                "tutorial": "BLOCK_M=64,BLOCK_N=32,BLOCK_K=32,GROUP_M=8,SPLIT_K=1,num_warps=2,num_stages=5"}
     jobs = [{"shape": [s.m, s.n, s.k, s.layout, s.dtype], "config": c} for s in picked for c in configs.values()
@@ -211,7 +213,7 @@ def test_triton_selects_one_binary_per_specialization_group_and_warmup_compiles_
     results = binder_keys(jobs)
     by_group: dict = {}
     for job, r in zip(jobs, results):
-        assert len(r["warmup"]) == len(r["launch"]) == (2 if "SPLIT_K=4" in job["config"] else 1)
+        assert len(r["warmup"]) == len(r["launch"]) == (2 if job["config"] == configs["split"] else 1)
         assert r["warmup"] == r["launch"], job
         by_group.setdefault((r["group"], job["config"]), set()).add(tuple(r["warmup"]))
     assert all(len(keys) == 1 for keys in by_group.values()), by_group
@@ -268,3 +270,18 @@ def test_persistent_configs_compile_to_the_binary_a_launch_selects_and_fit_the_s
         assert r["cp_async_bytes"] == []
         slack = TMA_BARRIER_BYTES + (0 if job["shape"][1] % 8 == 0 else epilogue)
         assert estimate - slack <= r["shared"] <= estimate <= h200.smem_per_block_bytes, (job, r["shared"])
+
+
+def test_fixup_compiles_for_sm90_with_one_release_acquire_counter_and_leaves_fixup_0_as_it_was(tmp_path):
+    """FIXUP = 1 (split-K summed by the last split to arrive) compiled for sm_90: one acq_rel atomic on
+    the arrival counter, L2 (.cg) loads of the partials, the operand buffers of FIXUP = 0; and FIXUP = 0
+    has no atomic (its code is the kernel's before FIXUP existed: the constexpr branch is compiled out)."""
+    tile = "BLOCK_M=16,BLOCK_N=64,BLOCK_K=128,GROUP_M=1,SPLIT_K={},TMA={},PERSISTENT=0,FIXUP={},num_warps=4,num_stages=4"
+    jobs = [{"shape": [24, 4800, 1600, "kn", "bf16"], "config": tile.format(split, tma, fixup)}
+            for tma in (1, 0) for split, fixup in ((2, 1), (2, 0))]
+    results = compile_sm90(jobs, tmp_path)
+    for fixup, plain in (results[0:2], results[2:4]):
+        atomics = [line for line in fixup["ptx"].splitlines() if "atom." in line]
+        assert len(atomics) == 1 and "atom.global.gpu.acq_rel.add" in atomics[0], atomics
+        assert any(op.startswith("ld.global.cg") for op in fixup["global_ld_st"])
+        assert "atom." not in plain["ptx"] and fixup["shared"] == plain["shared"]

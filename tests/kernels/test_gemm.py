@@ -292,3 +292,38 @@ def test_tma_falls_back_to_pointers_where_descriptors_cannot_address_the_rows():
     assert rel <= TOLERANCE[torch.float16]
     with pytest.raises(ValueError, match="TMA config needs"):
         make_launcher(tma(), "kn", [(a, b)], torch.empty(24, 20, dtype=torch.float16, device=DEVICE))
+
+
+# --- split-K summed in the GEMM kernel (FIXUP = 1: the last split to arrive sums the partials) ---------
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("mnk", [(7, 33, 100), (1, 1, 1), (33, 100, 70)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("split_k", [2, 3])
+@pytest.mark.parametrize("load", [{}, {"TMA": 1}], ids=["pointers", "tma"])
+def test_fixup_sums_the_splits_in_the_kernel_as_the_reduction_kernel_does(layout, mnk, split_k, load):
+    """The same bits as the reduction kernel (both sum the fp32 partials in split order), on odd shapes
+    where the last splits get no K blocks (1x1x1), for pointer and TMA loads, and again from a launcher,
+    whose arrival counters must be back at 0 for its next launch."""
+    if load:  # descriptors need 16-byte rows: fp16 K (and N for B [K, N]) multiples of 8
+        mnk = (mnk[0], -(-mnk[1] // 8) * 8, -(-mnk[2] // 8) * 8)
+    shape = GemmShape(*mnk, layout=layout, dtype="fp16")
+    config = small(split_k, 1, bn=32, bk=16, **load)
+    fixup = Config.make(4, 2, **{**config.kernel_params(), "FIXUP": 1})
+    out = assert_matches(shape, fixup)
+    a, b = make_inputs(shape, DEVICE, 0)
+    assert torch.equal(out, gemm(a, b, config, layout))
+    into = torch.empty_like(out)
+    launch = make_launcher(fixup, layout, [(a, b)], into)
+    for i in range(3):
+        into.fill_(float("nan"))
+        launch(i)
+        assert torch.equal(into, out)
+
+
+def test_fixup_needs_a_split():
+    a = torch.randn(32, 32, dtype=torch.float16, device=DEVICE)
+    bad = small(1, 1, FIXUP=1)
+    with pytest.raises(ValueError, match="FIXUP = 1 needs SPLIT_K > 1"):
+        make_launcher(bad, "kn", [(a, a)], torch.empty(32, 32, dtype=torch.float16, device=DEVICE))
+    with pytest.raises(ValueError, match="FIXUP = 1 needs SPLIT_K > 1"):
+        compile_kernels(GemmShape(32, 32, 32, "kn"), bad)

@@ -21,28 +21,34 @@ TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
 
 
 def binary(shape, config):
-    return (specialization_key(shape), *(config[p] for p in TILE))
+    return (specialization_key(shape), config["FIXUP"], *(config[p] for p in TILE))
 
 
 def test_binary_jobs_one_per_binary():
     decode, prefill = GemmShape(16, 256, 256), GemmShape(64, 256, 256)  # one specialization group
     big = GemmShape(4096, 4096, 4096)                                      # no split-K config is legal
     unaligned = GemmShape(16, 250, 256)                                    # ALIGN_N 2: another group
-    shapes = [decode, prefill, big, unaligned]
+    # M > FIXUP_MAX_M: split-K sums in the reduction kernel
+    mid, mid_unaligned = GemmShape(128, 256, 256), GemmShape(128, 250, 256)
+    shapes = [decode, prefill, big, unaligned, mid, mid_unaligned]
     jobs = pb.binary_jobs(shapes, H200)
     gemm_jobs = [j for j in jobs if j.kind == "gemm"]
     expected = {binary(s, c) for s in shapes for c in legal_configs(GEMM_SPACE, s, H200).configs
                 + gemm_baseline_extras(s, legal_configs(GEMM_SPACE, s, H200).configs)}
     assert len(gemm_jobs) == len(expected) == len({binary(j.shape, j.config) for j in gemm_jobs})
     assert {binary(j.shape, j.config) for j in gemm_jobs} == expected
-    assert all(j.config["SPLIT_K"] == 1 for j in gemm_jobs)
+    # SPLIT_K is a runtime integer: one binary serves every split; a FIXUP binary (decode, where split-K
+    # sums in the GEMM kernel) is compiled with a split of its own
+    assert all((j.config["SPLIT_K"] > 1) == (j.config["FIXUP"] == 1) for j in gemm_jobs)
+    assert any(j.config["FIXUP"] == 1 for j in gemm_jobs)
     # decode and prefill share a group: prefill adds only tiles decode cannot use
     assert len(pb.binary_jobs([decode, prefill], H200)) < len(pb.binary_jobs([decode], H200)) + len(
         pb.binary_jobs([prefill], H200))
     assert pb.binary_jobs([decode, decode], H200) == pb.binary_jobs([decode], H200)
-    # one reduction per reduce key of the shapes with a split-K config, after every GEMM job
+    # one reduction per reduce key of the shapes with a split-K config that sums in the reduction
+    # kernel (not the decode shapes: FIXUP), after every GEMM job
     reduces = [j for j in jobs if j.kind == "reduce"]
-    assert [j.shape for j in reduces] == [decode, unaligned]
+    assert [j.shape for j in reduces] == [mid, mid_unaligned]
     assert all(j.config["SPLIT_K"] > 1 for j in reduces) and jobs[-2:] == reduces
     assert pb.reduce_key(decode) == pb.reduce_key(GemmShape(7, 256, 4100, "nk"))  # K and layout do not matter
     limited = pb.binary_jobs([big], H200, max_configs=3)
