@@ -14,6 +14,7 @@ from rooftune.kernels.gemm import (
     make_launcher,
     reference,
     specialization_key,
+    tma_ready,
     warmup,
 )
 
@@ -327,3 +328,33 @@ def test_fixup_needs_a_split():
         make_launcher(bad, "kn", [(a, a)], torch.empty(32, 32, dtype=torch.float16, device=DEVICE))
     with pytest.raises(ValueError, match="FIXUP = 1 needs SPLIT_K > 1"):
         compile_kernels(GemmShape(32, 32, 32, "kn"), bad)
+
+
+FIXUP_GPU_CONFIGS = [
+    Config.make(4, 4, BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, SPLIT_K=4, TMA=1, FIXUP=1),
+    Config.make(4, 3, BLOCK_M=64, BLOCK_N=32, BLOCK_K=128, GROUP_M=1, SPLIT_K=8, TMA=1, FIXUP=1),
+    Config.make(4, 3, BLOCK_M=32, BLOCK_N=32, BLOCK_K=64, GROUP_M=8, SPLIT_K=3, TMA=0, FIXUP=1),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("config", FIXUP_GPU_CONFIGS, ids=str)
+@pytest.mark.parametrize("mnk", [(1, 4096, 4096), (24, 4800, 1600), (64, 2560, 10240), (19, 224, 1792), (7, 1001, 1025)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_fixup_bf16_on_gpu(layout, config, mnk):
+    """Split-K summed in the GEMM kernel on the GPU, where the splits really race for the counters:
+    bf16 within tolerance, the same bits as the reduction kernel, and again after 20 launches of one
+    launcher (its counters back at 0 each time). Unaligned rows (7x1001x1025) run the pointer path."""
+    shape = GemmShape(*mnk, layout=layout, dtype="bf16")
+    out = assert_matches(shape, config)
+    a, b = make_inputs(shape, DEVICE, 0)
+    plain = Config.make(config.num_warps, config.num_stages, **{**config.kernel_params(), "FIXUP": 0})
+    assert torch.equal(out, gemm(a, b, plain, layout))
+    if not tma_ready(a, b):
+        config = Config.make(config.num_warps, config.num_stages, **{**config.kernel_params(), "TMA": 0})
+    into = torch.empty_like(out)
+    launch = make_launcher(config, layout, [(a, b)], into)
+    for i in range(20):
+        launch(i)
+    assert torch.equal(into, out)
