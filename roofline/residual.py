@@ -43,7 +43,7 @@ RESIDUAL_DIR = "residuals"
 # multiplied by the shape's log2 M, N and K (centred), so the correction can differ between decode,
 # tiny-K and large prefill shapes.
 _REGIME_FEATURES = ("stages", "stages_sq", "log_bm", "log_bn", "log_bk", "log_bk_sq", "warps8", "split_k",
-                    "group_m", "wgmma", "log_waves", "wave_eff")
+                    "group_m", "wgmma", "log_waves", "wave_eff", "fixup")
 # Centres of log2 M, N, K: the middle of the sizes LLM layers span (M 1..16K, N and K 128..64K).
 _SHAPE_CENTRES = {"m": 7.0, "n": 12.0, "k": 12.0}
 _SHAPE_SCALE = 7.0
