@@ -298,12 +298,15 @@ def _b_strides(b: torch.Tensor, layout: str) -> tuple[int, int]:
 def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) -> torch.Tensor:
     """fp32 partials [SPLIT_K, M, N]; with SPLIT_K == 1 a one-element stand-in, so the kernel's
     signature (and so its compiled binary) is the same with and without split-K. With FIXUP the
-    partials are followed by one int32 arrival counter per output tile, zeroed here once: the kernel
-    leaves them at 0, so the workspace serves every later launch on the same stream."""
+    partials are followed by one int32 arrival counter per output tile, zeroed here once (one small
+    fill: `gemm` pays it per call, a launcher once): the kernel leaves them at 0, so the workspace
+    serves every later launch on the same stream."""
     split = config["SPLIT_K"]
     if uses_fixup(config):
         tiles = triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"])
-        return torch.zeros(split * m * n + tiles, dtype=torch.float32, device=device)
+        ws = torch.empty(split * m * n + tiles, dtype=torch.float32, device=device)
+        ws[split * m * n:].zero_()  # int32 zeros are fp32 zeros, bit for bit
+        return ws
     shape = (split, m, n) if split > 1 else (1,)
     return torch.empty(shape, dtype=torch.float32, device=device)
 

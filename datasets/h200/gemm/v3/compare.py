@@ -29,31 +29,45 @@ ROOT = Path("datasets/h200/gemm")
 SPACE2, SPACE3 = ROOT / "v2", ROOT / "v3"
 
 
-def persistent() -> None:
+def variant_gains(root: Path, variant, base, what: str, versus: str):
+    """Per split, over the shapes of `root` swept for its space (not carried), where configs with
+    `variant(config)` and with `base(config)` were both timed: how often a variant config is the fastest
+    and the best config's speed over the best `base` config of the same sweep."""
     for split in ("train", "heldout"):
         gains = {}
-        for rec in read_dataset(SPACE3 / split):
+        for rec in read_dataset(root / split):
             if rec.meta.get("carried_from"):
                 continue
             space = set(rec.candidate_configs())
             ok = [t for t in rec.trials if t.ok and t.config in space]
-            pers = [t.time_us for t in ok if t.config["PERSISTENT"] == 1]
-            plain = [t.time_us for t in ok if t.config["PERSISTENT"] == 0]
-            if pers and plain:
-                gains[str(rec.shape)] = min(plain) / min(min(pers), min(plain))
+            var = [t.time_us for t in ok if variant(t.config)]
+            rest = [t.time_us for t in ok if base(t.config)]
+            if var and rest:
+                gains[str(rec.shape)] = min(rest) / min(min(var), min(rest))
         wins = sorted(((g, s) for s, g in gains.items() if g > 1.0), reverse=True)
-        print(f"{split}: {len(gains)} shapes with persistent configs; persistent fastest on {len(wins)}, "
-              f"by more than 1% on {sum(g > 1.01 for g, _ in wins)}; best ÷ best one-tile-per-program, "
+        print(f"{split}: {len(gains)} shapes with {what} configs; one is the fastest on {len(wins)}, "
+              f"by more than 1% on {sum(g > 1.01 for g, _ in wins)}; best ÷ best {versus}, "
               f"geometric mean {geomean(gains.values()):.4f}, max {max(gains.values()):.3f}")
         print("  largest gains: " + ", ".join(f"{s} {g:.3f}" for g, s in wins[:6]))
-        r2 = {r.shape: r for r in shape_rows(SPACE2 / split)}
-        r3 = {r.shape: r for r in shape_rows(SPACE3 / split)}
-        classes = {"all": list(r3)}
-        for cls in ("decode", "prefill"):
-            classes[f"aligned LLM {cls}"] = [s for s in r3 if r3[s].aligned and row_class(r3[s], "gemm") == cls]
-        for name, sel in classes.items():
-            print(f"  cuBLAS ÷ best, {name} ({len(sel)}): space 2 {geomean([r2[s].vs_baseline for s in sel]):.3f} -> "
-                  f"space 3 {geomean([r3[s].vs_baseline for s in sel]):.3f}")
+        yield split
+
+
+def persistent() -> None:
+    for split in variant_gains(SPACE3, lambda c: c["PERSISTENT"] == 1, lambda c: c["PERSISTENT"] == 0,
+                               "persistent", "one-tile-per-program"):
+        cublas_by_class(SPACE2 / split, SPACE3 / split, "space 2", "space 3")
+
+
+def cublas_by_class(old: Path, new: Path, old_name: str, new_name: str) -> None:
+    """cuBLAS ÷ best of two spaces' datasets of one split, over all shapes and the aligned LLM classes."""
+    r_old = {r.shape: r for r in shape_rows(old)}
+    r_new = {r.shape: r for r in shape_rows(new)}
+    classes = {"all": list(r_new)}
+    for cls in ("decode", "prefill"):
+        classes[f"aligned LLM {cls}"] = [s for s in r_new if r_new[s].aligned and row_class(r_new[s], "gemm") == cls]
+    for name, sel in classes.items():
+        print(f"  cuBLAS ÷ best, {name} ({len(sel)}): {old_name} {geomean([r_old[s].vs_baseline for s in sel]):.3f} -> "
+              f"{new_name} {geomean([r_new[s].vs_baseline for s in sel]):.3f}")
 
 
 def cost() -> None:
@@ -66,11 +80,11 @@ def cost() -> None:
               f"{statistics.mean(swept):.2f} ({len(swept)})")
 
 
-def worst(count: int = 8) -> None:
+def worst(count: int = 8, root: Path = SPACE3, space: str = "space 3") -> None:
     profile = load_profile("h200")
-    scores = replay(read_dataset(SPACE3 / "heldout"), rooftune_strategy(load_residual("gemm", profile)), 20, profile)
+    scores = replay(read_dataset(root / "heldout"), rooftune_strategy(load_residual("gemm", profile)), 20, profile)
     for s in sorted(scores, key=lambda s: s.score)[:count]:
-        origin = "carried" if s.records.meta.get("carried_from") else "swept for space 3"
+        origin = "carried" if s.records.meta.get("carried_from") else f"swept for {space}"
         print(f"{s.score:.3f} {s.records.shape} ({origin})")
 
 
