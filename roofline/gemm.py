@@ -48,8 +48,8 @@ LOAD_PATHS = ("TMA", "cp.async", "registers")
 # PERSISTENT = 1: min(tiles, SMs x resident CTAs) programs walk the tiles; else one program per tile.
 SCHEDULES = ("one tile per program", "persistent")
 # Where SPLIT_K > 1 sums its fp32 partials: a second kernel (FIXUP = 0), or the split that arrives last
-# inside the GEMM kernel (FIXUP = 1); "" without split-K.
-SPLIT_K_SUMS = ("", "reduction kernel", "in the GEMM kernel")
+# inside the GEMM kernel (FIXUP = 1); "no split" without split-K.
+SPLIT_K_SUMS = ("no split", "reduction kernel", "in the GEMM kernel")
 TERM_BOUND = {"tensor": "compute", "smem": "compute", "l2": "memory", "dram": "memory", "serial": "latency",
               "latency": "latency"}
 

@@ -18,7 +18,7 @@ PROBE = "M,N,K,BM,BN,BK,stages,warps,GM,us,err\n2048,2048,2048,cublas,,,,,,40.0,
 
 def test_explain_gemm_top_and_named_config():
     result = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3", "--config",
-                                 "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,num_warps=8,num_stages=3"])
+                                 "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,num_warps=8,num_stages=3"])
     assert result.exit_code == 0, result.output
     assert "top 3 of" in result.output and "named config: rank" in result.output
     assert "dominant" in result.output and "waves" in result.output
@@ -108,7 +108,7 @@ def test_eval_attention_needs_attention_shapes(tmp_path):
 
 
 def test_explain_shows_the_residual_and_ranks_by_it():
-    config = "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,num_warps=4,num_stages=3"
+    config = "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,num_warps=4,num_stages=3"
     args = ["explain", "gemm", "--shape", "256x10240x8192", "--layout", "nk", "--top", "3", "--config", config]
     with_residual = runner.invoke(app, args)
     alone = runner.invoke(app, args + ["--residual", "none"])

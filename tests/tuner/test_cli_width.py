@@ -90,7 +90,7 @@ def test_eval_fits(gemm_dataset, tmp_path):
     ["space", "gemm", "--shape", "4096x4096x4096"],
     ["space", "attention", "--shape", "4x32x4096x128x8"],
     ["explain", "gemm", "--shape", "4096x4096x4096", "--config",
-     "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,num_warps=8,num_stages=3"],
+     "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,num_warps=8,num_stages=3"],
     ["explain", "attention", "--shape", "4x32x4096x128x8", "--top", "10"],
 ])
 def test_model_commands_fit(args):
