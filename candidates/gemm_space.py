@@ -38,7 +38,8 @@ PERSISTENT_MIN_TILE_ELEMS = 128 * 128
 # M (decode) split-K sums in the kernel, above it in the reduction kernel. On 48 H200 training shapes
 # with M <= 64 (datasets/h200/gemm/v3/fixup_bench.py: each shape's 12 fastest split-K configs both
 # ways) the fastest FIXUP config beat the fastest reduction-kernel one on 42, by up to 1.31x, and was
-# the shape's fastest config on 18; on the 8 with M of 87 to 256 the fastest config never split K.
+# the shape's fastest config on 18; on the 8 with M of 87 to 256 it was never the fastest (7 did not
+# split K, 1 split through the reduction kernel; `fixup_bench.py --summary`).
 # One path per shape keeps the sweep as long as space 3's.
 FIXUP_MAX_M = 64
 

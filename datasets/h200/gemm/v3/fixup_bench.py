@@ -8,6 +8,7 @@ with FIXUP 1, and cuBLAS (torch.mm). Writes JSON per shape as it goes, prints on
 
 usage, on the GPU machine (repository root): python3 fixup_bench.py OUT SECONDS [SHARD COUNT]
 first, to compile its binaries on the machine's cores: python3 fixup_bench.py --build TRITON_CACHE_DIR
+the README's figures from the committed results (no GPU): python3 fixup_bench.py --summary datasets/h200/gemm/v3/fixup
 """
 
 import json
@@ -21,6 +22,14 @@ from rooftune.eval.reports import row_class, shape_rows
 DATA = Path("datasets/h200/gemm/v3/train")
 TOP_SPLIT = 12
 MAX_DECODE, MAX_OTHER = 40, 16
+
+
+def _config(params: dict):
+    """The Config of a plan entry (a dict of the space's parameters, num_warps and num_stages)."""
+    from rooftune.candidates import Config
+
+    rest = {k: v for k, v in params.items() if k not in ("num_warps", "num_stages")}
+    return Config.make(params["num_warps"], params["num_stages"], **rest)
 
 
 def plan() -> list[tuple[object, dict]]:
@@ -46,7 +55,6 @@ def plan() -> list[tuple[object, dict]]:
 def main(out: Path, seconds: float, shard: int, count: int) -> None:
     import torch
 
-    from rooftune.candidates import Config
     from rooftune.hwprofiles import load_profile
     from rooftune.kernels.check import check_gemm
     from rooftune.kernels.gemm import make_inputs, make_launcher
@@ -80,8 +88,7 @@ def main(out: Path, seconds: float, shard: int, count: int) -> None:
         best_now = min(v for k, v in us.items() if k != "cublas" and "fixup" not in k)
         best_with = min(v for k, v in us.items() if k != "cublas")
         row = {"shape": str(shape), "m": shape.m, "n": shape.n, "k": shape.k, "layout": shape.layout,
-               "configs": {k: str(Config.make(c.pop("num_warps"), c.pop("num_stages"), **c))
-                           for k, c in ((k, dict(c)) for k, c in configs.items())},
+               "configs": {k: str(_config(c)) for k, c in configs.items()},
                "timed_us": us, "failed_check": failed, "cublas_over_best_space3": us["cublas"] / best_now,
                "cublas_over_best_with_fixup": us["cublas"] / best_with,
                "best_split_plain_over_fixup": plain / fix if plain and fix else None}
@@ -94,7 +101,6 @@ def main(out: Path, seconds: float, shard: int, count: int) -> None:
 
 def build(cache: Path) -> None:
     """Compile every binary the bench launches for sm_90 into the Triton cache `cache`, on all cores."""
-    from rooftune.candidates import Config
     from rooftune.kernels.gemm import specialization_key
     from rooftune.kernels.prebuild import BinaryJob, prebuild
 
@@ -103,15 +109,32 @@ def build(cache: Path) -> None:
         for c in configs.values():
             key = (specialization_key(shape), c["SPLIT_K"] > 1, *(c.get(p, 0) for p in (
                 "BLOCK_M", "BLOCK_N", "BLOCK_K", "TMA", "PERSISTENT", "FIXUP", "num_warps", "num_stages")))
-            c = dict(c)
-            jobs.setdefault(key, BinaryJob(shape, Config.make(c.pop("num_warps"), c.pop("num_stages"), **c)))
+            jobs.setdefault(key, BinaryJob(shape, _config(c)))
     summary = prebuild(list(jobs.values()), cache)
     print(f"prebuild: {summary.compiled} of {summary.jobs} compiled in {summary.seconds:.0f} s; "
           f"failed {len(summary.failed)}")
 
 
+def summary(folder: Path) -> None:
+    """Per M class, over the shapes of `folder`'s fixup_bench_*.json: on how many the fastest FIXUP config
+    beat the fastest reduction-kernel split (and by up to how much), and on how many it was the fastest
+    config timed; and whether the fastest config split K at all."""
+    rows = [r for f in sorted(folder.glob("fixup_bench_*.json")) for r in json.loads(f.read_text())]
+    for name, sel in (("M <= 64", [r for r in rows if r["m"] <= 64]), ("M > 64", [r for r in rows if r["m"] > 64])):
+        if not sel:
+            continue
+        ratios = [r["best_split_plain_over_fixup"] for r in sel]
+        fastest = [min((k for k in r["timed_us"] if k != "cublas"), key=r["timed_us"].get) for r in sel]
+        print(f"{name}: {len(sel)} shapes (M {min(r['m'] for r in sel)}-{max(r['m'] for r in sel)}); the fastest "
+              f"FIXUP config beats the fastest reduction-kernel split on {sum(x > 1 for x in ratios)}, by up to "
+              f"{max(ratios):.2f}x; the fastest config is a FIXUP one on {sum(k.endswith('+fixup') for k in fastest)}, "
+              f"one without split-K on {sum('SPLIT_K=1,' in r['configs'][k] for k, r in zip(fastest, sel))}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--build":
         build(Path(sys.argv[2]))
+    elif sys.argv[1] == "--summary":
+        summary(Path(sys.argv[2]))
     else:
         main(Path(sys.argv[1]), float(sys.argv[2]), *(int(a) for a in sys.argv[3:5]))

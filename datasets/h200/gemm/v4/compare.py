@@ -7,9 +7,11 @@ command prints, from the committed data (no GPU).
   classes, space 3 -> space 4, over all shapes (each ratio from one pass: no cross-call drift);
 - cost: the sweep's measured seconds per shape (`time_s`, compiles excluded) over the shapes space 4
   swept, against the same shapes' space-3 sweep;
-- worst: the held-out shapes where the shipped residual's 20-config search scores lowest.
+- worst: the held-out shapes where the shipped residual's 20-config search scores lowest;
+- pointer: what pointer loads beside TMA could add on aligned decode, at most: per shape the better of
+  space 1's (pointer loads) and space 3's (TMA) cuBLAS ratio, each from its own pass.
 
-usage (repository root): python3 datasets/h200/gemm/v4/compare.py {fixup,cost,worst}
+usage (repository root): python3 datasets/h200/gemm/v4/compare.py {fixup,cost,worst,pointer}
 """
 
 import importlib.util
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 
 from rooftune.eval.dataset import read_dataset
+from rooftune.eval.reports import geomean, row_class, shape_rows
 
 ROOT = Path("datasets/h200/gemm")
 SPACE3, SPACE4 = ROOT / "v3", ROOT / "v4"
@@ -44,8 +47,17 @@ def worst() -> None:
     compare_v3.worst(root=SPACE4, space="space 4")
 
 
+def pointer() -> None:
+    for split in ("train", "heldout"):
+        r1 = {r.shape: r for r in shape_rows(ROOT / split)}
+        r3 = {r.shape: r for r in shape_rows(SPACE3 / split)}
+        sel = [s for s in r3 if r3[s].aligned and row_class(r3[s], "gemm") == "decode"]
+        print(f"{split}: aligned LLM decode ({len(sel)}) cuBLAS ÷ best, space 3 {geomean([r3[s].vs_baseline for s in sel]):.3f}; "
+              f"the better of spaces 1 and 3 per shape {geomean([max(r1[s].vs_baseline, r3[s].vs_baseline) for s in sel]):.3f}")
+
+
 if __name__ == "__main__":
-    commands = {"fixup": fixup, "cost": cost, "worst": worst}
+    commands = {"fixup": fixup, "cost": cost, "worst": worst, "pointer": pointer}
     if len(sys.argv) != 2 or sys.argv[1] not in commands:
         sys.exit(__doc__.strip().splitlines()[-1])
     commands[sys.argv[1]]()
