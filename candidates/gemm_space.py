@@ -34,13 +34,15 @@ PERSISTENT_MIN_WAVES = 2
 # config is one more to time per multi-wave shape: this bound keeps the sweep near 8 s a shape.
 PERSISTENT_MIN_TILE_ELEMS = 128 * 128
 # FIXUP = 1 (kernels/gemm.py): the split of K that arrives last sums the fp32 partials inside the GEMM
-# kernel, so no reduction kernel follows it. The path is chosen by M, like TMA by alignment: up to this
-# M (decode) split-K sums in the kernel, above it in the reduction kernel. On 48 H200 training shapes
-# with M <= 64 (datasets/h200/gemm/v3/fixup_bench.py: each shape's 12 fastest split-K configs both
-# ways) the fastest FIXUP config beat the fastest reduction-kernel one on 42, by up to 1.31x, and was
-# the shape's fastest config on 18; on the 8 with M of 87 to 256 it was never the fastest (7 did not
-# split K, 1 split through the reduction kernel; `fixup_bench.py --summary`).
-# One path per shape keeps the sweep as long as space 3's.
+# kernel, so no reduction kernel follows it. The path is chosen by M: up to FIXUP_ONLY_MAX_M split-K
+# sums only in the kernel, up to FIXUP_MAX_M (decode) both ways, above it only in the reduction kernel.
+# On 48 H200 training shapes with M <= 64 (datasets/h200/gemm/v3/fixup_bench.py: each shape's 12
+# fastest split-K configs both ways) the fastest FIXUP config beat the fastest reduction-kernel one on
+# 42, by up to 1.31x, and was the shape's fastest config on 18; the margin shrinks with M (M = 48:
+# 1.008, 1.006 and 0.973 on its three shapes); on the 8 with M of 87 to 256 it was never the fastest
+# (7 did not split K, 1 split through the reduction kernel; `fixup_bench.py --summary`). Space 4 had
+# one path per shape (FIXUP_MAX_M alone); space 5 times both where M is 33 to 64.
+FIXUP_ONLY_MAX_M = 32
 FIXUP_MAX_M = 64
 
 
@@ -118,6 +120,12 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
     persistent = c["PERSISTENT"] == 1
     fixup = c["FIXUP"] == 1
     in_kernel_sum = shape.m <= FIXUP_MAX_M
+    only_in_kernel_sum = shape.m <= FIXUP_ONLY_MAX_M
+    # wgmma (sm_90) multiplies 64-row slices, so on it a 64-row tile is legal for any M: rows past M are
+    # zero-filled by the copy engine (TMA) or wrap inside the tile (pointer loads), and the tile runs on
+    # wgmma where 16 or 32 rows fall back to mma.sync. Memory-bound decode shapes then pay no operand
+    # traffic for the padding (the model loads min(BLOCK_M, M) rows), only idle tensor-core work.
+    max_bm = max(next_pow2(shape.m), WGMMA_MIN_BLOCK_M if hopper else 16)
     tma_rows = gemm_tma_rows(shape)
     regs = gemm_regs_per_thread(c)
     tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, bn)
@@ -130,7 +138,7 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         # exists to give those warps work, and a 16x8 output would otherwise have no legal config.
         "too many warps for the tile": (bm * bn < MIN_TILE_ELEMS_PER_THREAD * 32 * warps)
         & ((bm < next_pow2(shape.m)) | (bn < next_pow2(shape.n))),
-        "BLOCK_M larger than M needs": (bm > 16) & (bm > next_pow2(shape.m)),
+        "BLOCK_M larger than M needs": (bm > 16) & (bm > max_bm),
         "BLOCK_N larger than N needs": (bn > 16) & (bn > next_pow2(shape.n)),
         "BLOCK_K larger than a K split needs": (bk > 32) & (bk > next_pow2(cdiv(shape.k, split))),
         "GROUP_M without effect (one tile row or column)": (c["GROUP_M"] > 1) & gemm_group_m_idle(shape, bm, bn),
@@ -144,7 +152,7 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
             persistent & (tiles_mn < PERSISTENT_MIN_WAVES * profile.sm_count),
         "PERSISTENT with a tile under 128x128": persistent & (bm * bn < PERSISTENT_MIN_TILE_ELEMS),
         "FIXUP needs SPLIT_K > 1": fixup & (split == 1),
-        f"split-K sums in the GEMM kernel (FIXUP) where M <= {FIXUP_MAX_M}": (split > 1) & ~fixup & in_kernel_sum,
+        f"split-K sums in the GEMM kernel (FIXUP) where M <= {FIXUP_ONLY_MAX_M}": (split > 1) & ~fixup & only_in_kernel_sum,
         f"split-K sums in the reduction kernel where M > {FIXUP_MAX_M}": fixup & (not in_kernel_sum),
     }
 
@@ -164,5 +172,5 @@ GEMM_SPACE = SearchSpace(
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-5",
+    rules_version="gemm-rules-6",
 )

@@ -8,7 +8,7 @@ import pytest
 from rooftune.candidates import (
     ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, GemmShape, config_legality, legal_configs,
 )
-from rooftune.candidates.gemm_space import FIXUP_MAX_M, gemm_legality
+from rooftune.candidates.gemm_space import FIXUP_MAX_M, FIXUP_ONLY_MAX_M, gemm_legality
 from rooftune.hwprofiles import load_profile
 
 H200 = load_profile("h200")
@@ -87,7 +87,7 @@ def test_rules_follow_the_shape_and_the_gpu():
     assert REGS in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), spill, H200)
     # split-K only where output tiles leave SMs idle
     split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1, PERSISTENT=0, FIXUP=1)
-    assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == ["BLOCK_M larger than M needs"]
+    assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == []
     assert "SPLIT_K while output tiles already fill the GPU" in config_legality(
         GEMM_SPACE, GemmShape(4096, 4096, 8192), split, H200)
 
@@ -151,20 +151,50 @@ def test_persistent_only_with_tma_one_split_large_tiles_and_two_waves():
     assert not legal_configs(GEMM_SPACE, one_wave, H200).columns["PERSISTENT"].any()
 
 
-def test_split_k_sums_in_the_kernel_up_to_fixup_max_m_and_in_the_reduction_above():
+def test_split_k_sums_in_the_kernel_up_to_fixup_only_max_m_both_ways_to_fixup_max_m_and_in_the_reduction_above():
     def make(split=4, fixup=1, bm=64):
         return Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=split, TMA=1, PERSISTENT=0,
                            FIXUP=fixup)
-    decode, prefill = GemmShape(FIXUP_MAX_M, 4096, 8192), GemmShape(FIXUP_MAX_M + 1, 1024, 8192)
-    assert config_legality(GEMM_SPACE, decode, make(), H200) == []
-    assert config_legality(GEMM_SPACE, decode, make(fixup=0), H200) == [
-        f"split-K sums in the GEMM kernel (FIXUP) where M <= {FIXUP_MAX_M}"]
+    small = GemmShape(FIXUP_ONLY_MAX_M, 4096, 8192)
+    both = [GemmShape(m, 4096, 8192) for m in (FIXUP_ONLY_MAX_M + 1, FIXUP_MAX_M)]
+    prefill = GemmShape(FIXUP_MAX_M + 1, 1024, 8192)
+    assert config_legality(GEMM_SPACE, small, make(), H200) == []
+    assert config_legality(GEMM_SPACE, small, make(fixup=0), H200) == [
+        f"split-K sums in the GEMM kernel (FIXUP) where M <= {FIXUP_ONLY_MAX_M}"]
+    for shape in both:
+        assert config_legality(GEMM_SPACE, shape, make(), H200) == []
+        assert config_legality(GEMM_SPACE, shape, make(fixup=0), H200) == []
     assert config_legality(GEMM_SPACE, prefill, make(fixup=0, bm=128), H200) == []
     assert config_legality(GEMM_SPACE, prefill, make(bm=128), H200) == [
         f"split-K sums in the reduction kernel where M > {FIXUP_MAX_M}"]
-    assert "FIXUP needs SPLIT_K > 1" in config_legality(GEMM_SPACE, decode, make(split=1), H200)
-    # One summing path per shape: the space is as large as space 3's, FIXUP exactly on the split configs.
-    for shape, fixup in ((decode, 1), (prefill, 0), (GemmShape(1, 4096, 4096, layout="nk"), 1)):
+    assert "FIXUP needs SPLIT_K > 1" in config_legality(GEMM_SPACE, small, make(split=1), H200)
+    # One summing path where M <= 32 or M > 64, FIXUP exactly on the split configs (or never) ...
+    for shape, fixup in ((small, 1), (prefill, 0), (GemmShape(1, 4096, 4096, layout="nk"), 1)):
         legal = legal_configs(GEMM_SPACE, shape, H200).columns
         split = legal["SPLIT_K"] > 1
         assert split.any() and (legal["FIXUP"] == np.where(split, fixup, 0)).all()
+    # ... and both for 32 < M <= 64: every split config once with each sum.
+    for shape in both:
+        legal = legal_configs(GEMM_SPACE, shape, H200).columns
+        split = legal["SPLIT_K"] > 1
+        keys = lambda f: sorted(zip(*(legal[p][split & (legal["FIXUP"] == f)] for p in legal if p != "FIXUP")))
+        assert split.any() and keys(0) == keys(1)
+        assert not legal["FIXUP"][~split].any()
+
+
+def test_sm90_tiles_of_64_rows_for_any_m_and_no_larger_than_m_needs_elsewhere():
+    """On sm_90 a 64-row tile runs on wgmma (16 or 32 rows fall back to mma.sync), so it is legal for
+    any M; 128 rows only from M > 64; without wgmma (the A100) BLOCK_M stays within M's power of two."""
+    a100 = load_profile("a100_sxm4_80gb")
+    for m, tma in ((1, 1), (17, 1), (33, 1), (1, 0)):
+        k = 8192 if tma else 8190
+        tile = lambda bm: Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=tma,
+                                      PERSISTENT=0, FIXUP=0)
+        shape = GemmShape(m, 4096, k, layout="nk")
+        assert config_legality(GEMM_SPACE, shape, tile(64), H200) == []
+        assert config_legality(GEMM_SPACE, shape, tile(128), H200) == ["BLOCK_M larger than M needs"]
+        assert "BLOCK_M larger than M needs" not in config_legality(GEMM_SPACE, shape, tile(16), H200)
+    ptr = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
+    assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), ptr, a100) == ["BLOCK_M larger than M needs"]
+    assert config_legality(GEMM_SPACE, GemmShape(33, 4096, 8192), ptr, a100) == []
+    assert (legal_configs(GEMM_SPACE, GemmShape(8, 4096, 8192), H200).columns["BLOCK_M"] == 64).any()

@@ -28,7 +28,7 @@ def test_binary_jobs_one_per_binary():
     decode, prefill = GemmShape(16, 256, 256), GemmShape(64, 256, 256)  # one specialization group
     big = GemmShape(4096, 4096, 4096)                                      # no split-K config is legal
     unaligned = GemmShape(16, 250, 256)                                    # ALIGN_N 2: another group
-    # M > FIXUP_MAX_M: split-K sums in the reduction kernel
+    # M > FIXUP_MAX_M: split-K sums in the reduction kernel only
     mid, mid_unaligned = GemmShape(128, 256, 256), GemmShape(128, 250, 256)
     shapes = [decode, prefill, big, unaligned, mid, mid_unaligned]
     jobs = pb.binary_jobs(shapes, H200)
@@ -46,9 +46,12 @@ def test_binary_jobs_one_per_binary():
         pb.binary_jobs([prefill], H200))
     assert pb.binary_jobs([decode, decode], H200) == pb.binary_jobs([decode], H200)
     # one reduction per reduce key of the shapes with a split-K config that sums in the reduction
-    # kernel (not the decode shapes: FIXUP), after every GEMM job
+    # kernel (not M <= 32: FIXUP only; M = 64 sums both ways, so it comes first in mid's key), after
+    # every GEMM job
     reduces = [j for j in jobs if j.kind == "reduce"]
-    assert [j.shape for j in reduces] == [mid, mid_unaligned]
+    assert pb.reduce_key(prefill) == pb.reduce_key(mid)
+    assert [j.shape for j in reduces] == [prefill, mid_unaligned]
+    assert not any(j.kind == "reduce" for j in pb.binary_jobs([decode, unaligned], H200))
     assert all(j.config["SPLIT_K"] > 1 for j in reduces) and jobs[-2:] == reduces
     assert pb.reduce_key(decode) == pb.reduce_key(GemmShape(7, 256, 4100, "nk"))  # K and layout do not matter
     limited = pb.binary_jobs([big], H200, max_configs=3)
