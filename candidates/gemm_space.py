@@ -21,6 +21,11 @@ MIN_K_BLOCKS_PER_SPLIT = 2
 TMA_STRIDE_BYTES = 16
 # wgmma takes 64-row slices: a smaller BLOCK_M runs mma.sync (roofline/lowering.py).
 WGMMA_MIN_BLOCK_M = 64
+# Where M is above this (and below 64), 64-row tiles over M's rows are in the space on sm_90. Measured on
+# the H200's training shapes (datasets/h200/gemm/v5/compare.py wgmma, each within one sweep): with
+# M of 17 to 32 one was the fastest config on 3 of 17 shapes (32x768x768 by 4.4%; 1.003 in geometric mean);
+# with M of 1 to 16 on none of 37, so 16 or fewer rows keep their 16-row tiles.
+WGMMA_PAD_MIN_M = 16
 # PERSISTENT = 1 (kernels/gemm.py `_gemm_tma_persistent_kernel`): the flattened tile loop keeps the next
 # tile's operand buffers live while the epilogue converts C through shared memory, so the epilogue's
 # buffer comes on top: at most the whole C tile, and where C's rows are 16-byte aligned at most this
@@ -121,11 +126,11 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
     fixup = c["FIXUP"] == 1
     in_kernel_sum = shape.m <= FIXUP_MAX_M
     only_in_kernel_sum = shape.m <= FIXUP_ONLY_MAX_M
-    # wgmma (sm_90) multiplies 64-row slices, so on it a 64-row tile is legal for any M: rows past M are
-    # zero-filled by the copy engine (TMA) or wrap inside the tile (pointer loads), and the tile runs on
-    # wgmma where 16 or 32 rows fall back to mma.sync. Memory-bound decode shapes then pay no operand
-    # traffic for the padding (the model loads min(BLOCK_M, M) rows), only idle tensor-core work.
-    max_bm = max(next_pow2(shape.m), WGMMA_MIN_BLOCK_M if hopper else 16)
+    # wgmma (sm_90) multiplies 64-row slices, so on it a 64-row tile is legal from M > WGMMA_PAD_MIN_M:
+    # rows past M are zero-filled by the copy engine (TMA) or wrap inside the tile (pointer loads), and the
+    # tile runs on wgmma where 16 or 32 rows fall back to mma.sync; the padding costs no operand traffic
+    # (the model loads min(BLOCK_M, M) rows), only idle tensor-core work.
+    max_bm = max(next_pow2(shape.m), WGMMA_MIN_BLOCK_M if hopper and shape.m > WGMMA_PAD_MIN_M else 16)
     tma_rows = gemm_tma_rows(shape)
     regs = gemm_regs_per_thread(c)
     tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, bn)
@@ -172,5 +177,5 @@ GEMM_SPACE = SearchSpace(
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-6",
+    rules_version="gemm-rules-7",
 )

@@ -49,9 +49,11 @@ def test_extras_are_the_tutorial_configs_the_space_lacks():
     odd = GemmShape(4096, 4096, 4100)
     space = legal_configs(GEMM_SPACE, odd, H200).configs
     assert gemm_baseline_extras(odd, space) == [cfg(64, 32, 32, 2, 5, 8, TMA=0, PERSISTENT=0, FIXUP=0), cfg(32, 64, 32, 2, 5, 8, TMA=0, PERSISTENT=0, FIXUP=0)]
-    # M = 1: on sm_90 64-row tiles are in the space for any M (they run on wgmma), so the tutorial's
-    # 64-row, 4-warp configs have GROUP_M=1 twins there; the others stay extras.
     decode = GemmShape(1, 4100, 4100, layout="nk")
+    assert gemm_baseline_extras(decode, legal_configs(GEMM_SPACE, decode, H200).configs) == tutorial_configs(GEMM_SPACE.names)
+    # M = 17: on sm_90 64-row tiles are in the space from M = 17 (they run on wgmma), so the tutorial's
+    # 64-row, 4-warp configs have GROUP_M=1 twins there; the others stay extras.
+    decode = GemmShape(17, 4100, 4100, layout="nk")
     sixty_four = [c for c in tutorial_configs(GEMM_SPACE.names) if c["BLOCK_M"] == 64 and c.num_warps == 4]
     assert len(sixty_four) == 2
     assert gemm_baseline_extras(decode, legal_configs(GEMM_SPACE, decode, H200).configs) == [

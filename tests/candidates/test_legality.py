@@ -8,7 +8,7 @@ import pytest
 from rooftune.candidates import (
     ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, GemmShape, config_legality, legal_configs,
 )
-from rooftune.candidates.gemm_space import FIXUP_MAX_M, FIXUP_ONLY_MAX_M, gemm_legality
+from rooftune.candidates.gemm_space import FIXUP_MAX_M, FIXUP_ONLY_MAX_M, WGMMA_PAD_MIN_M, gemm_legality
 from rooftune.hwprofiles import load_profile
 
 H200 = load_profile("h200")
@@ -87,7 +87,7 @@ def test_rules_follow_the_shape_and_the_gpu():
     assert REGS in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), spill, H200)
     # split-K only where output tiles leave SMs idle
     split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1, PERSISTENT=0, FIXUP=1)
-    assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == []
+    assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == ["BLOCK_M larger than M needs"]
     assert "SPLIT_K while output tiles already fill the GPU" in config_legality(
         GEMM_SPACE, GemmShape(4096, 4096, 8192), split, H200)
 
@@ -182,19 +182,20 @@ def test_split_k_sums_in_the_kernel_up_to_fixup_only_max_m_both_ways_to_fixup_ma
         assert not legal["FIXUP"][~split].any()
 
 
-def test_sm90_tiles_of_64_rows_for_any_m_and_no_larger_than_m_needs_elsewhere():
-    """On sm_90 a 64-row tile runs on wgmma (16 or 32 rows fall back to mma.sync), so it is legal for
-    any M; 128 rows only from M > 64; without wgmma (the A100) BLOCK_M stays within M's power of two."""
+def test_sm90_tiles_of_64_rows_from_m_17_and_no_larger_than_m_needs_elsewhere():
+    """On sm_90 a 64-row tile runs on wgmma (16 or 32 rows fall back to mma.sync), so it is legal from
+    M > WGMMA_PAD_MIN_M; 128 rows only from M > 64; 16 or fewer rows, and without wgmma (the A100),
+    BLOCK_M stays within M's power of two."""
     a100 = load_profile("a100_sxm4_80gb")
-    for m, tma in ((1, 1), (17, 1), (33, 1), (1, 0)):
-        k = 8192 if tma else 8190
-        tile = lambda bm: Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=tma,
-                                      PERSISTENT=0, FIXUP=0)
-        shape = GemmShape(m, 4096, k, layout="nk")
-        assert config_legality(GEMM_SPACE, shape, tile(64), H200) == []
-        assert config_legality(GEMM_SPACE, shape, tile(128), H200) == ["BLOCK_M larger than M needs"]
-        assert "BLOCK_M larger than M needs" not in config_legality(GEMM_SPACE, shape, tile(16), H200)
-    ptr = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
-    assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), ptr, a100) == ["BLOCK_M larger than M needs"]
-    assert config_legality(GEMM_SPACE, GemmShape(33, 4096, 8192), ptr, a100) == []
-    assert (legal_configs(GEMM_SPACE, GemmShape(8, 4096, 8192), H200).columns["BLOCK_M"] == 64).any()
+    tile = lambda bm, tma: Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=tma,
+                                       PERSISTENT=0, FIXUP=0)
+    for m, tma in ((WGMMA_PAD_MIN_M + 1, 1), (32, 1), (33, 1), (17, 0)):
+        shape = GemmShape(m, 4096, 8192 if tma else 8190, layout="nk")
+        assert config_legality(GEMM_SPACE, shape, tile(64, tma), H200) == []
+        assert config_legality(GEMM_SPACE, shape, tile(128, tma), H200) == ["BLOCK_M larger than M needs"]
+        assert "BLOCK_M larger than M needs" not in config_legality(GEMM_SPACE, shape, tile(16, tma), H200)
+    for m in (1, WGMMA_PAD_MIN_M):
+        assert config_legality(GEMM_SPACE, GemmShape(m, 4096, 8192), tile(64, 1), H200) == ["BLOCK_M larger than M needs"]
+        assert set(legal_configs(GEMM_SPACE, GemmShape(m, 4096, 8192), H200).columns["BLOCK_M"]) == {16}
+    assert config_legality(GEMM_SPACE, GemmShape(17, 4096, 8192), tile(64, 0), a100) == ["BLOCK_M larger than M needs"]
+    assert config_legality(GEMM_SPACE, GemmShape(33, 4096, 8192), tile(64, 0), a100) == []

@@ -1,0 +1,87 @@
+"""The README's figures on space 5 (64-row wgmma tiles for any M on sm_90; split-K summed both ways where
+32 < M <= 64) that no `rooftune` command prints, from the committed data (no GPU).
+
+- wgmma: over the shapes space 5 swept with M <= 32, how often a 64-row tile (new there: BLOCK_M above
+  M's power of two) is the fastest config, and the best config's speed over the best config without
+  one, both of the same sweep (same call, same GPU: no cross-call drift);
+- sums: the same for split-K summed in the reduction kernel (FIXUP 0) against the rest, over the shapes
+  swept with 32 < M <= 64, and for the in-kernel sum (FIXUP 1) against the rest;
+- cublas: cuBLAS ÷ best by the report's classes, space 4 -> space 5, over all shapes (each from its own pass);
+- cost: the sweep's measured seconds per shape over the shapes space 5 swept, against space 4's.
+
+usage (repository root): python3 datasets/h200/gemm/v5/compare.py {wgmma,sums,cublas,cost} [SPLIT ...]
+"""
+
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+from rooftune.eval.dataset import read_dataset
+from rooftune.eval.reports import geomean
+
+ROOT = Path("datasets/h200/gemm")
+SPACE4, SPACE5 = ROOT / "v4", ROOT / "v5"
+_spec = importlib.util.spec_from_file_location("compare_v3", Path(__file__).resolve().parents[1] / "v3" / "compare.py")
+compare_v3 = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compare_v3)
+
+
+def gains(split: str, shapes, variant, what: str) -> None:
+    """Over the swept (not carried) shapes of SPACE5/split that `shapes(shape)` selects: the best
+    config's speed over the best config without `variant(shape, config)`, and how often a variant wins."""
+    out = {}
+    for rec in read_dataset(SPACE5 / split):
+        if rec.meta.get("carried_from") or not shapes(rec.shape):
+            continue
+        space = set(rec.candidate_configs())
+        ok = [t for t in rec.trials if t.ok and t.config in space]
+        var = [t.time_us for t in ok if variant(rec.shape, t.config)]
+        rest = [t.time_us for t in ok if not variant(rec.shape, t.config)]
+        if var and rest:
+            out[str(rec.shape)] = min(rest) / min(min(var), min(rest))
+    if not out:
+        print(f"{split}: no swept shape has {what} configs")
+        return
+    wins = sorted(((g, s) for s, g in out.items() if g > 1.0), reverse=True)
+    print(f"{split}: {len(out)} shapes with {what} configs; one is the fastest on {len(wins)}, by more than 1% on "
+          f"{sum(g > 1.01 for g, _ in wins)}; best ÷ best without, geometric mean {geomean(out.values()):.4f}, "
+          f"max {max(out.values()):.3f}")
+    print("  largest gains: " + ", ".join(f"{s} {g:.3f}" for g, s in wins[:8]))
+
+
+def wgmma(splits) -> None:
+    for split in splits:
+        for lo, hi in ((1, 16), (17, 32)):
+            gains(split, lambda s: lo <= s.m <= hi, lambda s, c: c["BLOCK_M"] == 64 and s.m <= 32,
+                  f"64-row tiles over M {lo}-{hi}")
+
+
+def sums(splits) -> None:
+    for split in splits:
+        both = lambda s: 32 < s.m <= 64
+        gains(split, both, lambda s, c: c["SPLIT_K"] > 1 and not c["FIXUP"], "reduction-kernel split (33 <= M <= 64)")
+        gains(split, both, lambda s, c: c["SPLIT_K"] > 1 and c["FIXUP"] == 1, "in-kernel split (33 <= M <= 64)")
+
+
+def cublas(splits) -> None:
+    for split in splits:
+        print(split)
+        compare_v3.cublas_by_class(SPACE4 / split, SPACE5 / split, "space 4", "space 5")
+
+
+def cost(splits) -> None:
+    for split in splits:
+        v4 = {str(r.shape): r.meta["time_s"] for r in read_dataset(SPACE4 / split)}
+        swept = {str(r.shape): r.meta["time_s"] for r in read_dataset(SPACE5 / split) if not r.meta.get("carried_from")}
+        every = [r.meta["time_s"] for r in read_dataset(SPACE5 / split)]
+        print(f"{split}: seconds per shape over the {len(swept)} shapes space 5 swept: space 4 "
+              f"{statistics.mean(v4[s] for s in swept):.2f}, space 5 {statistics.mean(swept.values()):.2f}; "
+              f"over all {len(every)} shapes of space 5 {statistics.mean(every):.2f}")
+
+
+if __name__ == "__main__":
+    commands = {"wgmma": wgmma, "sums": sums, "cublas": cublas, "cost": cost}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        sys.exit(__doc__)
+    commands[sys.argv[1]](sys.argv[2:] or ("train", "heldout"))
