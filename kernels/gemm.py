@@ -299,8 +299,8 @@ def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) 
     """fp32 partials [SPLIT_K, M, N]; with SPLIT_K == 1 a one-element stand-in, so the kernel's
     signature (and so its compiled binary) is the same with and without split-K. With FIXUP the
     partials are followed by one int32 arrival counter per output tile, zeroed here once (one small
-    fill: `gemm` pays it per call, a launcher once): the kernel leaves them at 0, so the workspace
-    serves every later launch on the same stream."""
+    fill, once per launcher and once per stream and shape for `gemm`: `_call_workspace`): the kernel
+    leaves them at 0, so the workspace serves every later launch on the same stream."""
     split = config["SPLIT_K"]
     if uses_fixup(config):
         tiles = triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"])
@@ -309,6 +309,37 @@ def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) 
         return ws
     shape = (split, m, n) if split > 1 else (1,)
     return torch.empty(shape, dtype=torch.float32, device=device)
+
+
+# `gemm` keeps the FIXUP workspaces it made, one per (device, stream, split, M, N, tiles): their counters
+# are zeroed once and every launch leaves them at 0, so a later call on the same stream neither allocates
+# nor fills. Launches on one stream run in order and so never share counters at once; another stream gets
+# its own workspace. Oldest first out past this many bytes (freeing one is safe: the caching allocator
+# reuses its memory in the stream's order). Not while a CUDA graph is captured: the counters' fill would
+# only run on replay, so a captured call makes its own workspace, and the graph zeroes it each replay.
+FIXUP_WORKSPACE_CACHE_BYTES = 256 << 20
+_fixup_workspaces: dict[tuple, torch.Tensor] = {}
+
+
+def _call_workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) -> torch.Tensor:
+    """The workspace of one `gemm` call: `_workspace`'s, but for a FIXUP config the stream's cached one."""
+    device = torch.device(device)
+    if not uses_fixup(config):
+        return _workspace(config, m, n, device)
+    cuda = device.type == "cuda"
+    if cuda and torch.cuda.is_current_stream_capturing():
+        return _workspace(config, m, n, device)
+    stream = torch.cuda.current_stream(device).cuda_stream if cuda else 0
+    key = (str(device), stream, config["SPLIT_K"], m, n, config["BLOCK_M"], config["BLOCK_N"])
+    ws = _fixup_workspaces.get(key)
+    if ws is None:
+        ws = _workspace(config, m, n, device)
+        _fixup_workspaces[key] = ws
+        total = sum(w.numel() * w.element_size() for w in _fixup_workspaces.values())
+        while total > FIXUP_WORKSPACE_CACHE_BYTES and len(_fixup_workspaces) > 1:
+            old = _fixup_workspaces.pop(next(iter(_fixup_workspaces)))
+            total -= old.numel() * old.element_size()
+    return ws
 
 
 def uses_tma(config: Mapping[str, int]) -> bool:
@@ -468,7 +499,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: st
         config = {**config, "TMA": 0, "PERSISTENT": 0}
     srcs = _sources(config, layout, a, b, (m, n, k))
     _launch_fn(config, layout, m, n, k, persistent_programs(config, layout, a, b, out, srcs))(
-        a, b, out, _workspace(config, m, n, a.device), srcs)
+        a, b, out, _call_workspace(config, m, n, a.device), srcs)
     return out
 
 

@@ -7,6 +7,7 @@ import torch
 
 from rooftune.candidates import Config, GemmShape
 from rooftune.kernels.check import TOLERANCE, relative_error
+from rooftune.kernels import gemm as gemm_module
 from rooftune.kernels.gemm import (
     compile_kernels,
     gemm,
@@ -321,6 +322,29 @@ def test_fixup_sums_the_splits_in_the_kernel_as_the_reduction_kernel_does(layout
         assert torch.equal(into, out)
 
 
+def test_gemm_keeps_one_fixup_workspace_per_stream_and_shape(monkeypatch):
+    """gemm() zeroes a FIXUP config's counters once per (device, stream, split, M, N, tile) and reuses
+    the workspace (its counters are back at 0 after each call: the results stay the reduction kernel's
+    bits); other configs get a fresh workspace; past FIXUP_WORKSPACE_CACHE_BYTES the oldest goes."""
+    monkeypatch.setattr(gemm_module, "_fixup_workspaces", {})
+    shape = GemmShape(7, 40, 96, layout="nk", dtype="fp16")
+    a, b = make_inputs(shape, DEVICE, 0)
+    plain = small(3, 1, bn=32, bk=16)
+    fixup = Config.make(4, 2, **{**plain.kernel_params(), "FIXUP": 1})
+    want = gemm(a, b, plain, "nk")
+    for _ in range(3):
+        assert torch.equal(gemm(a, b, fixup, "nk"), want)
+    assert len(gemm_module._fixup_workspaces) == 1
+    (ws,) = gemm_module._fixup_workspaces.values()
+    assert ws.numel() == 3 * 7 * 40 + 1 * 2 and not ws[3 * 7 * 40:].any()  # tiles: 1 x 2, counters at 0
+    first = gemm_module._call_workspace(fixup, 7, 40, a.device)
+    assert first is ws and gemm_module._call_workspace(plain, 7, 40, a.device) is not ws
+    other = Config.make(4, 2, **{**fixup.kernel_params(), "BLOCK_N": 16})
+    monkeypatch.setattr(gemm_module, "FIXUP_WORKSPACE_CACHE_BYTES", ws.numel() * 4)
+    assert torch.equal(gemm(a, b, other, "nk"), want)
+    assert [w is ws for w in gemm_module._fixup_workspaces.values()] == [False]  # the newest alone
+
+
 def test_fixup_needs_a_split():
     a = torch.randn(32, 32, dtype=torch.float16, device=DEVICE)
     bad = small(1, 1, FIXUP=1)
@@ -358,3 +382,36 @@ def test_fixup_bf16_on_gpu(layout, config, mnk):
     for i in range(20):
         launch(i)
     assert torch.equal(into, out)
+
+
+@pytest.mark.gpu
+def test_gemm_fixup_workspace_per_stream_and_under_graph_capture_on_gpu():
+    """gemm() with a FIXUP config, 20 calls on each of two streams (one cached workspace each) and inside
+    a captured CUDA graph (its own workspace, zeroed on every replay): the reduction kernel's bits."""
+    shape = GemmShape(24, 4800, 1600, layout="nk", dtype="bf16")
+    a, b = make_inputs(shape, DEVICE, 0)
+    config = FIXUP_GPU_CONFIGS[0]
+    plain = Config.make(config.num_warps, config.num_stages, **{**config.kernel_params(), "FIXUP": 0})
+    want = gemm(a, b, plain, "nk")
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [torch.empty_like(want) for _ in streams]
+    for _ in range(20):
+        for stream, out in zip(streams, outs):
+            with torch.cuda.stream(stream):
+                gemm(a, b, config, "nk", out=out)
+    torch.cuda.synchronize()
+    assert all(torch.equal(out, want) for out in outs)
+    graph_out = torch.empty_like(want)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        gemm(a, b, config, "nk", out=graph_out)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gemm(a, b, config, "nk", out=graph_out)
+    for _ in range(5):
+        graph_out.fill_(float("nan"))
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(graph_out, want)

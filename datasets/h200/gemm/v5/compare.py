@@ -3,7 +3,8 @@
 
 - wgmma: over the shapes space 5 swept with M <= 32, how often a 64-row tile (new there: BLOCK_M above
   M's power of two) is the fastest config, and the best config's speed over the best config without
-  one, both of the same sweep (same call, same GPU: no cross-call drift);
+  one, both of the same sweep (same call, same GPU: no cross-call drift). M <= 16 reads v5/wide/, the
+  sweep under the first rules (gemm-rules-6) that had them; they never won there, so space 5 dropped them;
 - sums: the same for split-K summed in the reduction kernel (FIXUP 0) against the rest, over the shapes
   swept with 32 < M <= 64, and for the in-kernel sum (FIXUP 1) against the rest;
 - cublas: cuBLAS ÷ best by the report's classes, space 4 -> space 5, over all shapes (each from its own pass);
@@ -22,16 +23,17 @@ from rooftune.eval.reports import geomean
 
 ROOT = Path("datasets/h200/gemm")
 SPACE4, SPACE5 = ROOT / "v4", ROOT / "v5"
+WIDE = SPACE5 / "wide"  # the first space-5 sweep of the shapes with M <= 16, 64-row tiles included (gemm-rules-6)
 _spec = importlib.util.spec_from_file_location("compare_v3", Path(__file__).resolve().parents[1] / "v3" / "compare.py")
 compare_v3 = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare_v3)
 
 
-def gains(split: str, shapes, variant, what: str) -> None:
-    """Over the swept (not carried) shapes of SPACE5/split that `shapes(shape)` selects: the best
+def gains(split: str, shapes, variant, what: str, root: Path = SPACE5) -> None:
+    """Over the swept (not carried) shapes of root/split that `shapes(shape)` selects: the best
     config's speed over the best config without `variant(shape, config)`, and how often a variant wins."""
     out = {}
-    for rec in read_dataset(SPACE5 / split):
+    for rec in read_dataset(root / split):
         if rec.meta.get("carried_from") or not shapes(rec.shape):
             continue
         space = set(rec.candidate_configs())
@@ -52,9 +54,9 @@ def gains(split: str, shapes, variant, what: str) -> None:
 
 def wgmma(splits) -> None:
     for split in splits:
-        for lo, hi in ((1, 16), (17, 32)):
+        for lo, hi, root in ((1, 16, WIDE), (17, 32, SPACE5)):
             gains(split, lambda s: lo <= s.m <= hi, lambda s, c: c["BLOCK_M"] == 64 and s.m <= 32,
-                  f"64-row tiles over M {lo}-{hi}")
+                  f"64-row tiles over M {lo}-{hi}", root)
 
 
 def sums(splits) -> None:
