@@ -21,7 +21,7 @@ from pathlib import Path
 from rooftune.eval.dataset import read_dataset
 from rooftune.eval.reports import geomean, row_class, shape_rows
 from rooftune.hwprofiles import load_profile
-from rooftune.roofline.residual import load_residual
+from rooftune.roofline.residual import load_residual, read_residual
 from rooftune.tuner.evaluation import replay
 from rooftune.tuner.strategies import rooftune_strategy
 
@@ -80,9 +80,12 @@ def cost() -> None:
               f"{statistics.mean(swept):.2f} ({len(swept)})")
 
 
-def worst(count: int = 8, root: Path = SPACE3, space: str = "space 3") -> None:
+def worst(count: int = 8, root: Path = SPACE3, space: str = "space 3", residual: str | None = None) -> None:
+    """The held-out shapes where rooftune's 20-config search scores lowest, with the shipped residual
+    or the one at `residual` (an earlier space's, kept beside it)."""
     profile = load_profile("h200")
-    scores = replay(read_dataset(root / "heldout"), rooftune_strategy(load_residual("gemm", profile)), 20, profile)
+    fitted = read_residual(residual) if residual else load_residual("gemm", profile)
+    scores = replay(read_dataset(root / "heldout"), rooftune_strategy(fitted), 20, profile)
     for s in sorted(scores, key=lambda s: s.score)[:count]:
         origin = "carried" if s.records.meta.get("carried_from") else f"swept for {space}"
         print(f"{s.score:.3f} {s.records.shape} ({origin})")

@@ -7,7 +7,7 @@ command prints, from the committed data (no GPU).
   classes, space 3 -> space 4, over all shapes (each ratio from one pass: no cross-call drift);
 - cost: the sweep's measured seconds per shape (`time_s`, compiles excluded) over the shapes space 4
   swept, against the same shapes' space-3 sweep;
-- worst: the held-out shapes where the shipped residual's 20-config search scores lowest;
+- worst: the held-out shapes where space 4's residual (`-space4.json`) scores lowest at 20 configs;
 - pointer: what pointer loads beside TMA could add on aligned decode, at most: per shape the better of
   space 1's (pointer loads) and space 3's (TMA) cuBLAS ratio, each from its own pass.
 
@@ -44,7 +44,7 @@ def cost() -> None:
 
 
 def worst() -> None:
-    compare_v3.worst(root=SPACE4, space="space 4")
+    compare_v3.worst(root=SPACE4, space="space 4", residual="hwprofiles/residuals/gemm-NVIDIA_H200-space4.json")
 
 
 def pointer() -> None:

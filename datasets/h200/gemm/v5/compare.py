@@ -8,12 +8,15 @@
 - sums: the same for split-K summed in the reduction kernel (FIXUP 0) against the rest, over the shapes
   swept with 32 < M <= 64, and for the in-kernel sum (FIXUP 1) against the rest;
 - cublas: cuBLAS ÷ best by the report's classes, space 4 -> space 5, over all shapes (each from its own pass);
-- cost: the sweep's measured seconds per shape over the shapes space 5 swept, against space 4's.
+- cost: the sweep's measured seconds per shape over the shapes space 5 swept, against space 4's;
+- worst: the held-out shapes where the shipped residual's 20-config search scores lowest;
+- fill: matmul_fill.json's figures (what gemm()'s per-stream FIXUP workspace saves a caller).
 
-usage (repository root): python3 datasets/h200/gemm/v5/compare.py {wgmma,sums,cublas,cost} [SPLIT ...]
+usage (repository root): python3 datasets/h200/gemm/v5/compare.py {wgmma,sums,cublas,cost,worst,fill} [SPLIT ...]
 """
 
 import importlib.util
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -82,8 +85,17 @@ def cost(splits) -> None:
               f"over all {len(every)} shapes of space 5 {statistics.mean(every):.2f}")
 
 
+def worst(splits) -> None:
+    compare_v3.worst(root=SPACE5, space="space 5")
+
+
+def fill(splits) -> None:
+    for row in json.loads((SPACE5 / "matmul_fill.json").read_text()):
+        print(f"{row['shape']}: " + ", ".join(f"{k} {v:.1f} µs" for k, v in row.items() if k not in ("shape", "config")))
+
+
 if __name__ == "__main__":
-    commands = {"wgmma": wgmma, "sums": sums, "cublas": cublas, "cost": cost}
+    commands = {"wgmma": wgmma, "sums": sums, "cublas": cublas, "cost": cost, "worst": worst, "fill": fill}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](sys.argv[2:] or ("train", "heldout"))
