@@ -29,6 +29,7 @@ tests/kernels/test_alignment.py), and their datasets stay valid.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -38,6 +39,7 @@ import triton.language as tl
 from triton.runtime.jit import MockTensor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from rooftune.candidates.config import Config
 from rooftune.candidates.shapes import GEMM_LAYOUTS, GemmShape
 from rooftune.kernels.lazy import TRITON_DTYPES, TorchDtypes, torch
 
@@ -311,33 +313,38 @@ def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) 
     return torch.empty(shape, dtype=torch.float32, device=device)
 
 
-# `gemm` keeps the FIXUP workspaces it made, one per (device, stream, split, M, N, tiles): their counters
-# are zeroed once and every launch leaves them at 0, so a later call on the same stream neither allocates
-# nor fills. Launches on one stream run in order and so never share counters at once; another stream gets
-# its own workspace. Oldest first out past this many bytes (freeing one is safe: the caching allocator
-# reuses its memory in the stream's order). Not while a CUDA graph is captured: the counters' fill would
-# only run on replay, so a captured call makes its own workspace, and the graph zeroes it each replay.
-FIXUP_WORKSPACE_CACHE_BYTES = 256 << 20
-_fixup_workspaces: dict[tuple, torch.Tensor] = {}
+# `gemm` keeps the workspaces it made, so a call neither allocates nor (FIXUP) fills. Without split-K the
+# kernel never touches its one-element stand-in: one per device serves every call. With split-K, one
+# per (device, stream, split, M, N, tile, FIXUP): a FIXUP workspace's counters are zeroed once and every
+# launch leaves them at 0; a reduction-kernel split rewrites its partials each launch. Launches on one
+# stream run in order, so they never share a workspace at once; another stream gets its own. Oldest
+# first out past this many bytes (freeing one is safe: the caching allocator reuses its memory in the
+# stream's order). Not while a CUDA graph is captured: a FIXUP fill would only run on replay, so a
+# captured split-K call makes its own workspace (the graph zeroes its counters each replay).
+WORKSPACE_CACHE_BYTES = 256 << 20
+_stand_ins: dict[object, torch.Tensor] = {}
+_split_workspaces: dict[tuple, torch.Tensor] = {}
 
 
 def _call_workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) -> torch.Tensor:
-    """The workspace of one `gemm` call: `_workspace`'s, but for a FIXUP config the stream's cached one."""
-    device = torch.device(device)
-    if not uses_fixup(config):
-        return _workspace(config, m, n, device)
+    """The workspace of one `gemm` call: `_workspace`'s, kept per device (no split) or per stream."""
+    split = config["SPLIT_K"]
+    if split == 1:
+        ws = _stand_ins.get(device)
+        if ws is None:
+            ws = _stand_ins[device] = _workspace(config, m, n, device)
+        return ws
     cuda = device.type == "cuda"
     if cuda and torch.cuda.is_current_stream_capturing():
         return _workspace(config, m, n, device)
     stream = torch.cuda.current_stream(device).cuda_stream if cuda else 0
-    key = (str(device), stream, config["SPLIT_K"], m, n, config["BLOCK_M"], config["BLOCK_N"])
-    ws = _fixup_workspaces.get(key)
+    key = (device, stream, split, m, n, config["BLOCK_M"], config["BLOCK_N"], uses_fixup(config))
+    ws = _split_workspaces.get(key)
     if ws is None:
-        ws = _workspace(config, m, n, device)
-        _fixup_workspaces[key] = ws
-        total = sum(w.numel() * w.element_size() for w in _fixup_workspaces.values())
-        while total > FIXUP_WORKSPACE_CACHE_BYTES and len(_fixup_workspaces) > 1:
-            old = _fixup_workspaces.pop(next(iter(_fixup_workspaces)))
+        ws = _split_workspaces[key] = _workspace(config, m, n, device)
+        total = sum(w.numel() * w.element_size() for w in _split_workspaces.values())
+        while total > WORKSPACE_CACHE_BYTES and len(_split_workspaces) > 1:
+            old = _split_workspaces.pop(next(iter(_split_workspaces)))
             total -= old.numel() * old.element_size()
     return ws
 
@@ -495,12 +502,26 @@ def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: st
     if out is None:
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     _check_out(out, a, m, n)
-    if uses_tma(config) and not tma_ready(a, b):  # the same tiles through pointers: slower, never wrong
-        config = {**config, "TMA": 0, "PERSISTENT": 0}
-    srcs = _sources(config, layout, a, b, (m, n, k))
-    _launch_fn(config, layout, m, n, k, persistent_programs(config, layout, a, b, out, srcs))(
-        a, b, out, _call_workspace(config, m, n, a.device), srcs)
+    tma = uses_tma(config)
+    if tma and not tma_ready(a, b):  # the same tiles through pointers: slower, never wrong
+        config, tma = {**config, "TMA": 0, "PERSISTENT": 0}, False
+    srcs = _descriptors(a, b, layout, (m, n, k), (a.stride(0), b.stride(0)), config) if tma else (a, b)
+    programs = persistent_programs(config, layout, a, b, out, srcs)
+    if isinstance(config, Config):  # hashable: the launch function is made once per config and shape
+        launch = _cached_launch_fn(config, layout, m, n, k, programs, _gemm_kernel, _gemm_tma_kernel,
+                                   _gemm_tma_persistent_kernel, _splitk_reduce_kernel)
+    else:
+        launch = _launch_fn(config, layout, m, n, k, programs)
+    launch(a, b, out, _call_workspace(config, m, n, a.device), srcs)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_launch_fn(config: Config, layout: str, m: int, n: int, k: int, programs: int, *kernels) -> Callable:
+    """`_launch_fn` kept per (config, layout, M, N, K, programs): making it (config lookups, the grid-bound
+    kernels) costs a `gemm` call tens of µs of host time. `kernels`, the module's kernel objects, are
+    part of the key, so a kernel replaced (a test's recorder) is never served a stale launch."""
+    return _launch_fn(config, layout, m, n, k, programs)
 
 
 def make_launcher(config: Mapping[str, int], layout: str, inputs: list[tuple[torch.Tensor, torch.Tensor]],

@@ -322,11 +322,12 @@ def test_fixup_sums_the_splits_in_the_kernel_as_the_reduction_kernel_does(layout
         assert torch.equal(into, out)
 
 
-def test_gemm_keeps_one_fixup_workspace_per_stream_and_shape(monkeypatch):
+def test_gemm_keeps_its_workspaces_per_stream_and_shape(monkeypatch):
     """gemm() zeroes a FIXUP config's counters once per (device, stream, split, M, N, tile) and reuses
     the workspace (its counters are back at 0 after each call: the results stay the reduction kernel's
-    bits); other configs get a fresh workspace; past FIXUP_WORKSPACE_CACHE_BYTES the oldest goes."""
-    monkeypatch.setattr(gemm_module, "_fixup_workspaces", {})
+    bits); a reduction-kernel split keeps its own; without split-K one stand-in serves every call; past
+    WORKSPACE_CACHE_BYTES the oldest goes."""
+    monkeypatch.setattr(gemm_module, "_split_workspaces", {})
     shape = GemmShape(7, 40, 96, layout="nk", dtype="fp16")
     a, b = make_inputs(shape, DEVICE, 0)
     plain = small(3, 1, bn=32, bk=16)
@@ -334,15 +335,31 @@ def test_gemm_keeps_one_fixup_workspace_per_stream_and_shape(monkeypatch):
     want = gemm(a, b, plain, "nk")
     for _ in range(3):
         assert torch.equal(gemm(a, b, fixup, "nk"), want)
-    assert len(gemm_module._fixup_workspaces) == 1
-    (ws,) = gemm_module._fixup_workspaces.values()
+    assert torch.equal(gemm(a, b, plain, "nk"), want)
+    assert len(gemm_module._split_workspaces) == 2
+    ws = gemm_module._call_workspace(fixup, 7, 40, a.device)
     assert ws.numel() == 3 * 7 * 40 + 1 * 2 and not ws[3 * 7 * 40:].any()  # tiles: 1 x 2, counters at 0
-    first = gemm_module._call_workspace(fixup, 7, 40, a.device)
-    assert first is ws and gemm_module._call_workspace(plain, 7, 40, a.device) is not ws
+    assert gemm_module._call_workspace(plain, 7, 40, a.device) is not ws
+    one = small(1, 1, bn=32, bk=16)
+    assert gemm_module._call_workspace(one, 7, 40, a.device) is gemm_module._call_workspace(one, 9, 90, a.device)
     other = Config.make(4, 2, **{**fixup.kernel_params(), "BLOCK_N": 16})
-    monkeypatch.setattr(gemm_module, "FIXUP_WORKSPACE_CACHE_BYTES", ws.numel() * 4)
+    monkeypatch.setattr(gemm_module, "WORKSPACE_CACHE_BYTES", ws.numel() * 4)
     assert torch.equal(gemm(a, b, other, "nk"), want)
-    assert [w is ws for w in gemm_module._fixup_workspaces.values()] == [False]  # the newest alone
+    assert [w is ws for w in gemm_module._split_workspaces.values()] == [False]  # the newest alone
+
+
+def test_gemm_makes_its_launch_function_once_per_config_and_shape(monkeypatch):
+    made = []
+    real = gemm_module._launch_fn
+    monkeypatch.setattr(gemm_module, "_launch_fn", lambda *args: made.append(args) or real(*args))
+    gemm_module._cached_launch_fn.cache_clear()
+    shape = GemmShape(5, 24, 40, layout="kn", dtype="fp16")
+    a, b = make_inputs(shape, DEVICE, 0)
+    config = small(2, 1, bn=16, bk=16)
+    first = gemm(a, b, config, "kn")
+    assert torch.equal(gemm(a, b, config, "kn"), first) and len(made) == 1
+    gemm(a, b, dict(config), "kn")  # a plain mapping is not hashable: made per call
+    assert len(made) == 2
 
 
 def test_fixup_needs_a_split():

@@ -10,7 +10,8 @@
 - cublas: cuBLAS ÷ best by the report's classes, space 4 -> space 5, over all shapes (each from its own pass);
 - cost: the sweep's measured seconds per shape over the shapes space 5 swept, against space 4's;
 - worst: the held-out shapes where the shipped residual's 20-config search scores lowest;
-- fill: matmul_fill.json's figures (what gemm()'s per-stream FIXUP workspace saves a caller).
+- fill: matmul_fill_first.json's and matmul_fill.json's figures (what gemm()'s kept workspaces and launch
+  functions save a caller).
 
 usage (repository root): python3 datasets/h200/gemm/v5/compare.py {wgmma,sums,cublas,cost,worst,fill} [SPLIT ...]
 """
@@ -90,8 +91,10 @@ def worst(splits) -> None:
 
 
 def fill(splits) -> None:
-    for row in json.loads((SPACE5 / "matmul_fill.json").read_text()):
-        print(f"{row['shape']}: " + ", ".join(f"{k} {v:.1f} µs" for k, v in row.items() if k not in ("shape", "config")))
+    for name in ("matmul_fill_first.json", "matmul_fill.json"):
+        print(name)
+        for row in json.loads((SPACE5 / name).read_text()):
+            print(f"  {row['shape']}: " + ", ".join(f"{k} {v:.1f} µs" for k, v in row.items() if k not in ("shape", "config")))
 
 
 if __name__ == "__main__":

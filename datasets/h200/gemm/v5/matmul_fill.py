@@ -1,9 +1,12 @@
-"""What gemm()'s per-stream FIXUP workspace saves a caller (`rooftune.matmul` runs `gemm`): per call, a
-FIXUP config run eagerly three ways, interleaved over rounds: a launcher (everything allocated once),
-gemm() as it is (the stream's cached workspace: no allocation, no fill), and gemm() with a fresh
-workspace per call (before: one allocation and one fill kernel per call). Each way runs CALLS calls back
-to back between two CUDA events (host launch cost included, as a caller sees it); the median over
+"""What gemm()'s kept workspaces and launch functions save a caller (`rooftune.matmul` runs `gemm`): per
+call, a FIXUP config run eagerly four ways, interleaved over rounds: a launcher (everything made once),
+gemm() as it is (the stream's kept workspace, the launch function made once per config and shape),
+gemm() with a fresh workspace per call (one allocation and one counter fill a call), and gemm() as it
+was before either (a fresh workspace and the launch function made per call). Each way runs CALLS calls
+back to back between two CUDA events (host launch cost included, as a caller sees it); the median over
 ROUNDS rounds, in µs per call. Every output is checked against the reduction kernel's bits first.
+matmul_fill_first.json: the first run, when gemm() kept its FIXUP workspaces but still made its launch
+function per call (its "gemm() cached workspace"); its "gemm() fresh workspace" is this run's "gemm() before".
 
 usage, on the GPU machine (repository root): python3 datasets/h200/gemm/v5/matmul_fill.py [OUT.json]
 """
@@ -27,14 +30,17 @@ CASES = [(GemmShape(24, 4800, 1600, "nk"), Config.make(4, 4, BLOCK_M=16, BLOCK_N
                                                          SPLIT_K=2, TMA=1, PERSISTENT=0, FIXUP=1))]
 
 
-def fresh_workspace(call) -> None:
-    """`call()` with gemm() making a fresh workspace (allocation and counter fill), as before the cache."""
-    cached = gemm_module._call_workspace
+def as_before(call, launch_fn: bool) -> None:
+    """`call()` with gemm() making a fresh workspace (allocation and counter fill) and, with `launch_fn`,
+    its launch function, per call."""
+    kept_ws, kept_fn = gemm_module._call_workspace, gemm_module._cached_launch_fn
     gemm_module._call_workspace = gemm_module._workspace
+    if launch_fn:
+        gemm_module._cached_launch_fn = lambda *args: gemm_module._launch_fn(*args[:6])
     try:
         call()
     finally:
-        gemm_module._call_workspace = cached
+        gemm_module._call_workspace, gemm_module._cached_launch_fn = kept_ws, kept_fn
 
 
 def per_call_us(fn) -> float:
@@ -56,8 +62,9 @@ def main(out_path: str | None) -> None:
         want = gemm(a, b, plain, shape.layout)
         launch = make_launcher(config, shape.layout, [(a, b)], out)
         ways = {"launcher": lambda: launch(0),
-                "gemm() cached workspace": lambda: gemm(a, b, config, shape.layout, out=out),
-                "gemm() fresh workspace": lambda: fresh_workspace(lambda: gemm(a, b, config, shape.layout, out=out))}
+                "gemm()": lambda: gemm(a, b, config, shape.layout, out=out),
+                "gemm() fresh workspace": lambda: as_before(lambda: gemm(a, b, config, shape.layout, out=out), False),
+                "gemm() before": lambda: as_before(lambda: gemm(a, b, config, shape.layout, out=out), True)}
         for name, fn in ways.items():
             out.fill_(float("nan"))
             fn()
