@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -324,6 +325,7 @@ def _workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) 
 WORKSPACE_CACHE_BYTES = 256 << 20
 _stand_ins: dict[object, torch.Tensor] = {}
 _split_workspaces: dict[tuple, torch.Tensor] = {}
+_workspaces_lock = threading.Lock()  # a miss inserts and evicts; callers on several threads share the dict
 
 
 def _call_workspace(config: Mapping[str, int], m: int, n: int, device: torch.device) -> torch.Tensor:
@@ -341,11 +343,13 @@ def _call_workspace(config: Mapping[str, int], m: int, n: int, device: torch.dev
     key = (device, stream, split, m, n, config["BLOCK_M"], config["BLOCK_N"], uses_fixup(config))
     ws = _split_workspaces.get(key)
     if ws is None:
-        ws = _split_workspaces[key] = _workspace(config, m, n, device)
-        total = sum(w.numel() * w.element_size() for w in _split_workspaces.values())
-        while total > WORKSPACE_CACHE_BYTES and len(_split_workspaces) > 1:
-            old = _split_workspaces.pop(next(iter(_split_workspaces)))
-            total -= old.numel() * old.element_size()
+        ws = _workspace(config, m, n, device)
+        with _workspaces_lock:
+            _split_workspaces[key] = ws
+            total = sum(w.numel() * w.element_size() for w in _split_workspaces.values())
+            while total > WORKSPACE_CACHE_BYTES and len(_split_workspaces) > 1:
+                old = _split_workspaces.pop(next(iter(_split_workspaces)))
+                total -= old.numel() * old.element_size()
     return ws
 
 
