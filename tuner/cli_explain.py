@@ -35,6 +35,29 @@ def config_label(config) -> str:
     return f"{tile} {rest}"
 
 
+def complete_config(space, shape, profile, text: str):
+    """The config `text` names, its missing parameters filled in where the shape's legal set leaves each
+    one value given the rest (e.g. TMA from the rows' alignment, FIXUP from M and SPLIT_K), with what was
+    filled in; a clear error where a missing parameter could take several values, or none."""
+    from rooftune.candidates import Config, ConfigError, legal_configs, parse_config
+
+    given = parse_config(text)
+    unknown = set(given.kernel_params()) - set(space.param_names)
+    missing = [n for n in space.param_names if n not in given.kernel_params()]
+    if unknown or not missing:
+        return parse_config(text, space.param_names), {}
+    fits = {tuple(c[n] for n in missing) for c in legal_configs(space, shape, profile).configs
+            if all(c[k] == v for k, v in given.items())}
+    if len(fits) != 1:
+        options = "; ".join(", ".join(f"{n}={v}" for n, v in zip(missing, f)) for f in sorted(fits)[:6])
+        raise ConfigError(f"missing parameter(s) {', '.join(missing)}: "
+                          + (f"legal here with {options}; name one" if fits else
+                             "no legal config of this shape has the others as given; name them all"))
+    filled = dict(zip(missing, fits.pop()))
+    values = {**given.kernel_params(), **filled}
+    return Config(tuple((n, values[n]) for n in space.param_names), given.num_warps, given.num_stages), filled
+
+
 @cli_errors()
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
              residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None) -> None:
@@ -42,7 +65,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     from rich.console import Console
     from rich.table import Table
 
-    from rooftune.candidates import SPACES, check_in_grid, config_legality, configs_to_columns, legal_configs, parse_config
+    from rooftune.candidates import SPACES, check_in_grid, config_legality, configs_to_columns, legal_configs
     from rooftune.roofline import predict
     from rooftune.roofline.occupancy import LIMITERS
     from rooftune.tuner.args import fail, load_gpu, parse_shape, warn
@@ -59,7 +82,9 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     check_plot(plot)
     named = None
     if config_text is not None:
-        named = parse_config(config_text, space.param_names)
+        named, filled = complete_config(space, shape, profile, config_text)
+        if filled:
+            warn("filled in from the shape's legal configs: " + ", ".join(f"{k}={v}" for k, v in filled.items()))
         check_in_grid(space, named)  # the model is defined on the grid only; illegal-but-in-grid is explained
     legal = legal_configs(space, shape, profile)
     configs = list(legal.configs)

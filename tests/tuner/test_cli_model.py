@@ -24,6 +24,25 @@ def test_explain_gemm_top_and_named_config():
     assert "dominant" in result.output and "waves" in result.output
 
 
+def test_explain_fills_in_what_the_shape_leaves_one_value_and_asks_for_the_rest():
+    # M = 8 with SPLIT_K 4: split-K sums in the GEMM kernel there, and no persistent tiles
+    decode = runner.invoke(app, ["explain", "gemm", "--shape", "8x4096x4096", "--layout", "nk", "--config",
+                                 "BLOCK_M=16,BLOCK_N=64,BLOCK_K=128,GROUP_M=1,SPLIT_K=4,TMA=1,num_warps=4,num_stages=4"])
+    text = " ".join(decode.output.split())
+    assert decode.exit_code == 0, decode.output
+    assert "filled in from the shape's legal configs: PERSISTENT=0, FIXUP=1" in text and "named config: rank" in text
+    # 4096³: PERSISTENT may be 0 or 1, so it must be named
+    big = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--config",
+                              "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,num_warps=8,num_stages=4"])
+    text = " ".join(big.output.split())
+    assert big.exit_code == 2 and "missing parameter(s) PERSISTENT, FIXUP" in text
+    assert "PERSISTENT=0, FIXUP=0; PERSISTENT=1, FIXUP=0" in text
+    # nothing legal matches the rest (a 256-row tile for M = 8)
+    none = runner.invoke(app, ["explain", "gemm", "--shape", "8x4096x4096", "--config",
+                               "BLOCK_M=256,BLOCK_N=64,BLOCK_K=128,GROUP_M=1,SPLIT_K=1,TMA=1,num_warps=4,num_stages=4"])
+    assert none.exit_code == 2 and "no legal config" in " ".join(none.output.split())
+
+
 def test_explain_gemm_layout_and_gpu():
     result = runner.invoke(app, ["explain", "gemm", "--shape", "1x4096x4096", "--gpu", "a100_sxm4_80gb",
                                  "--layout", "nk"])
