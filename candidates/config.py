@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -28,15 +29,13 @@ class Config(Mapping):
     def make(cls, num_warps: int, num_stages: int, **params: int) -> "Config":
         return cls(tuple(params.items()), int(num_warps), int(num_stages))
 
+    @cached_property
+    def _values(self) -> dict[str, int]:
+        """Every parameter by name, made once (a config is read many times per launch)."""
+        return {**dict(self.params), "num_warps": self.num_warps, "num_stages": self.num_stages}
+
     def __getitem__(self, key: str) -> int:
-        if key == "num_warps":
-            return self.num_warps
-        if key == "num_stages":
-            return self.num_stages
-        for name, value in self.params:
-            if name == key:
-                return value
-        raise KeyError(key)
+        return self._values[key]
 
     def __iter__(self) -> Iterator[str]:
         yield from (name for name, _ in self.params)

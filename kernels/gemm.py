@@ -29,7 +29,6 @@ tests/kernels/test_alignment.py), and their datasets stay valid.
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import time
@@ -512,20 +511,32 @@ def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: st
     srcs = _descriptors(a, b, layout, (m, n, k), (a.stride(0), b.stride(0)), config) if tma else (a, b)
     programs = persistent_programs(config, layout, a, b, out, srcs)
     if isinstance(config, Config):  # hashable: the launch function is made once per config and shape
-        launch = _cached_launch_fn(config, layout, m, n, k, programs, _gemm_kernel, _gemm_tma_kernel,
-                                   _gemm_tma_persistent_kernel, _splitk_reduce_kernel)
+        launch = _cached_launch_fn(config, layout, m, n, k, programs)
     else:
         launch = _launch_fn(config, layout, m, n, k, programs)
     launch(a, b, out, _call_workspace(config, m, n, a.device), srcs)
     return out
 
 
-@functools.lru_cache(maxsize=4096)
-def _cached_launch_fn(config: Config, layout: str, m: int, n: int, k: int, programs: int, *kernels) -> Callable:
+# `gemm`'s launch functions, per (config, layout, M, N, K, programs), with the kernel objects they bound.
+LAUNCH_FN_CACHE = 4096
+_launch_fns: dict[tuple, tuple[tuple, Callable]] = {}
+
+
+def _cached_launch_fn(config: Config, layout: str, m: int, n: int, k: int, programs: int) -> Callable:
     """`_launch_fn` kept per (config, layout, M, N, K, programs): making it (config lookups, the grid-bound
-    kernels) costs a `gemm` call tens of µs of host time. `kernels`, the module's kernel objects, are
-    part of the key, so a kernel replaced (a test's recorder) is never served a stale launch."""
-    return _launch_fn(config, layout, m, n, k, programs)
+    kernels) costs a `gemm` call tens of µs of host time. An entry serves only while the module's kernel
+    objects are the ones it bound (compared by identity: a test's recorder never gets a stale launch)."""
+    kernels = (_gemm_kernel, _gemm_tma_kernel, _gemm_tma_persistent_kernel, _splitk_reduce_kernel)
+    key = (config, layout, m, n, k, programs)
+    hit = _launch_fns.get(key)
+    if hit is not None and all(kept is now for kept, now in zip(hit[0], kernels)):
+        return hit[1]
+    launch = _launch_fn(config, layout, m, n, k, programs)
+    if len(_launch_fns) >= LAUNCH_FN_CACHE:
+        _launch_fns.clear()
+    _launch_fns[key] = (kernels, launch)
+    return launch
 
 
 def make_launcher(config: Mapping[str, int], layout: str, inputs: list[tuple[torch.Tensor, torch.Tensor]],

@@ -352,7 +352,7 @@ def test_gemm_makes_its_launch_function_once_per_config_and_shape(monkeypatch):
     made = []
     real = gemm_module._launch_fn
     monkeypatch.setattr(gemm_module, "_launch_fn", lambda *args: made.append(args) or real(*args))
-    gemm_module._cached_launch_fn.cache_clear()
+    gemm_module._launch_fns.clear()
     shape = GemmShape(5, 24, 40, layout="kn", dtype="fp16")
     a, b = make_inputs(shape, DEVICE, 0)
     config = small(2, 1, bn=16, bk=16)
