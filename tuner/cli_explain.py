@@ -35,19 +35,18 @@ def config_label(config) -> str:
     return f"{tile} {rest}"
 
 
-def complete_config(space, shape, profile, text: str):
-    """The config `text` names, its missing parameters filled in where the shape's legal set leaves each
-    one value given the rest (e.g. TMA from the rows' alignment, FIXUP from M and SPLIT_K), with what was
-    filled in; a clear error where a missing parameter could take several values, or none."""
-    from rooftune.candidates import Config, ConfigError, legal_configs, parse_config
+def complete_config(space, legal: list, text: str):
+    """The config `text` names, its missing parameters filled in where `legal` (the shape's legal configs)
+    leaves each one value given the rest (e.g. TMA from the rows' alignment, FIXUP from M and SPLIT_K),
+    with what was filled in; a clear error where a missing parameter could take several values, or none."""
+    from rooftune.candidates import Config, ConfigError, parse_config
 
     given = parse_config(text)
     unknown = set(given.kernel_params()) - set(space.param_names)
     missing = [n for n in space.param_names if n not in given.kernel_params()]
     if unknown or not missing:
         return parse_config(text, space.param_names), {}
-    fits = {tuple(c[n] for n in missing) for c in legal_configs(space, shape, profile).configs
-            if all(c[k] == v for k, v in given.items())}
+    fits = {tuple(c[n] for n in missing) for c in legal if all(c[k] == v for k, v in given.items())}
     if len(fits) != 1:
         options = "; ".join(", ".join(f"{n}={v}" for n, v in zip(missing, f)) for f in sorted(fits)[:6])
         raise ConfigError(f"missing parameter(s) {', '.join(missing)}: "
@@ -80,13 +79,13 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if data is not None and plot is None:
         warn("--data is read only with --plot; ignoring it")
     check_plot(plot)
+    legal = legal_configs(space, shape, profile)
     named = None
     if config_text is not None:
-        named, filled = complete_config(space, shape, profile, config_text)
+        named, filled = complete_config(space, legal.configs, config_text)
         if filled:
             warn("filled in from the shape's legal configs: " + ", ".join(f"{k}={v}" for k, v in filled.items()))
         check_in_grid(space, named)  # the model is defined on the grid only; illegal-but-in-grid is explained
-    legal = legal_configs(space, shape, profile)
     configs = list(legal.configs)
     if named is not None and named not in configs:
         configs.append(named)

@@ -29,26 +29,35 @@ ROOT = Path("datasets/h200/gemm")
 SPACE2, SPACE3 = ROOT / "v2", ROOT / "v3"
 
 
+def split_gains(root: Path, split: str, variant, base, what: str, versus: str, shapes=lambda shape: True,
+                top: int = 6) -> None:
+    """Over the shapes of root/split swept for its space (not carried) that `shapes(shape)` selects, where
+    configs with `variant(shape, config)` and with `base(shape, config)` were both timed: how often a
+    variant config is the fastest and the best config's speed over the best `base` config of the same sweep."""
+    gains = {}
+    for rec in read_dataset(root / split):
+        if rec.meta.get("carried_from") or not shapes(rec.shape):
+            continue
+        space = set(rec.candidate_configs())
+        ok = [t for t in rec.trials if t.ok and t.config in space]
+        var = [t.time_us for t in ok if variant(rec.shape, t.config)]
+        rest = [t.time_us for t in ok if base(rec.shape, t.config)]
+        if var and rest:
+            gains[str(rec.shape)] = min(rest) / min(min(var), min(rest))
+    if not gains:
+        print(f"{split}: no swept shape has {what} configs")
+        return
+    wins = sorted(((g, s) for s, g in gains.items() if g > 1.0), reverse=True)
+    print(f"{split}: {len(gains)} shapes with {what} configs; one is the fastest on {len(wins)}, "
+          f"by more than 1% on {sum(g > 1.01 for g, _ in wins)}; best ÷ best {versus}, "
+          f"geometric mean {geomean(gains.values()):.4f}, max {max(gains.values()):.3f}")
+    print("  largest gains: " + ", ".join(f"{s} {g:.3f}" for g, s in wins[:top]))
+
+
 def variant_gains(root: Path, variant, base, what: str, versus: str):
-    """Per split, over the shapes of `root` swept for its space (not carried), where configs with
-    `variant(config)` and with `base(config)` were both timed: how often a variant config is the fastest
-    and the best config's speed over the best `base` config of the same sweep."""
+    """`split_gains` for train then held-out, with predicates of the config alone."""
     for split in ("train", "heldout"):
-        gains = {}
-        for rec in read_dataset(root / split):
-            if rec.meta.get("carried_from"):
-                continue
-            space = set(rec.candidate_configs())
-            ok = [t for t in rec.trials if t.ok and t.config in space]
-            var = [t.time_us for t in ok if variant(t.config)]
-            rest = [t.time_us for t in ok if base(t.config)]
-            if var and rest:
-                gains[str(rec.shape)] = min(rest) / min(min(var), min(rest))
-        wins = sorted(((g, s) for s, g in gains.items() if g > 1.0), reverse=True)
-        print(f"{split}: {len(gains)} shapes with {what} configs; one is the fastest on {len(wins)}, "
-              f"by more than 1% on {sum(g > 1.01 for g, _ in wins)}; best ÷ best {versus}, "
-              f"geometric mean {geomean(gains.values()):.4f}, max {max(gains.values()):.3f}")
-        print("  largest gains: " + ", ".join(f"{s} {g:.3f}" for g, s in wins[:6]))
+        split_gains(root, split, lambda _, c: variant(c), lambda _, c: base(c), what, versus)
         yield split
 
 

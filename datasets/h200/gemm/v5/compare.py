@@ -34,33 +34,15 @@ _spec.loader.exec_module(compare_v3)
 
 
 def gains(split: str, shapes, variant, what: str, root: Path = SPACE5) -> None:
-    """Over the swept (not carried) shapes of root/split that `shapes(shape)` selects: the best
-    config's speed over the best config without `variant(shape, config)`, and how often a variant wins."""
-    out = {}
-    for rec in read_dataset(root / split):
-        if rec.meta.get("carried_from") or not shapes(rec.shape):
-            continue
-        space = set(rec.candidate_configs())
-        ok = [t for t in rec.trials if t.ok and t.config in space]
-        var = [t.time_us for t in ok if variant(rec.shape, t.config)]
-        rest = [t.time_us for t in ok if not variant(rec.shape, t.config)]
-        if var and rest:
-            out[str(rec.shape)] = min(rest) / min(min(var), min(rest))
-    if not out:
-        print(f"{split}: no swept shape has {what} configs")
-        return
-    wins = sorted(((g, s) for s, g in out.items() if g > 1.0), reverse=True)
-    print(f"{split}: {len(out)} shapes with {what} configs; one is the fastest on {len(wins)}, by more than 1% on "
-          f"{sum(g > 1.01 for g, _ in wins)}; best ÷ best without, geometric mean {geomean(out.values()):.4f}, "
-          f"max {max(out.values()):.3f}")
-    print("  largest gains: " + ", ".join(f"{s} {g:.3f}" for g, s in wins[:8]))
+    """`compare_v3.split_gains` over the shapes `shapes(shape)` selects: the variant against the rest."""
+    compare_v3.split_gains(root, split, variant, lambda s, c: not variant(s, c), what, "without", shapes, top=8)
 
 
 def wgmma(splits) -> None:
     for split in splits:
         for lo, hi, root in ((1, 16, WIDE), (17, 32, SPACE5)):
-            gains(split, lambda s: lo <= s.m <= hi, lambda s, c: c["BLOCK_M"] == 64 and s.m <= 32,
-                  f"64-row tiles over M {lo}-{hi}", root)
+            gains(split, lambda s: lo <= s.m <= hi, lambda s, c: c["BLOCK_M"] == 64, f"64-row tiles over M {lo}-{hi}",
+                  root)
 
 
 def sums(splits) -> None:

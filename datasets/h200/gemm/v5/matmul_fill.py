@@ -36,7 +36,7 @@ def as_before(call, launch_fn: bool) -> None:
     kept_ws, kept_fn = gemm_module._call_workspace, gemm_module._cached_launch_fn
     gemm_module._call_workspace = gemm_module._workspace
     if launch_fn:
-        gemm_module._cached_launch_fn = lambda *args: gemm_module._launch_fn(*args[:6])
+        gemm_module._cached_launch_fn = lambda *args: gemm_module._launch_fn(*args)
     try:
         call()
     finally:
