@@ -59,13 +59,15 @@ def _with_params(config: Config, names: list[str], defaults: dict[str, int]) -> 
 
 
 def carry_unchanged(src: str | Path, dst: str | Path, profile: HardwareProfile, space: SearchSpace = GEMM_SPACE,
-                    defaults: dict[str, int] | None = None) -> tuple[int, int]:
+                    defaults: dict[str, int] | None = None, rerun: dict[str, int] | None = None) -> tuple[int, int]:
     """Copy into the dataset `dst` of `space` every shape of `src` (a dataset of an earlier version of the
     same kernel's space) whose recorded in-space configs, with the parameters `space` added at
     `defaults` (ADDED_DEFAULTS), are exactly the shape's legal set under `space` on `profile`: the
     recorded sweep is then exhaustive for the new version. Rows are kept as timed (baseline configs get
     the defaults too); each carried file's meta says `carried_from` (the old version). Shapes already in
-    `dst` are left alone. Returns (carried, not carried: the shapes to sweep)."""
+    `dst` are left alone. `rerun` {param: value}: configs with any of these values run changed kernel code,
+    so a shape whose legal set holds one is not carried either (its recorded times are of the old code).
+    Returns (carried, not carried: the shapes to sweep)."""
     defaults = ADDED_DEFAULTS if defaults is None else defaults
     old = read_manifest(src)
     if old.get("kernel") != space.kernel:
@@ -83,7 +85,8 @@ def carry_unchanged(src: str | Path, dst: str | Path, profile: HardwareProfile, 
         result = read_shape(path)
         rows = tuple(dataclasses.replace(r, config=_with_params(r.config, names, defaults)) for r in result.rows)
         recorded = {r.config for r in rows if r.in_space}
-        if recorded != set(legal_configs(space, result.shape, profile).configs):
+        changed = any(c[p] == v for c in recorded for p, v in (rerun or {}).items() if p in c)
+        if changed or recorded != set(legal_configs(space, result.shape, profile).configs):
             left += 1
             continue
         meta = {**result.meta, "space_version": space.version, "carried_from": result.meta.get("space_version")}
@@ -99,12 +102,21 @@ def main() -> None:
     parser.add_argument("--gpu", default="h200", help="the profile the sweep judged legality with")
     parser.add_argument("--carry", action="store_true",
                         help="two datasets, SRC DST: carry SRC's shapes that the current space leaves unchanged into DST")
+    parser.add_argument("--rerun", action="append", default=[], metavar="PARAM=VALUE",
+                        help="with --carry: configs with this value run changed kernel code; shapes that have one are "
+                             "swept again (repeatable)")
     args = parser.parse_args()
     profile = load_profile(args.gpu)
+    rerun = {}
+    for item in args.rerun:
+        name, _, value = item.partition("=")
+        if name not in GEMM_SPACE.names or not value.lstrip("-").isdigit():
+            parser.error(f"--rerun {item!r}: want PARAM=INT with PARAM one of {', '.join(GEMM_SPACE.names)}")
+        rerun[name] = int(value)
     if args.carry:
         if len(args.datasets) != 2:
             parser.error("--carry takes two datasets: SRC DST")
-        carried, left = carry_unchanged(*args.datasets, profile)
+        carried, left = carry_unchanged(*args.datasets, profile, rerun=rerun)
         print(f"{args.datasets[1]}: carried {carried} shapes unchanged from {args.datasets[0]}; {left} to sweep "
               f"under {GEMM_SPACE.version}")
         return

@@ -262,7 +262,7 @@ def v2_smem_bytes(config: Mapping[str, int], n: int, elem_bytes: int = 2) -> int
     2,048 elements per warp; the largest seen: 32 KiB at 8 warps, 16 KiB at 4)."""
     operands = int(gemm_smem_bytes({**config, "TMA": 0}, elem_bytes))  # the barriers are counted below
     epilogue = int(persistent_epilogue_bytes({**config, "PERSISTENT": int(config["SCHEDULE"] != DATA_PARALLEL)},
-                                             elem_bytes, n))
+                                             elem_bytes, n, tma_store=False))
     return operands + epilogue + TMA_BARRIER_BYTES * config["TMA"]
 
 

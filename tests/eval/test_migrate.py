@@ -65,3 +65,28 @@ def test_carry_copies_the_shapes_whose_legal_set_is_unchanged(tmp_path):
     assert manifest["space_version"] == GEMM_SPACE.version and manifest["carried_from"] == "gemm-old"
     assert manifest["shapes_done"] == 1
     assert carry_unchanged(src, dst, H200) == (0, 1)
+
+
+def test_carry_sweeps_again_the_shapes_with_a_config_whose_code_changed(tmp_path):
+    """`rerun` {PERSISTENT: 1}: both shapes' legal sets are recorded whole, but only the one without a
+    persistent config is carried (the other's persistent times are of the old kernel); the CLI parses
+    --rerun PARAM=VALUE and refuses anything else."""
+    import subprocess
+    import sys
+
+    from rooftune.eval.migrate import carry_unchanged
+
+    src, dst = tmp_path / "old", tmp_path / "new"
+    small, big = SHAPE, GemmShape(4096, 4096, 4096, "nk")
+    write_manifest(src, {"kernel": "gemm", "space_version": "gemm-old", "gpu_profile": "NVIDIA H200", "sms": None})
+    for shape in (small, big):
+        rows = tuple(ConfigResult(c, 10.0) for c in legal_configs(GEMM_SPACE, shape, H200).configs)
+        write_shape(src, ShapeResult(shape, rows, {}, {"space_version": "gemm-old"}))
+    assert carry_unchanged(src, dst, H200, rerun={"PERSISTENT": 1}) == (1, 1)
+    assert [read_shape(p).shape for p in shape_files(dst)] == [small]
+    assert carry_unchanged(tmp_path / "old", tmp_path / "all", H200) == (2, 0)
+    cli = [sys.executable, "-m", "rooftune.eval.migrate", "--carry", str(src), str(tmp_path / "cli")]
+    ok = subprocess.run(cli + ["--rerun", "PERSISTENT=1"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "carried 1 shapes" in ok.stdout and "1 to sweep" in ok.stdout, ok.stderr
+    bad = subprocess.run(cli + ["--rerun", "TILES=1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "want PARAM=INT" in bad.stderr

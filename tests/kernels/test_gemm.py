@@ -284,6 +284,24 @@ def test_persistent_falls_back_to_pointer_tiles_where_descriptors_cannot_address
         make_launcher(persistent(), "kn", [(a, b)], torch.empty(24, 20, dtype=torch.float16, device=DEVICE))
 
 
+def test_persistent_stores_c_through_a_descriptor_only_where_its_rows_are_aligned(monkeypatch):
+    """C_TMA = 1 (C stored through a descriptor in two halves along N) where out's rows are 16-byte aligned;
+    an out view with unaligned rows, or an N whose rows are not, takes the pointer stores; all correct."""
+    from rooftune.kernels import gemm as G
+
+    paths = []
+    real = G._c_store
+    monkeypatch.setattr(G, "_c_store", lambda *args, **kw: paths.append(real(*args, **kw)[1]) or real(*args, **kw))
+    for n, out_cols in ((96, 96), (96, 97), (100, 100)):  # rows of 192, 194 and 200 bytes
+        a, b = make_inputs(GemmShape(70, n, 40, layout="nk", dtype="fp16"), DEVICE, 0)
+        out = torch.full((70, out_cols), float("nan"), dtype=torch.float16, device=DEVICE)[:, :n]
+        gemm(a, b, persistent(3), "nk", out=out)
+        assert relative_error(out, reference(a, b, "nk")) <= TOLERANCE[torch.float16]
+        if out_cols > n:
+            assert torch.isnan(out.as_strided((70, 1), (out_cols, 1), n)).all()  # the padding column is untouched
+    assert paths == [{"C_TMA": 1}, {}, {}]
+
+
 def test_tma_falls_back_to_pointers_where_descriptors_cannot_address_the_rows():
     """A TMA config on a view whose rows are not 16-byte aligned: gemm() runs the same tiles through
     pointers (correct), a launcher refuses (so a timing never records another path under TMA=1)."""
