@@ -29,11 +29,15 @@ WGMMA_PAD_MIN_M = 16
 # PERSISTENT = 1 (kernels/gemm.py `_gemm_tma_persistent_kernel`): the flattened tile loop keeps the next
 # tile's operand buffers live while the epilogue goes through shared memory, so the epilogue's buffer comes
 # on top. Where C's rows are 16-byte aligned the kernel stores C through a tensor descriptor in two halves
-# along N: one half tile, BLOCK_M·BLOCK_N/2 elements (C_TMA, since gemm-rules-8). Elsewhere (and in
+# along N: one half tile, BLOCK_M·BLOCK_N/2 elements (C_TMA, since gemm-rules-8); where the warpgroups
+# split N (BLOCK_M < 16 · num_warps: 64-row tiles on 8 warps) Triton also converts the fp32 half tile's
+# layout through shared memory (gemm-rules-9; compiled for sm_90: 64x256x64, 8 warps, 5 stages needs
+# 253,992 bytes, the OutOfResources the v6 sweep recorded under rules 8). Elsewhere (and in
 # kernels/gemm_v2.py, which stores through pointers everywhere) the layout conversion of a pointer store:
 # at most the whole C tile, and with aligned rows at most this many elements per warp (compiled for sm_90
 # on the CPU: tests/kernels/test_alignment.py, test_gemm_v2.py).
 PERSISTENT_EPILOGUE_ELEMS_PER_WARP = 2048
+FP32_BYTES = 4
 # Where a persistent launch can differ from the one-tile-per-program grid: the tiles must fill at least
 # this many waves of one CTA per SM (the H200 measurements of datasets/h200/gemm/v2/streamk: +1-3% with
 # 2 or more waves of 128x256 tiles, within the noise on 1.7 waves) ...
@@ -58,12 +62,16 @@ def persistent_epilogue_bytes(c: dict[str, np.ndarray], elem_bytes: int, n: int 
                               tma_store: bool = True) -> np.ndarray:
     """Shared memory a persistent config's epilogue holds beside the operand buffers (0 for the other
     configs). Where C's rows of `n` elements are 16-byte aligned: with `tma_store` (kernels/gemm.py) half
-    the C tile, BLOCK_M · BLOCK_N / 2 · elem_bytes; without (kernels/gemm_v2.py's pointer stores) at most
+    the C tile, BLOCK_M · BLOCK_N / 2 · elem_bytes, plus that half in fp32 where the warpgroups split N
+    (BLOCK_M < 16 · num_warps); without (kernels/gemm_v2.py's pointer stores) at most
     PERSISTENT_EPILOGUE_ELEMS_PER_WARP elements per warp. Otherwise (n None too) the whole C tile."""
     persistent = np.asarray(c["PERSISTENT"]) if "PERSISTENT" in c else 0
-    tile = np.asarray(c["BLOCK_M"]) * np.asarray(c["BLOCK_N"])
+    bm, warps = np.asarray(c["BLOCK_M"]), np.asarray(c["num_warps"])
+    tile = bm * np.asarray(c["BLOCK_N"])
     if n is not None and n * elem_bytes % TMA_STRIDE_BYTES == 0:
-        tile = tile // 2 if tma_store else np.minimum(tile, PERSISTENT_EPILOGUE_ELEMS_PER_WARP * np.asarray(c["num_warps"]))
+        if not tma_store:
+            return persistent * np.minimum(tile, PERSISTENT_EPILOGUE_ELEMS_PER_WARP * warps) * elem_bytes
+        return persistent * (tile // 2) * (elem_bytes + np.where(bm < 16 * warps, FP32_BYTES, 0))
     return persistent * tile * elem_bytes
 
 
@@ -182,5 +190,5 @@ GEMM_SPACE = SearchSpace(
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-8",
+    rules_version="gemm-rules-9",
 )

@@ -22,23 +22,35 @@ from rooftune.eval.sweep import refresh_manifest
 from rooftune.hwprofiles import HardwareProfile, load_profile
 
 
-def restamp_space_version(root: str | Path, profile: HardwareProfile, space: SearchSpace = GEMM_SPACE) -> int:
+def restamp_space_version(root: str | Path, profile: HardwareProfile, space: SearchSpace = GEMM_SPACE,
+                          drop_failed: bool = False) -> int:
     """Check every shape's in-space rows against `space`'s legal set on `profile`; when all match,
     record `space.version` in the manifest and each shape file and return how many shapes changed.
-    Raises DatasetError (and changes nothing) when any shape's legal set differs."""
+    `drop_failed`: a recorded config the new rules make illegal may stay behind as a row out of the space
+    (`in_space` 0, kept as the record), if it failed when swept (a rule that now excludes what cannot run
+    cannot change any shape's best). Raises DatasetError (and changes nothing) when any shape's legal set
+    differs otherwise."""
     manifest = read_manifest(root)
     old = manifest.get("space_version")
     if old == space.version:
         return 0
     results: list[ShapeResult] = [read_shape(p) for p in shape_files(root)]
+    kept = []
     for result in results:
         recorded = {r.config for r in result.rows if r.in_space}
         legal = set(legal_configs(space, result.shape, profile).configs)
-        if recorded != legal:
+        dropped = recorded - legal
+        failed = {r.config for r in result.rows if r.error}
+        if legal - recorded or (dropped and not (drop_failed and dropped <= failed)):
+            why = (f"{len(legal - recorded)} never timed" if legal - recorded else
+                   f"{len(dropped)} no longer legal, {len(dropped - failed)} of them ran"
+                   + ("" if drop_failed else " (--drop-failed keeps the failed ones as rows out of the space)"))
             raise DatasetError(
                 f"{root}: {result.shape} has {len(recorded)} recorded in-space configs but {len(legal)} legal "
-                f"ones under {space.version} ({len(legal - recorded)} never timed); re-sweep it instead")
-    for result in results:
+                f"ones under {space.version} ({why}); re-sweep it instead")
+        rows = tuple(dataclasses.replace(r, in_space=False) if r.config in dropped else r for r in result.rows)
+        kept.append(ShapeResult(result.shape, rows, result.baselines_us, result.meta))
+    for result in kept:
         meta = {**result.meta, "space_version": space.version}
         write_shape(root, ShapeResult(result.shape, result.rows, result.baselines_us, meta))
     history = [*manifest.get("space_version_history", []), old]
@@ -105,6 +117,9 @@ def main() -> None:
     parser.add_argument("--rerun", action="append", default=[], metavar="PARAM=VALUE",
                         help="with --carry: configs with this value run changed kernel code; shapes that have one are "
                              "swept again (repeatable)")
+    parser.add_argument("--drop-failed", action="store_true",
+                        help="re-stamping: configs the new rules exclude may stay as rows out of the space if they "
+                             "failed when swept")
     args = parser.parse_args()
     profile = load_profile(args.gpu)
     rerun = {}
@@ -121,7 +136,8 @@ def main() -> None:
               f"under {GEMM_SPACE.version}")
         return
     for root in args.datasets:
-        print(f"{root}: re-stamped {restamp_space_version(root, profile)} shapes as {GEMM_SPACE.version}")
+        print(f"{root}: re-stamped {restamp_space_version(root, profile, drop_failed=args.drop_failed)} shapes as "
+              f"{GEMM_SPACE.version}")
 
 
 if __name__ == "__main__":

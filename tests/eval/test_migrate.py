@@ -34,6 +34,36 @@ def test_refuses_when_a_legal_config_was_never_timed(tmp_path):
     assert read_manifest(tmp_path)["space_version"] == "gemm-old"
 
 
+def _dataset_with_extra(root, extra_error):
+    """SHAPE's legal set timed, plus one config the rules exclude (BLOCK_K 256 past what K needs), failed or not."""
+    from rooftune.candidates import Config
+
+    configs = legal_configs(GEMM_SPACE, SHAPE, H200).configs
+    extra = Config.make(4, 2, BLOCK_M=16, BLOCK_N=16, BLOCK_K=256, GROUP_M=1, SPLIT_K=16, TMA=1, PERSISTENT=0, FIXUP=1)
+    assert extra not in configs
+    rows = tuple(ConfigResult(c, 10.0 + i) for i, c in enumerate(configs))
+    rows += (ConfigResult(extra, None, "OutOfResources") if extra_error else ConfigResult(extra, 5.0),)
+    write_manifest(root, {"kernel": "gemm", "space_version": "gemm-old"})
+    write_shape(root, ShapeResult(SHAPE, rows, {}, {"space_version": "gemm-old"}))
+    return extra
+
+
+def test_restamp_drops_only_failed_configs_the_new_rules_exclude(tmp_path):
+    """A recorded config that is no longer legal: refused without drop_failed, and with it when it ran (its
+    time could be the best); kept as a row out of the space when it failed."""
+    ran, failed = tmp_path / "ran", tmp_path / "failed"
+    _dataset_with_extra(ran, extra_error=False)
+    extra = _dataset_with_extra(failed, extra_error=True)
+    for root, drop in ((ran, True), (failed, False)):
+        with pytest.raises(DatasetError, match="no longer legal"):
+            restamp_space_version(root, H200, drop_failed=drop)
+        assert read_manifest(root)["space_version"] == "gemm-old"
+    assert restamp_space_version(failed, H200, drop_failed=True) == 1
+    rows = {r.config: r for r in read_shape(shape_files(failed)[0]).rows}
+    assert not rows[extra].in_space and rows[extra].error == "OutOfResources"
+    assert {c for c, r in rows.items() if r.in_space} == set(legal_configs(GEMM_SPACE, SHAPE, H200).configs)
+
+
 def _strip_persistent(config):
     from rooftune.candidates import Config
 

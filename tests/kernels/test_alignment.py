@@ -272,6 +272,36 @@ def test_persistent_configs_compile_to_the_binary_a_launch_selects_and_fit_the_s
         assert estimate - slack <= r["shared"] <= estimate <= h200.smem_per_block_bytes, (job, r["shared"])
 
 
+def test_every_persistent_tile_and_warp_count_fits_the_shared_memory_rule_at_its_stage_limit(tmp_path):
+    """Each persistent (BLOCK_M, BLOCK_N, num_warps) with BLOCK_K 64 on an aligned multi-wave shape, compiled for
+    sm_90 at the most stages the space allows it and at one more (within the space's stages): the rule is
+    exact within the barriers' bytes, so the legal one fits the per-block limit and the next one does not (the C_TMA epilogue's half
+    tile, and its fp32 conversion where 8 warps split a 64-row tile's N: gemm-rules-9)."""
+    from rooftune.candidates import GEMM_SPACE, Config, legal_configs
+    from rooftune.candidates.attention_space import TMA_BARRIER_BYTES
+    from rooftune.candidates.gemm_space import gemm_smem_bytes
+    from rooftune.hwprofiles import load_profile
+
+    h200 = load_profile("h200")
+    shape = GemmShape(4096, 4096, 4096, "nk")
+    legal = [c for c in legal_configs(GEMM_SPACE, shape, h200).configs
+             if c["PERSISTENT"] == 1 and c["BLOCK_K"] == 64 and c["GROUP_M"] == 8]
+    most = {}
+    for c in legal:
+        key = (c["BLOCK_M"], c["BLOCK_N"], c.num_warps)
+        most[key] = max(most.get(key, 0), c.num_stages)
+    assert (64, 256, 8) in most and (128, 128, 4) in most and (256, 128, 8) in most
+    configs = [Config.make(w, s + extra, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1,
+                           PERSISTENT=1, FIXUP=0) for (bm, bn, w), s in sorted(most.items())
+               for extra in (0, 1) if s + extra <= max(dict(GEMM_SPACE.grid)["num_stages"])]
+    assert len(configs) > len(most)  # some tile stops below the space's most stages: its next one is over the limit
+    jobs = [{"shape": [shape.m, shape.n, shape.k, "nk", "bf16"], "config": str(c)} for c in configs]
+    for c, r in zip(configs, compile_sm90(jobs, tmp_path)):
+        estimate = int(gemm_smem_bytes({k: c[k] for k in GEMM_SPACE.names}, 2, hopper=True, n=shape.n))
+        assert estimate - TMA_BARRIER_BYTES <= r["shared"] <= estimate, (str(c), r["shared"], estimate)
+        assert (r["shared"] <= h200.smem_per_block_bytes) == (c in legal), (str(c), r["shared"])
+
+
 def test_fixup_compiles_for_sm90_with_one_release_acquire_counter_and_leaves_fixup_0_as_it_was(tmp_path):
     """FIXUP = 1 (split-K summed by the last split to arrive) compiled for sm_90: one acq_rel atomic on
     the arrival counter, L2 (.cg) loads of the partials, the operand buffers of FIXUP = 0; and FIXUP = 0
