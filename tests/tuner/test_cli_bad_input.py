@@ -12,7 +12,7 @@ from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
 from rooftune.tuner.cli import app
 
 runner = CliRunner()
-HELDOUT = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "v5" / "heldout"  # the current space's data
+HELDOUT = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "v6" / "heldout"  # the current space's data
 
 
 def _config(space, **override) -> str:
