@@ -79,6 +79,17 @@ def cublas_by_class(old: Path, new: Path, old_name: str, new_name: str) -> None:
               f"{new_name} {geomean([r_new[s].vs_baseline for s in sel]):.3f}")
 
 
+def swept_cost(old: Path, new: Path, split: str, old_name: str, new_name: str) -> None:
+    """The sweep's measured seconds per shape (`time_s`) over the shapes the `new` space swept (the rest
+    carried from `old`), against the same shapes' `old` sweep, and over all of `new`'s shapes."""
+    before = {str(r.shape): r.meta["time_s"] for r in read_dataset(old / split)}
+    swept = {str(r.shape): r.meta["time_s"] for r in read_dataset(new / split) if not r.meta.get("carried_from")}
+    every = [r.meta["time_s"] for r in read_dataset(new / split)]
+    print(f"{split}: seconds per shape over the {len(swept)} shapes {new_name} swept: {old_name} "
+          f"{statistics.mean(before[s] for s in swept):.2f}, {new_name} {statistics.mean(swept.values()):.2f}; "
+          f"over all {len(every)} shapes of {new_name} {statistics.mean(every):.2f}")
+
+
 def cost() -> None:
     for split in ("train", "heldout"):
         v2 = [r.meta["time_s"] for r in read_dataset(SPACE2 / split)]

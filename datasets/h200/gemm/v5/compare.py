@@ -18,12 +18,8 @@ usage (repository root): python3 datasets/h200/gemm/v5/compare.py {wgmma,sums,cu
 
 import importlib.util
 import json
-import statistics
 import sys
 from pathlib import Path
-
-from rooftune.eval.dataset import read_dataset
-from rooftune.eval.reports import geomean
 
 ROOT = Path("datasets/h200/gemm")
 SPACE4, SPACE5 = ROOT / "v4", ROOT / "v5"
@@ -60,12 +56,7 @@ def cublas(splits) -> None:
 
 def cost(splits) -> None:
     for split in splits:
-        v4 = {str(r.shape): r.meta["time_s"] for r in read_dataset(SPACE4 / split)}
-        swept = {str(r.shape): r.meta["time_s"] for r in read_dataset(SPACE5 / split) if not r.meta.get("carried_from")}
-        every = [r.meta["time_s"] for r in read_dataset(SPACE5 / split)]
-        print(f"{split}: seconds per shape over the {len(swept)} shapes space 5 swept: space 4 "
-              f"{statistics.mean(v4[s] for s in swept):.2f}, space 5 {statistics.mean(swept.values()):.2f}; "
-              f"over all {len(every)} shapes of space 5 {statistics.mean(every):.2f}")
+        compare_v3.swept_cost(SPACE4, SPACE5, split, "space 4", "space 5")
 
 
 def worst(splits) -> None:

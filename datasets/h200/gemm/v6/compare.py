@@ -13,11 +13,10 @@ usage (repository root): python3 datasets/h200/gemm/v6/compare.py {persistent,cu
 """
 
 import importlib.util
-import statistics
 import sys
 from pathlib import Path
 
-from rooftune.eval.dataset import read_dataset, read_shape, shape_files
+from rooftune.eval.dataset import read_shape, shape_files
 from rooftune.eval.reports import geomean, shape_rows
 
 ROOT = Path("datasets/h200/gemm")
@@ -57,12 +56,7 @@ def cublas(splits) -> None:
 
 def cost(splits) -> None:
     for split in splits:
-        v5 = {str(r.shape): r.meta["time_s"] for r in read_dataset(SPACE5 / split)}
-        swept = {str(r.shape): r.meta["time_s"] for r in read_dataset(SPACE6 / split) if not r.meta.get("carried_from")}
-        every = [r.meta["time_s"] for r in read_dataset(SPACE6 / split)]
-        print(f"{split}: seconds per shape over the {len(swept)} shapes space 6 swept: space 5 "
-              f"{statistics.mean(v5[s] for s in swept):.2f}, space 6 {statistics.mean(swept.values()):.2f}; "
-              f"over all {len(every)} shapes of space 6 {statistics.mean(every):.2f}")
+        compare_v3.swept_cost(SPACE5, SPACE6, split, "space 5", "space 6")
 
 
 def worst(splits) -> None:
