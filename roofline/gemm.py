@@ -47,6 +47,9 @@ TERMS = ("tensor", "smem", "l2", "dram", "serial", "latency")
 LOAD_PATHS = ("TMA", "cp.async", "registers")
 # PERSISTENT = 1: min(tiles, SMs x resident CTAs) programs walk the tiles; else one program per tile.
 SCHEDULES = ("one tile per program", "persistent")
+# How C reaches global memory: pointer stores, or (a persistent config whose C rows are 16-byte aligned,
+# kernels/gemm.py C_TMA) the copy engine, half a tile at a time.
+STORE_PATHS = ("pointers", "TMA, two halves")
 # Where SPLIT_K > 1 sums its fp32 partials: a second kernel (FIXUP = 0), or the split that arrives last
 # inside the GEMM kernel (FIXUP = 1); "no split" without split-K.
 SPLIT_K_SUMS = ("no split", "reduction kernel", "in the GEMM kernel")
@@ -70,6 +73,7 @@ class GemmBreakdown:
     load_path: np.ndarray        # how A and B reach shared memory: 'TMA', 'cp.async' or 'registers' (LOAD_PATHS)
     schedule: np.ndarray         # 'one tile per program' or 'persistent' (SCHEDULES)
     splitk_sum: np.ndarray       # where split-K's partials are summed (SPLIT_K_SUMS)
+    store_path: np.ndarray       # how C is stored (STORE_PATHS)
     ctas: np.ndarray             # CTAs launched (output tiles × SPLIT_K)
     ctas_per_sm: np.ndarray
     occupancy_limiter: np.ndarray  # index into roofline.occupancy.LIMITERS
@@ -299,6 +303,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
                                              np.where(staged, LOAD_PATHS[2], LOAD_PATHS[1])),
         schedule=np.where(persistent, SCHEDULES[1], SCHEDULES[0]),
         splitk_sum=np.where(split_k > 1, np.where(fixup, SPLIT_K_SUMS[2], SPLIT_K_SUMS[1]), SPLIT_K_SUMS[0]),
+        store_path=np.where(persistent & (n * elem % CP_ASYNC_BYTES == 0), STORE_PATHS[1], STORE_PATHS[0]),
         ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
         waves=waves, wave_efficiency=wave_eff,
         compute_us=us * padded_flops / (rate_sm * profile.sm_count),

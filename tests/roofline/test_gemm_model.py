@@ -276,7 +276,10 @@ def test_a_persistent_config_hides_all_but_one_prologue_and_keeps_an_epilogue_bu
     big = GemmShape(8192, 8192, 1024, "nk")
     p, d = one(big, pers), one(big, plain)
     assert p["schedule"] == "persistent" and d["schedule"] == "one tile per program"
-    assert p["smem_bytes_per_cta"] == d["smem_bytes_per_cta"] + 2048 * 4 * 2
+    assert p["store_path"] == "TMA, two halves" and d["store_path"] == "pointers"
+    assert p["smem_bytes_per_cta"] == d["smem_bytes_per_cta"] + 128 * 128 // 2 * 2  # half the bf16 C tile
+    odd_n = one(GemmShape(8192, 8196, 1024, "nk"), pers)  # C's rows of 16,392 bytes: pointer stores, the whole tile
+    assert odd_n["store_path"] == "pointers" and odd_n["smem_bytes_per_cta"] == d["smem_bytes_per_cta"] + 128 * 128 * 2
     assert p["waves"] == d["waves"] and p["prologue_us"] < d["prologue_us"]
     if p["ctas_per_sm"] == d["ctas_per_sm"]:
         assert p["time_us"] < d["time_us"]
