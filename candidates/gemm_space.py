@@ -58,6 +58,12 @@ FIXUP_ONLY_MAX_M = 32
 FIXUP_MAX_M = 64
 
 
+def c_rows_tma(row_elems, elem_bytes: int):
+    """Whether C's rows, `row_elems` elements apart, are 16-byte aligned: a persistent config then stores C
+    through a tensor descriptor in two halves (kernels/gemm.py C_TMA) rather than through pointers."""
+    return row_elems * elem_bytes % TMA_STRIDE_BYTES == 0
+
+
 def persistent_epilogue_bytes(c: dict[str, np.ndarray], elem_bytes: int, n: int | None = None,
                               tma_store: bool = True) -> np.ndarray:
     """Shared memory a persistent config's epilogue holds beside the operand buffers (0 for the other
@@ -68,7 +74,7 @@ def persistent_epilogue_bytes(c: dict[str, np.ndarray], elem_bytes: int, n: int 
     persistent = np.asarray(c["PERSISTENT"]) if "PERSISTENT" in c else 0
     bm, warps = np.asarray(c["BLOCK_M"]), np.asarray(c["num_warps"])
     tile = bm * np.asarray(c["BLOCK_N"])
-    if n is not None and n * elem_bytes % TMA_STRIDE_BYTES == 0:
+    if n is not None and c_rows_tma(n, elem_bytes):
         if not tma_store:
             return persistent * np.minimum(tile, PERSISTENT_EPILOGUE_ELEMS_PER_WARP * warps) * elem_bytes
         return persistent * (tile // 2) * (elem_bytes + np.where(bm < 16 * warps, FP32_BYTES, 0))

@@ -40,13 +40,12 @@ from triton.runtime.jit import MockTensor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.candidates.config import Config
-from rooftune.candidates.shapes import DTYPE_BYTES, GEMM_LAYOUTS, GemmShape
+from rooftune.candidates.gemm_space import c_rows_tma
+from rooftune.candidates.shapes import GEMM_LAYOUTS, GemmShape
 from rooftune.kernels.lazy import TRITON_DTYPES, TorchDtypes, torch
 
 TORCH_DTYPES = TorchDtypes()
 
-# The copy engine's row alignment, for C's descriptor as for A's and B's (`tma_ready`).
-TMA_STORE_BYTES = 16
 # The split-K reduction's tile: small in M because split-K serves small-M (decode) shapes.
 REDUCE_BLOCK_M = 8
 REDUCE_BLOCK_N = 128
@@ -430,13 +429,18 @@ def _sources(config: Mapping[str, int], layout: str, a: torch.Tensor, b: torch.T
     return _descriptors(a, b, layout, dims, (a.stride(0), b.stride(0)), config)
 
 
-def _c_store(out, m: int, n: int, bm: int, bn: int, aligned: bool | None = None) -> tuple:
+def _c_store(out, m: int, n: int, bm: int, bn: int, row_stride: int | None = None) -> tuple:
     """A persistent launch's (c_desc, extra constexprs): C's descriptor, half a tile per store, and C_TMA = 1
     where descriptors can address `out` (`tma_ready`: 16-byte aligned rows); else (None, {}): pointer stores.
-    `aligned` says so for a MockTensor `out` (a compile without tensors, rows `n` apart)."""
-    if not (tma_ready(out) if aligned is None else aligned):
+    `row_stride` given: `out` is a MockTensor (a compile without tensors) whose rows lie that far apart,
+    judged by the space's rule (`c_rows_tma`)."""
+    if row_stride is None:
+        ok, row_stride = tma_ready(out), out.stride(0)
+    else:
+        ok = c_rows_tma(row_stride, out.dtype.primitive_bitwidth // 8)
+    if not ok:
         return None, {}
-    return TensorDescriptor(out, [m, n], [n if aligned is not None else out.stride(0), 1], [bm, bn // 2]), {"C_TMA": 1}
+    return TensorDescriptor(out, [m, n], [row_stride, 1], [bm, bn // 2]), {"C_TMA": 1}
 
 
 def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int, programs: int = 0) -> Callable:
@@ -501,10 +505,10 @@ def persistent_programs(config: Mapping[str, int], layout: str, a: torch.Tensor,
     m, n, k = _dims(a, b, layout)
     strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
     align_n, _ = alignments(layout, n, k, strides)
-    c_desc, c_opts = _c_store(out, m, n, config["BLOCK_M"], config["BLOCK_N"])
     key = (tuple(sorted(config.items())), layout, a.dtype, out.device, align_n, _int_class(n), _int_class(k),
-           c_desc is not None)
+           tma_ready(out))
     if key not in _PROGRAMS:
+        c_desc, c_opts = _c_store(out, m, n, config["BLOCK_M"], config["BLOCK_N"])
         kernel = _gemm_tma_persistent_kernel.warmup(
             *srcs, out, c_desc, m, n, k, out.stride(0), out.stride(1), config["GROUP_M"], BLOCK_M=config["BLOCK_M"],
             BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"], B_NK=layout == "nk", ALIGN_N=align_n,
@@ -655,8 +659,7 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     if uses_persistent(config):
         b_rows = strides[2] if shape.layout == "kn" else strides[3]
         a_desc, b_desc = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
-        c_desc, c_opts = _c_store(dtype, m, n, config["BLOCK_M"], config["BLOCK_N"],
-                                  aligned=strides[4] * DTYPE_BYTES[shape.dtype] % TMA_STORE_BYTES == 0)
+        c_desc, c_opts = _c_store(dtype, m, n, config["BLOCK_M"], config["BLOCK_N"], row_stride=strides[4])
         kernels = [_gemm_tma_persistent_kernel.warmup(a_desc, b_desc, dtype, c_desc, m, n, k, *strides[4:],
                                                       config["GROUP_M"], **tiles, **c_opts)]
     elif uses_tma(config):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooftune.candidates.gemm_space import gemm_regs_per_thread, persistent_epilogue_bytes
+from rooftune.candidates.gemm_space import c_rows_tma, gemm_regs_per_thread, persistent_epilogue_bytes
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
@@ -303,7 +303,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
                                              np.where(staged, LOAD_PATHS[2], LOAD_PATHS[1])),
         schedule=np.where(persistent, SCHEDULES[1], SCHEDULES[0]),
         splitk_sum=np.where(split_k > 1, np.where(fixup, SPLIT_K_SUMS[2], SPLIT_K_SUMS[1]), SPLIT_K_SUMS[0]),
-        store_path=np.where(persistent & (n * elem % CP_ASYNC_BYTES == 0), STORE_PATHS[1], STORE_PATHS[0]),
+        store_path=np.where(persistent & c_rows_tma(n, elem), STORE_PATHS[1], STORE_PATHS[0]),
         ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
         waves=waves, wave_efficiency=wave_eff,
         compute_us=us * padded_flops / (rate_sm * profile.sm_count),

@@ -291,7 +291,13 @@ def test_persistent_stores_c_through_a_descriptor_only_where_its_rows_are_aligne
 
     paths = []
     real = G._c_store
-    monkeypatch.setattr(G, "_c_store", lambda *args, **kw: paths.append(real(*args, **kw)[1]) or real(*args, **kw))
+
+    def spy(*args, **kw):
+        made = real(*args, **kw)
+        paths.append(made[1])
+        return made
+
+    monkeypatch.setattr(G, "_c_store", spy)
     for n, out_cols in ((96, 96), (96, 97), (100, 100)):  # rows of 192, 194 and 200 bytes
         a, b = make_inputs(GemmShape(70, n, 40, layout="nk", dtype="fp16"), DEVICE, 0)
         out = torch.full((70, out_cols), float("nan"), dtype=torch.float16, device=DEVICE)[:, :n]

@@ -34,6 +34,13 @@ def main():
         print(f"  {kind:8} {len(rows):3} pairs: geometric mean {geomean(vals):.3f}, min {min(vals):.3f}, max {max(vals):.3f}"
               f"; per shape best: " + ", ".join(f"{s} {v:.3f}" for s, v in sorted(
                   {s: max(v for s2, v in rows if s2 == s) for s, _ in rows}.items())))
+    gain = []
+    for r in results:
+        t = r["times_us"]
+        space6 = min(v for k, v in t.items() if k.startswith(("base ", "pstore2 ")))
+        gain.append(space6 / min(space6, *(v for k, v in t.items() if k.startswith("store2 "))))
+    print(f"\nthe one-tile-per-program store in halves as an option beside space 6's configs (base and pstore2): "
+          f"best ÷ best with it, geometric mean {geomean(gain):.4f}, max {max(gain):.3f} over {len(gain)} shapes")
     print("\ncuBLAS ÷ the fastest of everything timed, and cuBLAS's kernels")
     for r in results:
         t = r["times_us"]
