@@ -56,6 +56,30 @@ PERSISTENT_MIN_TILE_ELEMS = 128 * 128
 # one path per shape (FIXUP_MAX_M alone); space 5 times both where M is 33 to 64.
 FIXUP_ONLY_MAX_M = 32
 FIXUP_MAX_M = 64
+# BLOCK_N2 > 0 (kernels/gemm.py, space 7): a composite tile BLOCK_N + BLOCK_N2 columns wide (160, 192, 288,
+# 320), which Triton's power-of-two blocks cannot make alone, run as two accumulators. Measured on 18 H200
+# training shapes (datasets/h200/gemm/v6/levers/cntiles.py, each variant beside the shape's space-6 best
+# configs and cuBLAS in one pass): a composite tile that turns a partial wave into a nearly full one wins,
+# 256x10240x8192 at 64x320 (128 tiles on 132 SMs, where 64x256 makes 160) by 1.17x, 4096x1280x8192 at
+# 128x320 by 1.13x; where the waves were already full it lost (up to 0.80x at the same tile count), 256-row
+# composite tiles never won, nor did 16-column second parts or a persistent schedule. So a composite tile is
+# in the space only where it fills the waves: at most COMPOSITE_MAX_WAVES waves of one CTA per SM, its
+# useful share of those waves at least COMPOSITE_MIN_FILL and COMPOSITE_MIN_GAIN times the share of the
+# BLOCK_N-wide tile it extends.
+COMPOSITE_MAX_WAVES = 2
+COMPOSITE_MIN_FILL = 0.8
+COMPOSITE_MIN_GAIN = 1.15
+
+
+def tile_cols(c: dict[str, np.ndarray]) -> np.ndarray:
+    """A tile's columns: BLOCK_N, plus BLOCK_N2 for a composite tile (configs without the key have none)."""
+    return np.asarray(c["BLOCK_N"]) + (np.asarray(c["BLOCK_N2"]) if "BLOCK_N2" in c else 0)
+
+
+def wave_fill(shape: GemmShape, bm, cols, sm_count: int) -> np.ndarray:
+    """The share of whole waves of one CTA per SM that a grid of `bm` x `cols` tiles spends on C's elements."""
+    tiles = cdiv(shape.m, bm) * cdiv(shape.n, cols)
+    return shape.m * shape.n / (cdiv(tiles, sm_count) * sm_count * bm * cols)
 
 
 def c_rows_tma(row_elems, elem_bytes: int):
@@ -112,7 +136,7 @@ def gemm_smem_bytes(c: dict[str, np.ndarray], elem_bytes: int, hopper: bool = Fa
     if hopper:
         stages = np.where(np.asarray(c["BLOCK_M"]) < WGMMA_MIN_BLOCK_M, np.maximum(stages - 1, 1), stages)
     tma = np.asarray(c["TMA"]) if "TMA" in c else 0
-    return (stages * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * elem_bytes + TMA_BARRIER_BYTES * tma
+    return (stages * (c["BLOCK_M"] + tile_cols(c)) * c["BLOCK_K"] * elem_bytes + TMA_BARRIER_BYTES * tma
             + persistent_epilogue_bytes(c, elem_bytes, n))
 
 
@@ -131,8 +155,8 @@ def gemm_group_m_idle(shape: GemmShape, bm, bn):
 
 
 def gemm_regs_per_thread(c: dict[str, np.ndarray]) -> np.ndarray:
-    """fp32 accumulator registers per thread, BLOCK_M·BLOCK_N / (32·num_warps), plus overhead."""
-    return c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"]) + REGS_OVERHEAD_PER_THREAD
+    """fp32 accumulator registers per thread, BLOCK_M·(BLOCK_N + BLOCK_N2) / (32·num_warps), plus overhead."""
+    return c["BLOCK_M"] * tile_cols(c) // (32 * c["num_warps"]) + REGS_OVERHEAD_PER_THREAD
 
 
 def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareProfile) -> dict[str, np.ndarray]:
@@ -152,8 +176,12 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
     max_bm = max(next_pow2(shape.m), WGMMA_MIN_BLOCK_M if hopper and shape.m > WGMMA_PAD_MIN_M else 16)
     tma_rows = gemm_tma_rows(shape)
     regs = gemm_regs_per_thread(c)
-    tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, bn)
+    cols = tile_cols(c)
+    composite = cols > bn
+    tiles_mn = cdiv(shape.m, bm) * cdiv(shape.n, cols)
     k_blocks = cdiv(shape.k, bk)
+    sms = profile.sm_count
+    fill = wave_fill(shape, bm, cols, sms)
     return {
         "shared memory over the per-block limit": gemm_smem_bytes(c, elem, hopper, shape.n) > profile.smem_per_block_bytes,
         "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
@@ -165,7 +193,7 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         "BLOCK_M larger than M needs": (bm > 16) & (bm > max_bm),
         "BLOCK_N larger than N needs": (bn > 16) & (bn > next_pow2(shape.n)),
         "BLOCK_K larger than a K split needs": (bk > 32) & (bk > next_pow2(cdiv(shape.k, split))),
-        "GROUP_M without effect (one tile row or column)": (c["GROUP_M"] > 1) & gemm_group_m_idle(shape, bm, bn),
+        "GROUP_M without effect (one tile row or column)": (c["GROUP_M"] > 1) & gemm_group_m_idle(shape, bm, cols),
         "SPLIT_K with too few K blocks per split": (split > 1) & (k_blocks < MIN_K_BLOCKS_PER_SPLIT * split),
         "SPLIT_K while output tiles already fill the GPU": (split > 1) & (tiles_mn >= profile.sm_count),
         "TMA needs compute capability 9.0": tma & (not hopper),
@@ -178,6 +206,14 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
         "FIXUP needs SPLIT_K > 1": fixup & (split == 1),
         f"split-K sums in the GEMM kernel (FIXUP) where M <= {FIXUP_ONLY_MAX_M}": (split > 1) & ~fixup & only_in_kernel_sum,
         f"split-K sums in the reduction kernel where M > {FIXUP_MAX_M}": fixup & (not in_kernel_sum),
+        "BLOCK_N2 needs TMA loads, one tile per program and SPLIT_K 1": composite & (~tma | persistent | (split > 1)),
+        "BLOCK_N2 needs BLOCK_M 64 or 128 and a wider BLOCK_N, of 128 or more":
+            composite & ((bm < 64) | (bm > 128) | (bn < 128) | (c["BLOCK_N2"] >= bn)),
+        "BLOCK_N2 where BLOCK_N already spans N": composite & (bn >= shape.n),
+        f"BLOCK_N2 where the tiles do not fill their waves (at most {COMPOSITE_MAX_WAVES}, filled "
+        f"{COMPOSITE_MIN_FILL} and {COMPOSITE_MIN_GAIN}x BLOCK_N's tiles)":
+            composite & ((cdiv(tiles_mn, sms) > COMPOSITE_MAX_WAVES) | (fill < COMPOSITE_MIN_FILL)
+                         | (fill < COMPOSITE_MIN_GAIN * wave_fill(shape, bm, bn, sms))),
     }
 
 
@@ -192,9 +228,10 @@ GEMM_SPACE = SearchSpace(
         ("TMA", (0, 1)),
         ("PERSISTENT", (0, 1)),
         ("FIXUP", (0, 1)),
+        ("BLOCK_N2", (0, 32, 64)),
         ("num_warps", (4, 8)),
         ("num_stages", (2, 3, 4, 5)),
     ),
     legality=gemm_legality,
-    rules_version="gemm-rules-9",
+    rules_version="gemm-rules-10",
 )

@@ -61,7 +61,7 @@ def restamp_space_version(root: str | Path, profile: HardwareProfile, space: Sea
 # Parameters a later GEMM space added, at the value that runs what the earlier space's kernel ran:
 # PERSISTENT 0 is one program per tile (space 3), FIXUP 0 sums split-K's partials in the reduction kernel
 # (space 4; kernels/gemm.py).
-ADDED_DEFAULTS = {"PERSISTENT": 0, "FIXUP": 0}
+ADDED_DEFAULTS = {"PERSISTENT": 0, "FIXUP": 0, "BLOCK_N2": 0}
 
 
 def _with_params(config: Config, names: list[str], defaults: dict[str, int]) -> Config:

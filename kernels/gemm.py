@@ -8,6 +8,8 @@ TMA = 0 (or a config without the key: the space's first version, the tutorial's 
 runs a TMA config on tensors descriptors cannot address through pointers; a launcher refuses them.
 PERSISTENT = 1 (TMA loads, SPLIT_K 1), `_gemm_tma_persistent_kernel`: min(tiles, P) programs, P = SMs x
 the binary's resident CTAs per SM (`persistent_programs`), each walking tiles in the same order.
+BLOCK_N2 > 0 (TMA loads, one tile per program, SPLIT_K 1; space 7): a composite tile BLOCK_N + BLOCK_N2
+columns wide, two accumulators in `_gemm_tma_kernel`, so the tile count can fill the SMs' last wave.
 
 Compile reuse: M, GROUP_M and SPLIT_K are runtime integers that Triton does not specialize on, so one
 binary per (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) serves every M, GROUP_M and SPLIT_K of
@@ -189,29 +191,48 @@ def _gemm_tma_kernel(
     stride_cm, stride_cn,
     GROUP_M, SPLIT_K,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
-    ALIGN_N: tl.constexpr, FIXUP: tl.constexpr = 0,
+    ALIGN_N: tl.constexpr, FIXUP: tl.constexpr = 0, BLOCK_N2: tl.constexpr = 0, b2_desc=None,
 ):
     # TMA = 1: A and B come through tensor descriptors (Hopper's copy engine), one tile per load:
     # the copy engine zero-fills rows and columns past M, N and K, so the loop has no masks, no
     # wrapped rows and no address arithmetic, and Triton pipelines the copies into num_stages
     # buffers with one barrier each. Tile order, K split and epilogue are _gemm_kernel's.
+    # BLOCK_N2 > 0 (SPLIT_K 1): a composite tile BLOCK_N + BLOCK_N2 columns wide, which need not be a power
+    # of two (Triton's blocks must be; wgmma's N need not): a second accumulator [BLOCK_M, BLOCK_N2] fed by
+    # a second B tile (`b2_desc`) from the same A tile, so a tile width can fill the SMs' last wave.
     if ALIGN_N > 1 and ALIGN_N < 16:
         N = _multiple_of(N, ALIGN_N)
         stride_cm = _multiple_of(stride_cm, ALIGN_N)
     pid_k = tl.program_id(1)
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N)
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
     kb_lo, kb_hi = _split_run(pid_k, K, SPLIT_K, BLOCK_K)
     rm0 = pid_m * BLOCK_M
-    rn0 = pid_n * BLOCK_N
+    rn0 = pid_n * (BLOCK_N + BLOCK_N2)
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if BLOCK_N2 > 0:
+        acc2 = tl.zeros((BLOCK_M, BLOCK_N2), dtype=tl.float32)
     for kb in range(kb_lo, kb_hi):
         a = a_desc.load([rm0, kb * BLOCK_K])                                             # [BLOCK_M, BLOCK_K]
         if B_NK:
             acc = tl.dot(a, b_desc.load([rn0, kb * BLOCK_K]).T, acc)                     # B tile [BLOCK_N, BLOCK_K]
+            if BLOCK_N2 > 0:
+                acc2 = tl.dot(a, b2_desc.load([rn0 + BLOCK_N, kb * BLOCK_K]).T, acc2)
         else:
             acc = tl.dot(a, b_desc.load([kb * BLOCK_K, rn0]), acc)                       # B tile [BLOCK_K, BLOCK_N]
-    _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N, FIXUP)
+            if BLOCK_N2 > 0:
+                acc2 = tl.dot(a, b2_desc.load([kb * BLOCK_K, rn0 + BLOCK_N]), acc2)
+    if BLOCK_N2 > 0:
+        sm = tl.arange(0, BLOCK_M)
+        sn = tl.arange(0, BLOCK_N)
+        _store_tile(c_ptr, acc, sm, sn, ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :],
+                    stride_cm, stride_cn, rm0, rn0)
+        sn2 = tl.arange(0, BLOCK_N2)
+        _store_tile(c_ptr, acc2, sm, sn2, ((rm0 + sm) < M)[:, None] & ((rn0 + BLOCK_N + sn2) < N)[None, :],
+                    stride_cm, stride_cn, rm0, rn0 + BLOCK_N)
+    else:
+        _store_result(c_ptr, ws_ptr, acc, pid_k, M, N, stride_cm, stride_cn, rm0, rn0, SPLIT_K, BLOCK_M, BLOCK_N,
+                      FIXUP)
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M"])
@@ -379,9 +400,17 @@ def uses_fixup(config: Mapping[str, int]) -> bool:
     return bool(config.get("FIXUP", 0))
 
 
+def composite_cols(config: Mapping[str, int]) -> int:
+    """BLOCK_N2: the columns of a composite tile's second accumulator (0: one accumulator, the tile
+    BLOCK_N wide; configs without the key, the spaces before 7, have none)."""
+    return int(config.get("BLOCK_N2", 0))
+
+
 def _check_persistent(config: Mapping[str, int]) -> None:
     if uses_persistent(config) and (not uses_tma(config) or config["SPLIT_K"] != 1):
         raise ValueError("PERSISTENT = 1 needs TMA = 1 and SPLIT_K = 1 (candidates/gemm_space.py)")
+    if composite_cols(config) and (not uses_tma(config) or uses_persistent(config) or config["SPLIT_K"] != 1):
+        raise ValueError("BLOCK_N2 > 0 needs TMA = 1, PERSISTENT = 0 and SPLIT_K = 1 (candidates/gemm_space.py)")
     if uses_fixup(config) and config["SPLIT_K"] < 2:
         raise ValueError("FIXUP = 1 needs SPLIT_K > 1 (candidates/gemm_space.py)")
 
@@ -408,14 +437,20 @@ def tma_ready(*tensors: torch.Tensor) -> bool:
 
 def _descriptors(a, b, layout: str, dims: tuple[int, int, int], row_strides: tuple[int, int],
                  config: Mapping[str, int]) -> tuple:
-    """Tensor descriptors of A [M, K] and B ([K, N] or [N, K]), one tile per block. `a` and `b` may be
+    """Tensor descriptors of A [M, K] and B ([K, N] or [N, K]), one tile per block, and for a composite
+    tile (BLOCK_N2 > 0) a third: B's tile of the second accumulator, BLOCK_N2 wide. `a` and `b` may be
     Triton MockTensors (a compile without tensors), so the row strides come from `row_strides`."""
     m, n, k = dims
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     a_rows, b_rows = row_strides
-    b_desc = TensorDescriptor(b, [k, n], [b_rows, 1], [bk, bn]) if layout == "kn" else \
-        TensorDescriptor(b, [n, k], [b_rows, 1], [bn, bk])
-    return TensorDescriptor(a, [m, k], [a_rows, 1], [bm, bk]), b_desc
+
+    def b_tile(cols):
+        return TensorDescriptor(b, [k, n], [b_rows, 1], [bk, cols]) if layout == "kn" else \
+            TensorDescriptor(b, [n, k], [b_rows, 1], [cols, bk])
+
+    a_desc = TensorDescriptor(a, [m, k], [a_rows, 1], [bm, bk])
+    bn2 = composite_cols(config)
+    return (a_desc, b_tile(bn), b_tile(bn2)) if bn2 else (a_desc, b_tile(bn))
 
 
 def _sources(config: Mapping[str, int], layout: str, a: torch.Tensor, b: torch.Tensor,
@@ -450,7 +485,8 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int, p
     _check_persistent(config)
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     group_m, split = config["GROUP_M"], config["SPLIT_K"]
-    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    bn2 = composite_cols(config)
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn + bn2)
     persistent = uses_persistent(config)
     if persistent and programs < 1:
         raise ValueError("a persistent launch needs programs >= 1 (persistent_programs)")
@@ -464,6 +500,8 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int, p
     fixup = uses_fixup(config)
     if fixup:  # passed only when set: FIXUP = 0 launches bind exactly as before the key existed
         opts["FIXUP"] = 1
+    if bn2:  # as FIXUP: only a composite tile passes BLOCK_N2 and its second B descriptor
+        opts["BLOCK_N2"] = bn2
 
     def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, ws: torch.Tensor, srcs: tuple) -> None:
         strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
@@ -472,6 +510,9 @@ def _launch_fn(config: Mapping[str, int], layout: str, m: int, n: int, k: int, p
             c_desc, c_opts = _c_store(out, m, n, bm, bn)
             gemm_kernel(*srcs, out, c_desc, m, n, k, out.stride(0), out.stride(1), group_m,
                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, **opts, **c_opts)
+        elif bn2:
+            gemm_kernel(*srcs[:2], out, ws, m, n, k, out.stride(0), out.stride(1), group_m, split, b2_desc=srcs[2],
+                        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, **opts)
         elif tma:
             gemm_kernel(*srcs, out, ws, m, n, k, out.stride(0), out.stride(1), group_m, split,
                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=b_nk, ALIGN_N=align_n, **opts)
@@ -534,7 +575,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: st
     _check_out(out, a, m, n)
     tma = uses_tma(config)
     if tma and not tma_ready(a, b):  # the same tiles through pointers: slower, never wrong
-        config, tma = {**config, "TMA": 0, "PERSISTENT": 0}, False
+        config, tma = {**config, "TMA": 0, "PERSISTENT": 0, "BLOCK_N2": 0}, False
     srcs = _descriptors(a, b, layout, (m, n, k), (a.stride(0), b.stride(0)), config) if tma else (a, b)
     programs = persistent_programs(config, layout, a, b, out, srcs)
     if isinstance(config, Config):  # hashable: the launch function is made once per config and shape
@@ -656,6 +697,8 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     _check_persistent(config)
     if uses_fixup(config):
         tiles["FIXUP"] = 1
+    if composite_cols(config):
+        tiles["BLOCK_N2"] = composite_cols(config)
     if uses_persistent(config):
         b_rows = strides[2] if shape.layout == "kn" else strides[3]
         a_desc, b_desc = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
@@ -664,7 +707,9 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
                                                       config["GROUP_M"], **tiles, **c_opts)]
     elif uses_tma(config):
         b_rows = strides[2] if shape.layout == "kn" else strides[3]  # B's row stride: along K for [K, N]
-        a_desc, b_desc = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
+        a_desc, b_desc, *b2 = _descriptors(dtype, dtype, shape.layout, (m, n, k), (strides[0], b_rows), config)
+        if b2:
+            tiles["b2_desc"] = b2[0]
         kernels = [_gemm_tma_kernel.warmup(a_desc, b_desc, dtype, f32, m, n, k, *strides[4:],
                                            config["GROUP_M"], config["SPLIT_K"], **tiles)]
     else:

@@ -128,8 +128,8 @@ def _with_split(config: Config, split_k: int) -> Config:
 def binary_jobs(shapes: Sequence[GemmShape], profile: HardwareProfile, *,
                 max_configs: int | None = None) -> list[BinaryJob]:
     """One job per distinct binary a sweep of `shapes` on `profile` compiles: per `specialization_key`,
-    the legal configs and the tutorial extras, distinct in (FIXUP, BLOCK_M, BLOCK_N, BLOCK_K, num_warps,
-    num_stages) (GROUP_M and SPLIT_K are runtime integers); then one reduction per `reduce_key` of the
+    the legal configs and the tutorial extras, distinct in (FIXUP, BLOCK_N2, BLOCK_M, BLOCK_N, BLOCK_K,
+    num_warps, num_stages) (GROUP_M and SPLIT_K are runtime integers); then one reduction per `reduce_key` of the
     shapes with a split-K config that sums in the reduction kernel. `max_configs`: only the first that many configs of each shape."""
     seen, reduced = set(), set()
     gemm_jobs, reduce_jobs = [], []
@@ -139,7 +139,8 @@ def binary_jobs(shapes: Sequence[GemmShape], profile: HardwareProfile, *,
         group = gemm.specialization_key(shape)
         for config in configs:
             fixup = gemm.uses_fixup(config)  # a constexpr: its own binary, compiled with its SPLIT_K
-            key = (group, fixup, *(config[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")))
+            key = (group, fixup, gemm.composite_cols(config),
+                   *(config[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")))
             if key not in seen:
                 seen.add(key)
                 gemm_jobs.append(BinaryJob(shape, config if fixup else _with_split(config, 1)))

@@ -172,7 +172,10 @@ def _dram_operand_bytes(shape: GemmShape, bm, bn, group_m, concurrent, k_split, 
 
 def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: HardwareProfile) -> GemmBreakdown:
     """Cost of every config in `columns` for `shape` on `profile` (see GemmBreakdown)."""
-    bm, bn, bk = _col(columns, "BLOCK_M"), _col(columns, "BLOCK_N"), _col(columns, "BLOCK_K")
+    # A composite tile (BLOCK_N2 > 0, space 7) is BLOCK_N + BLOCK_N2 columns wide; the model costs it as one
+    # tile of that width (its two accumulators issue the same matrix work and load the same B rows).
+    bm, bk = _col(columns, "BLOCK_M"), _col(columns, "BLOCK_K")
+    bn = _col(columns, "BLOCK_N") + _col(columns, "BLOCK_N2", 0)
     group_m, split_k = _col(columns, "GROUP_M", 1), _col(columns, "SPLIT_K", 1)
     warps, stages = _col(columns, "num_warps"), _col(columns, "num_stages")
     elem = DTYPE_BYTES[shape.dtype]

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, configs_to_columns
+from rooftune.candidates.gemm_space import tile_cols
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.gemm import SPLIT_K_SUMS
 
@@ -65,7 +66,9 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
     c = _config_columns(configs)
     bd = breakdown
     t = bd.time_us
-    log_bm, log_bn, log_bk = (np.log2(c[k]).astype(float) - 6.0 for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    log_bm, log_bk = (np.log2(c[k]).astype(float) - 6.0 for k in ("BLOCK_M", "BLOCK_K"))
+    composite = c["BLOCK_N2"] > 0 if "BLOCK_N2" in c else np.zeros(len(log_bm), dtype=bool)
+    log_bn = np.log2(tile_cols(c)).astype(float) - 6.0
     stages = c["num_stages"].astype(float) - 3.0
     warps8 = (c["num_warps"] == 8).astype(float)
     k_iters = np.ceil(np.ceil(shape.k / c["SPLIT_K"]) / c["BLOCK_K"])
@@ -90,6 +93,8 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
         "persistent": (bd.schedule == "persistent").astype(float),
         # Split-K summed inside the GEMM kernel (space 4's FIXUP): 0 for the earlier spaces, as above.
         "fixup": (bd.splitk_sum == SPLIT_K_SUMS[2]).astype(float),
+        # A composite tile (space 7's BLOCK_N2 > 0: two accumulators): 0 for the earlier spaces, as above.
+        "composite": composite.astype(float),
     }
     scales = {f"log_{dim}": (np.log2(getattr(shape, dim)) - _SHAPE_CENTRES[dim]) / _SHAPE_SCALE
               for dim in ("m", "n", "k")}

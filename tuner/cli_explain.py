@@ -29,9 +29,10 @@ _EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooft
 
 
 def config_label(config) -> str:
-    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'."""
-    tile = "x".join(str(config[k]) for k in _TILE if k in config)
-    rest = " ".join(f"{_SHORT.get(k, k)}{v}" for k, v in config.items() if k not in _TILE)
+    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'; a composite tile (BLOCK_N2 > 0) '128x256+64x64'."""
+    tile = "x".join(str(config[k]) + (f"+{config['BLOCK_N2']}" if k == "BLOCK_N" and config.get("BLOCK_N2") else "")
+                    for k in _TILE if k in config)
+    rest = " ".join(f"{_SHORT.get(k, k)}{v}" for k, v in config.items() if k not in _TILE and k != "BLOCK_N2")
     return f"{tile} {rest}"
 
 

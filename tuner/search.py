@@ -60,8 +60,9 @@ class SearchSettings:
 
 
 def config_embedding(configs: list[Config]) -> np.ndarray:
-    """Coordinates in which the GP measures distance: log2 of BLOCK_M, BLOCK_N, BLOCK_K and SPLIT_K,
-    num_stages, 8 warps (0/1), GROUP_M > 1 (0/1), attention's ORDER, TMA and GEMM's PERSISTENT.
+    """Coordinates in which the GP measures distance: log2 of BLOCK_M, the tile's columns (BLOCK_N +
+    BLOCK_N2), BLOCK_K and SPLIT_K, num_stages, 8 warps (0/1), GROUP_M > 1 (0/1), attention's ORDER, TMA,
+    GEMM's PERSISTENT and a composite tile (BLOCK_N2 > 0).
     Parameters a space lacks count as 0."""
     c = configs_to_columns(configs)
     n = len(configs)
@@ -69,10 +70,11 @@ def config_embedding(configs: list[Config]) -> np.ndarray:
     def col(name, f):
         return f(c[name]).astype(float) if name in c else np.zeros(n)
 
-    return np.stack([col("BLOCK_M", np.log2), col("BLOCK_N", np.log2), col("BLOCK_K", np.log2),
+    cols = np.log2(c["BLOCK_N"] + c.get("BLOCK_N2", 0)).astype(float) if "BLOCK_N" in c else np.zeros(n)
+    return np.stack([col("BLOCK_M", np.log2), cols, col("BLOCK_K", np.log2),
                      col("SPLIT_K", np.log2), col("num_stages", lambda v: v), col("num_warps", lambda v: v == 8),
                      col("GROUP_M", lambda v: v > 1), col("ORDER", lambda v: v), col("TMA", lambda v: v),
-                     col("PERSISTENT", lambda v: v)], axis=1)
+                     col("PERSISTENT", lambda v: v), col("BLOCK_N2", lambda v: v > 0)], axis=1)
 
 
 class Belief:

@@ -292,7 +292,7 @@ def test_every_persistent_tile_and_warp_count_fits_the_shared_memory_rule_at_its
         most[key] = max(most.get(key, 0), c.num_stages)
     assert (64, 256, 8) in most and (128, 128, 4) in most and (256, 128, 8) in most
     configs = [Config.make(w, s + extra, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1,
-                           PERSISTENT=1, FIXUP=0) for (bm, bn, w), s in sorted(most.items())
+                           PERSISTENT=1, FIXUP=0, BLOCK_N2=0) for (bm, bn, w), s in sorted(most.items())
                for extra in (0, 1) if s + extra <= max(dict(GEMM_SPACE.grid)["num_stages"])]
     assert len(configs) > len(most)  # some tile stops below the space's most stages: its next one is over the limit
     jobs = [{"shape": [shape.m, shape.n, shape.k, "nk", "bf16"], "config": str(c)} for c in configs]
@@ -300,6 +300,39 @@ def test_every_persistent_tile_and_warp_count_fits_the_shared_memory_rule_at_its
         estimate = int(gemm_smem_bytes({k: c[k] for k in GEMM_SPACE.names}, 2, hopper=True, n=shape.n))
         assert estimate - TMA_BARRIER_BYTES <= r["shared"] <= estimate, (str(c), r["shared"], estimate)
         assert (r["shared"] <= h200.smem_per_block_bytes) == (c in legal), (str(c), r["shared"])
+
+
+def test_every_composite_tile_fits_the_shared_memory_rule_at_its_stage_limit_and_binds_as_warmup_compiles(tmp_path):
+    """Each composite (BLOCK_M, BLOCK_N + BLOCK_N2, num_warps) legal on 2048x1280x8192 (BLOCK_N2 > 0: two
+    accumulators), compiled for sm_90 at the most stages the space allows it and at one more: the rule is exact
+    within the barriers' bytes, so the legal one fits the per-block limit and the next one does not; warmup (what
+    prebuild compiles) and a launch make the same binder key."""
+    from rooftune.candidates import GEMM_SPACE, Config, legal_configs
+    from rooftune.candidates.attention_space import TMA_BARRIER_BYTES
+    from rooftune.candidates.gemm_space import gemm_smem_bytes
+    from rooftune.hwprofiles import load_profile
+
+    h200 = load_profile("h200")
+    shape = GemmShape(2048, 1280, 8192, "nk")
+    legal = [c for c in legal_configs(GEMM_SPACE, shape, h200).configs if c["BLOCK_N2"] > 0 and c["GROUP_M"] == 8]
+    most = {}
+    for c in legal:
+        key = (c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_N2"], c["BLOCK_K"], c.num_warps)
+        most[key] = max(most.get(key, 0), c.num_stages)
+    assert {(64, 128, 32), (64, 256, 64), (128, 128, 32), (128, 128, 64)} <= {k[:3] for k in most}
+    configs = [Config.make(w, s + extra, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=1, TMA=1,
+                           PERSISTENT=0, FIXUP=0, BLOCK_N2=bn2)
+               for (bm, bn, bn2, bk, w), s in sorted(most.items()) if bk == 64
+               for extra in (0, 1) if s + extra <= max(dict(GEMM_SPACE.grid)["num_stages"])]
+    assert any(c not in legal for c in configs)  # some tile stops below the most stages: the next is over the limit
+    jobs = [{"shape": [shape.m, shape.n, shape.k, "nk", "bf16"], "config": str(c)} for c in configs]
+    for c, r in zip(configs, compile_sm90(jobs, tmp_path)):
+        estimate = int(gemm_smem_bytes({k: c[k] for k in GEMM_SPACE.names}, 2, hopper=True, n=shape.n))
+        assert r["cp_async_bytes"] == []
+        assert estimate - TMA_BARRIER_BYTES <= r["shared"] <= estimate, (str(c), r["shared"], estimate)
+        assert (r["shared"] <= h200.smem_per_block_bytes) == (c in legal), (str(c), r["shared"])
+    for r in binder_keys(jobs[:2]):
+        assert r["warmup"] == r["launch"] and len(r["warmup"]) == 1
 
 
 def test_fixup_compiles_for_sm90_with_one_release_acquire_counter_and_leaves_fixup_0_as_it_was(tmp_path):

@@ -320,6 +320,72 @@ def test_tma_falls_back_to_pointers_where_descriptors_cannot_address_the_rows():
         make_launcher(tma(), "kn", [(a, b)], torch.empty(24, 20, dtype=torch.float16, device=DEVICE))
 
 
+# --- composite tiles (BLOCK_N2 > 0: BLOCK_N + BLOCK_N2 columns, two accumulators; TMA, SPLIT_K 1) -------
+
+def composite(bn: int = 32, bn2: int = 16, group_m: int = 1, bm: int = 16) -> Config:
+    return small(1, group_m, bm=bm, bn=bn, bk=32, TMA=1, PERSISTENT=0, BLOCK_N2=bn2)
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("mnk", TMA_SHAPES + [(70, 104, 40), (33, 48, 64)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("parts", [(32, 16), (16, 8)], ids=lambda p: f"{p[0]}+{p[1]}")
+def test_composite_tiles_on_odd_shapes(layout, dtype, mnk, parts):
+    """48- and 24-column tiles: partial tiles in M, in K, and in N where the edge falls in either accumulator
+    (70x104 at 48 columns: the last tile's first part is partial and its second part is all past N)."""
+    assert_matches(GemmShape(*mnk, layout=layout, dtype=dtype), composite(*parts, group_m=3))
+
+
+def test_composite_tile_launchers_and_grid_cover_every_column():
+    """A launcher, and gemm() with its `out`, write every element of C once: tiles of 48 columns over N = 200
+    (5 tiles, the last holding 8 columns in its first part), M in 3 tiles of 16."""
+    shape = GemmShape(40, 200, 64, layout="nk", dtype="fp16")
+    inputs = [make_inputs(shape, DEVICE, seed) for seed in (0, 1)]
+    out = torch.full((40, 200), float("nan"), dtype=torch.float16, device=DEVICE)
+    launch = make_launcher(composite(), "nk", inputs, out)
+    for i, (a, b) in enumerate(inputs):
+        launch(i)
+        assert relative_error(out, reference(a, b, "nk")) <= TOLERANCE[torch.float16]
+
+
+def test_composite_tiles_need_tma_one_program_per_tile_and_one_split():
+    a = torch.randn(32, 32, dtype=torch.float16, device=DEVICE)
+    for bad in (small(1, 1, BLOCK_N2=16), small(2, 1, bn=32, bk=32, TMA=1, BLOCK_N2=16),
+                small(1, 1, bn=32, bk=32, TMA=1, PERSISTENT=1, BLOCK_N2=16)):
+        with pytest.raises(ValueError, match="BLOCK_N2 > 0 needs TMA = 1, PERSISTENT = 0 and SPLIT_K = 1"):
+            make_launcher(bad, "kn", [(a, a)], torch.empty(32, 32, dtype=torch.float16, device=DEVICE))
+        with pytest.raises(ValueError, match="BLOCK_N2 > 0 needs"):
+            compile_kernels(GemmShape(32, 32, 32, "kn"), bad)
+
+
+def test_composite_tile_falls_back_to_pointer_tiles_where_descriptors_cannot_address_the_rows():
+    b = torch.randn(36, 20, dtype=torch.float16, device=DEVICE)  # B [K, N]: rows of 40 bytes, no descriptor
+    a = torch.randn(24, 36, dtype=torch.float16, device=DEVICE)
+    assert relative_error(gemm(a, b, composite(), "kn"), reference(a, b, "kn")) <= TOLERANCE[torch.float16]
+
+
+COMPOSITE_GPU_CONFIGS = [
+    Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0,
+                BLOCK_N2=64),
+    Config.make(4, 5, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0,
+                BLOCK_N2=32),
+    Config.make(4, 4, BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0,
+                BLOCK_N2=64),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("config", COMPOSITE_GPU_CONFIGS, ids=str)
+@pytest.mark.parametrize("mnk", [(2048, 1280, 8192), (363, 6224, 2384), (300, 1000, 1032), (77, 4104, 1032)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_composite_bf16_on_gpu(layout, config, mnk):
+    shape = GemmShape(*mnk, layout=layout, dtype="bf16")
+    if layout == "kn" and mnk[1] * 2 % 16:
+        pytest.skip("B [K, N] with unaligned rows: no descriptor (gemm() falls back; tested on the CPU)")
+    assert_matches(shape, config)
+
+
 # --- split-K summed in the GEMM kernel (FIXUP = 1: the last split to arrive sums the partials) ---------
 
 @pytest.mark.parametrize("layout", ["kn", "nk"])
