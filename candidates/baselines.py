@@ -18,8 +18,9 @@ TUTORIAL_GROUP_M = 8
 
 
 # Parameters later versions of the GEMM space added, at the tutorial kernel's values: pointer loads
-# (TMA, space 2), one program per tile (PERSISTENT, space 3), no split of K to sum (FIXUP, space 4).
-TUTORIAL_LATER_PARAMS = (("TMA", 0), ("PERSISTENT", 0), ("FIXUP", 0))
+# (TMA, space 2), one program per tile (PERSISTENT, space 3), no split of K to sum (FIXUP, space 4), one
+# accumulator (BLOCK_N2, space 7).
+TUTORIAL_LATER_PARAMS = (("TMA", 0), ("PERSISTENT", 0), ("FIXUP", 0), ("BLOCK_N2", 0))
 
 
 def tutorial_configs(names: Iterable[str] = ()) -> list[Config]:

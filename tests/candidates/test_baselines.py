@@ -23,7 +23,7 @@ def test_tutorial_configs_use_the_space_parameter_names():
     configs = tutorial_configs(GEMM_SPACE.names)
     assert len(configs) == len(TUTORIAL_GEMM) == 8
     assert all(list(c) == GEMM_SPACE.names and c["GROUP_M"] == 8 and c["TMA"] == 0 for c in configs)
-    assert configs[0] == cfg(128, 256, 64, 8, 3, 8, TMA=0, PERSISTENT=0, FIXUP=0)
+    assert configs[0] == cfg(128, 256, 64, 8, 3, 8, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     # the space's first version had neither TMA nor PERSISTENT; its datasets record the tutorial without them,
     # the second had TMA only
     assert tutorial_configs()[0] == cfg(128, 256, 64, 8, 3, 8) and "TMA" not in tutorial_configs()[0]
@@ -48,7 +48,7 @@ def test_extras_are_the_tutorial_configs_the_space_lacks():
     # two 2-warp configs are then outside the space (num_warps is 4 or 8 there).
     odd = GemmShape(4096, 4096, 4100)
     space = legal_configs(GEMM_SPACE, odd, H200).configs
-    assert gemm_baseline_extras(odd, space) == [cfg(64, 32, 32, 2, 5, 8, TMA=0, PERSISTENT=0, FIXUP=0), cfg(32, 64, 32, 2, 5, 8, TMA=0, PERSISTENT=0, FIXUP=0)]
+    assert gemm_baseline_extras(odd, space) == [cfg(64, 32, 32, 2, 5, 8, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0), cfg(32, 64, 32, 2, 5, 8, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)]
     decode = GemmShape(1, 4100, 4100, layout="nk")
     assert gemm_baseline_extras(decode, legal_configs(GEMM_SPACE, decode, H200).configs) == tutorial_configs(GEMM_SPACE.names)
     # M = 17: on sm_90 64-row tiles are in the space from M = 17 (they run on wgmma), so the tutorial's
@@ -64,7 +64,7 @@ def test_extras_are_the_tutorial_configs_the_space_lacks():
     space = legal_configs(GEMM_SPACE, mid, H200).configs
     extras = gemm_baseline_extras(mid, space)
     aliases = gemm_baseline_aliases(mid, space + extras)
-    assert cfg(128, 256, 64, 8, 3, 8, TMA=0, PERSISTENT=0, FIXUP=0) in aliases and cfg(128, 256, 64, 8, 3, 8, TMA=0, PERSISTENT=0, FIXUP=0) not in extras
+    assert cfg(128, 256, 64, 8, 3, 8, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0) in aliases and cfg(128, 256, 64, 8, 3, 8, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0) not in extras
     in_space = [c for c in tutorial_configs(GEMM_SPACE.names) if c in space]  # e.g. 64-row tiles: two tile rows, GROUP_M acts
     assert in_space and sorted(map(str, [*extras, *aliases, *in_space])) == sorted(map(str, tutorial_configs(GEMM_SPACE.names)))
     assert all(twin in space for twin in aliases.values())
