@@ -43,14 +43,16 @@ def vllm_config(config: Config) -> dict[str, int]:
 
 
 def config_from_vllm(entry: dict, tma: int | None = None, persistent: int | None = None,
-                     fixup: int | None = None) -> Config:
+                     fixup: int | None = None, block_n2: int | None = None) -> Config:
     """The GEMM Config of one table entry (`vllm_config` read back). vLLM's tables name tiles, not
-    the load path, the schedule or where split-K sums: `tma`, `persistent` and `fixup` (0 or 1) add
-    the space's TMA, PERSISTENT and FIXUP parameters, which the entry does not carry."""
+    the load path, the schedule, where split-K sums or a composite tile's second part: `tma`, `persistent`,
+    `fixup` (0 or 1) and `block_n2` add the space's TMA, PERSISTENT, FIXUP and BLOCK_N2 parameters, which
+    the entry does not carry (a composite winner's entry names its BLOCK_N part: vLLM's kernel has one
+    power-of-two accumulator)."""
     back = {v: k for k, v in VLLM_NAMES.items()}
     params = {back[key]: int(value) for key, value in entry.items()}
-    extra = {name: value for name, value in (("TMA", tma), ("PERSISTENT", persistent), ("FIXUP", fixup))
-             if value is not None}
+    extra = {name: value for name, value in (("TMA", tma), ("PERSISTENT", persistent), ("FIXUP", fixup),
+                                             ("BLOCK_N2", block_n2)) if value is not None}
     return Config.make(params.pop("num_warps"), params.pop("num_stages"),
                        **{name: params[name] for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K")},
                        **extra)

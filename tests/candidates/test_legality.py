@@ -38,6 +38,7 @@ def test_legality_matches_the_probes_compiler_results(shared_dir):
         cols["TMA"] = np.zeros(len(rows), dtype=np.int64)  # the probe's kernel loads through pointers
         cols["PERSISTENT"] = np.zeros(len(rows), dtype=np.int64)  # one program per tile
         cols["FIXUP"] = np.zeros(len(rows), dtype=np.int64)       # no split-K to sum
+        cols["BLOCK_N2"] = np.zeros(len(rows), dtype=np.int64)    # one accumulator
         failed = np.array([r["err"] == "OutOfResources" for r in rows])
         times = np.array([float(r["us"]) if r["us"] else np.nan for r in rows])
         best = np.nanmin(times)
@@ -72,8 +73,8 @@ def test_every_legal_config_passes_every_rule():
 
 
 def test_rules_follow_the_shape_and_the_gpu():
-    cfg = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
-    ptr = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
+    cfg = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
+    ptr = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     a100 = load_profile("a100_sxm4_80gb")
     assert config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), cfg, H200) == []
     # 4 stages x (128 + 256) x 64 x 2 B = 196,608 B: fits the H200, not the A100's 166,912 B
@@ -83,18 +84,18 @@ def test_rules_follow_the_shape_and_the_gpu():
     # a 128-row tile is larger than a 16-row problem needs
     assert "BLOCK_M larger than M needs" in config_legality(GEMM_SPACE, GemmShape(16, 4096, 4096), cfg, H200)
     # 128 x 256 accumulators over 4 warps = 256 registers per thread: spills
-    spill = Config.make(4, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
+    spill = Config.make(4, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     assert REGS in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096), spill, H200)
     # split-K only where output tiles leave SMs idle
-    split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1, PERSISTENT=0, FIXUP=1)
+    split = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=4, TMA=1, PERSISTENT=0, FIXUP=1, BLOCK_N2=0)
     assert config_legality(GEMM_SPACE, GemmShape(16, 4096, 8192), split, H200) == ["BLOCK_M larger than M needs"]
     assert "SPLIT_K while output tiles already fill the GPU" in config_legality(
         GEMM_SPACE, GemmShape(4096, 4096, 8192), split, H200)
 
 
 def test_tma_where_the_gpu_and_the_rows_allow_it_and_pointers_elsewhere():
-    cfg = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
-    ptr = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
+    cfg = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
+    ptr = Config.make(8, 3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     a100 = load_profile("a100_sxm4_80gb")
     aligned, odd_k = GemmShape(4096, 4096, 4096, "nk"), GemmShape(4096, 4096, 4100, "nk")
     assert config_legality(GEMM_SPACE, aligned, ptr, H200) == ["pointer loads where TMA is available"]
@@ -116,12 +117,12 @@ def test_small_tiles_keep_one_buffer_less_on_hopper():
     """BLOCK_M 16 or 32 runs mma.sync, for which Triton's sm_90 pipeliner allocates num_stages - 1
     buffers (compiled and checked in tests/kernels/test_alignment.py): 4 x (32 + 256) x 128 x 2 B is
     over the H200's per-block limit, 3 buffers are not; the A100 keeps the upper bound."""
-    c = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
+    c = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     shape = GemmShape(64, 4096, 4096, "nk")
     assert SMEM not in config_legality(GEMM_SPACE, shape, c, H200)
-    ptr = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0)
+    ptr = Config.make(4, 4, BLOCK_M=32, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=0, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     assert SMEM in config_legality(GEMM_SPACE, shape, ptr, load_profile("a100_sxm4_80gb"))
-    wide = Config.make(4, 4, BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
+    wide = Config.make(4, 4, BLOCK_M=64, BLOCK_N=256, BLOCK_K=128, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     assert SMEM in config_legality(GEMM_SPACE, shape, wide, H200)  # wgmma: all 4 buffers
 
 
@@ -136,7 +137,7 @@ def test_space_version_is_a_content_hash():
 def test_persistent_only_with_tma_one_split_large_tiles_and_two_waves():
     def make(bm=128, bn=128, split=1, tma=1, persistent=1):
         return Config.make(4, 3, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=1, SPLIT_K=split, TMA=tma,
-                           PERSISTENT=persistent, FIXUP=0)
+                           PERSISTENT=persistent, FIXUP=0, BLOCK_N2=0)
 
     big = GemmShape(4096, 4096, 4096, "nk")  # 1,024 tiles of 128x128: 7.8 waves of 132 SMs
     assert config_legality(GEMM_SPACE, big, make(), H200) == []
@@ -156,7 +157,7 @@ def test_persistent_only_with_tma_one_split_large_tiles_and_two_waves():
 def test_split_k_sums_in_the_kernel_up_to_fixup_only_max_m_both_ways_to_fixup_max_m_and_in_the_reduction_above():
     def make(split=4, fixup=1, bm=64):
         return Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=split, TMA=1, PERSISTENT=0,
-                           FIXUP=fixup)
+                           FIXUP=fixup, BLOCK_N2=0)
     small = GemmShape(FIXUP_ONLY_MAX_M, 4096, 8192)
     both = [GemmShape(m, 4096, 8192) for m in (FIXUP_ONLY_MAX_M + 1, FIXUP_MAX_M)]
     prefill = GemmShape(FIXUP_MAX_M + 1, 1024, 8192)
@@ -190,7 +191,7 @@ def test_sm90_tiles_of_64_rows_from_m_17_and_no_larger_than_m_needs_elsewhere():
     BLOCK_M stays within M's power of two."""
     a100 = load_profile("a100_sxm4_80gb")
     tile = lambda bm, tma: Config.make(4, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=tma,
-                                       PERSISTENT=0, FIXUP=0)
+                                       PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     for m, tma in ((WGMMA_PAD_MIN_M + 1, 1), (32, 1), (33, 1), (17, 0)):
         shape = GemmShape(m, 4096, 8192 if tma else 8190, layout="nk")
         assert config_legality(GEMM_SPACE, shape, tile(64, tma), H200) == []

@@ -69,14 +69,14 @@ def test_a_layout_str_and_round_trip():
 
 
 def test_config_round_trip_and_mapping():
-    text = "BLOCK_M=128,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,num_warps=4,num_stages=3"
+    text = "BLOCK_M=128,BLOCK_N=64,BLOCK_K=32,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,BLOCK_N2=0,num_warps=4,num_stages=3"
     config = parse_config(text, GEMM_SPACE.param_names)
     assert str(config) == text and parse_config(str(config)) == config
-    assert config["BLOCK_M"] == 128 and config["num_stages"] == 3 and len(config) == 10
+    assert config["BLOCK_M"] == 128 and config["num_stages"] == 3 and len(config) == 11
     assert config.kernel_params() == {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT_K": 1,
-                                      "TMA": 1, "PERSISTENT": 0, "FIXUP": 0}
-    assert hash(config) == hash(Config.make(4, 3, BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0))
-    cols = configs_to_columns([config, Config.make(8, 2, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=2, TMA=1, PERSISTENT=0, FIXUP=0)])
+                                      "TMA": 1, "PERSISTENT": 0, "FIXUP": 0, "BLOCK_N2": 0}
+    assert hash(config) == hash(Config.make(4, 3, BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0))
+    cols = configs_to_columns([config, Config.make(8, 2, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=2, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)])
     assert list(cols["num_warps"]) == [4, 8] and list(cols["SPLIT_K"]) == [1, 2]
 
 

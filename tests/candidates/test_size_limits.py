@@ -37,7 +37,7 @@ def test_attention_limits_name_the_field():
 
 
 def test_check_in_grid_names_parameter_value_and_allowed_values():
-    good = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0)
+    good = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0, FIXUP=0, BLOCK_N2=0)
     check_in_grid(GEMM_SPACE, good)
     bad = Config.make(4, 3, BLOCK_M=100, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, SPLIT_K=1)
     with pytest.raises(ConfigError, match=r"BLOCK_M=100 is not in the gemm space; BLOCK_M is one of 16, 32, 64"):

@@ -39,7 +39,7 @@ def _dataset_with_extra(root, extra_error):
     from rooftune.candidates import Config
 
     configs = legal_configs(GEMM_SPACE, SHAPE, H200).configs
-    extra = Config.make(4, 2, BLOCK_M=16, BLOCK_N=16, BLOCK_K=256, GROUP_M=1, SPLIT_K=16, TMA=1, PERSISTENT=0, FIXUP=1)
+    extra = Config.make(4, 2, BLOCK_M=16, BLOCK_N=16, BLOCK_K=256, GROUP_M=1, SPLIT_K=16, TMA=1, PERSISTENT=0, FIXUP=1, BLOCK_N2=0)
     assert extra not in configs
     rows = tuple(ConfigResult(c, 10.0 + i) for i, c in enumerate(configs))
     rows += (ConfigResult(extra, None, "OutOfResources") if extra_error else ConfigResult(extra, 5.0),)

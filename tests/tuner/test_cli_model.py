@@ -18,7 +18,7 @@ PROBE = "M,N,K,BM,BN,BK,stages,warps,GM,us,err\n2048,2048,2048,cublas,,,,,,40.0,
 
 def test_explain_gemm_top_and_named_config():
     result = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3", "--config",
-                                 "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,num_warps=8,num_stages=3"])
+                                 "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,BLOCK_N2=0,num_warps=8,num_stages=3"])
     assert result.exit_code == 0, result.output
     assert "top 3 of" in result.output and "named config: rank" in result.output
     assert "dominant" in result.output and "waves" in result.output
@@ -35,8 +35,8 @@ def test_explain_fills_in_what_the_shape_leaves_one_value_and_asks_for_the_rest(
     big = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--config",
                               "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,num_warps=8,num_stages=4"])
     text = " ".join(big.output.split())
-    assert big.exit_code == 2 and "missing parameter(s) PERSISTENT, FIXUP" in text
-    assert "PERSISTENT=0, FIXUP=0; PERSISTENT=1, FIXUP=0" in text
+    assert big.exit_code == 2 and "missing parameter(s) PERSISTENT, FIXUP, BLOCK_N2" in text
+    assert "PERSISTENT=0, FIXUP=0, BLOCK_N2=0; PERSISTENT=1, FIXUP=0, BLOCK_N2=0" in text
     # nothing legal matches the rest (a 256-row tile for M = 8)
     none = runner.invoke(app, ["explain", "gemm", "--shape", "8x4096x4096", "--config",
                                "BLOCK_M=256,BLOCK_N=64,BLOCK_K=128,GROUP_M=1,SPLIT_K=1,TMA=1,num_warps=4,num_stages=4"])
@@ -127,7 +127,7 @@ def test_eval_attention_needs_attention_shapes(tmp_path):
 
 
 def test_explain_shows_the_residual_and_ranks_by_it():
-    config = "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,num_warps=4,num_stages=3"
+    config = "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,BLOCK_N2=0,num_warps=4,num_stages=3"
     args = ["explain", "gemm", "--shape", "256x10240x8192", "--layout", "nk", "--top", "3", "--config", config]
     with_residual = runner.invoke(app, args)
     alone = runner.invoke(app, args + ["--residual", "none"])

@@ -112,7 +112,7 @@ def test_the_tables_are_vllms_format(measurer, tmp_path):
     assert all(set(entry) == keys and all(type(v) is int for v in entry.values()) for entry in table.values())
     winner = next(lt.result.winner for lt in tuned.layers if lt.layer.shape == GemmShape(64, 4608, 3584, "nk"))
     assert config_from_vllm(table["64"], tma=winner["TMA"], persistent=winner["PERSISTENT"],
-                            fixup=winner["FIXUP"]) == winner
+                            fixup=winner["FIXUP"], block_n2=winner["BLOCK_N2"]) == winner
     assert table_file_name(1, 2, "NVIDIA H100 80GB/HBM3") == "N=1,K=2,device_name=NVIDIA_H100_80GB_HBM3.json"
 
 

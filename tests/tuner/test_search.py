@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from rooftune.candidates import GEMM_SPACE, Trial, legal_configs, parse_gemm_shape
+from rooftune.candidates import GEMM_SPACE, Config, Trial, legal_configs, parse_gemm_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.search import Belief, SearchSettings, config_embedding, next_round, search
 from rooftune.tuner.strategies import corrected_prior
@@ -111,7 +111,11 @@ def test_settings_round_trip_and_embedding_columns():
     assert SearchSettings.from_dict(s.to_dict()) == s
     assert SearchSettings.from_dict({"kappa": 3, "unknown": 1}).kappa == 3.0
     cfgs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs[:3]
-    assert config_embedding(cfgs).shape == (3, 10)
+    assert config_embedding(cfgs).shape == (3, 11)
+    # a composite tile sits at its width (BLOCK_N + BLOCK_N2) along the tile-columns axis, flagged apart
+    wide = cfgs[0].kernel_params() | {"BLOCK_N": 128, "BLOCK_N2": 32}
+    row = config_embedding([Config.make(cfgs[0].num_warps, cfgs[0].num_stages, **wide)])[0]
+    assert row[1] == np.log2(160) and row[10] == 1.0 and config_embedding(cfgs)[:, 10].tolist() == [0.0] * 3
 
 
 @pytest.mark.parametrize("budget", [1, 8, 20])
