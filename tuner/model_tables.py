@@ -47,8 +47,8 @@ def config_from_vllm(entry: dict, tma: int | None = None, persistent: int | None
     """The GEMM Config of one table entry (`vllm_config` read back). vLLM's tables name tiles, not
     the load path, the schedule, where split-K sums or a composite tile's second part: `tma`, `persistent`,
     `fixup` (0 or 1) and `block_n2` add the space's TMA, PERSISTENT, FIXUP and BLOCK_N2 parameters, which
-    the entry does not carry (a composite winner's entry names its BLOCK_N part: vLLM's kernel has one
-    power-of-two accumulator)."""
+    the entry does not carry (a composite winner is written as the fastest measured one-accumulator
+    config: `table_config`)."""
     back = {v: k for k, v in VLLM_NAMES.items()}
     params = {back[key]: int(value) for key, value in entry.items()}
     extra = {name: value for name, value in (("TMA", tma), ("PERSISTENT", persistent), ("FIXUP", fixup),
@@ -58,14 +58,30 @@ def config_from_vllm(entry: dict, tma: int | None = None, persistent: int | None
                        **extra)
 
 
+def table_config(result) -> Config:
+    """The config a table entry names for one tuned GEMM (a TuneResult): its winner, unless the winner is a
+    composite tile (BLOCK_N2 > 0, space 7), which the format cannot express (its BLOCK_SIZE_N alone would
+    name another, narrower tile); then the fastest measured config with one accumulator, or the winner's
+    BLOCK_N part where the tune measured none."""
+    winner = result.winner
+    if not winner.get("BLOCK_N2"):
+        return winner
+    plain = [t for t in result.trials if t.ok and not t.config.get("BLOCK_N2")]
+    if plain:
+        return min(plain, key=lambda t: t.time_us).config
+    return Config(tuple((k, 0 if k == "BLOCK_N2" else v) for k, v in winner.params), winner.num_warps,
+                  winner.num_stages)
+
+
 def vllm_tables(tuned: ModelTune) -> dict[str, dict[str, dict[str, int]]]:
-    """File name -> {str(M): config} for every tuned GEMM of the model, M keys in increasing order."""
+    """File name -> {str(M): config} for every tuned GEMM of the model, M keys in increasing order
+    (`table_config`: a composite winner is replaced by the fastest measured tile the format names)."""
     tables: dict[str, dict[int, dict[str, int]]] = {}
     for lt in tuned.layers:
         shape = lt.layer.shape
         if isinstance(shape, GemmShape) and lt.result is not None:
             table = tables.setdefault(table_file_name(shape.n, shape.k, tuned.profile), {})
-            table[shape.m] = vllm_config(lt.result.winner)
+            table[shape.m] = vllm_config(table_config(lt.result))
     return {name: {str(m): table[m] for m in sorted(table)} for name, table in tables.items()}
 
 

@@ -116,6 +116,26 @@ def test_the_tables_are_vllms_format(measurer, tmp_path):
     assert table_file_name(1, 2, "NVIDIA H100 80GB/HBM3") == "N=1,K=2,device_name=NVIDIA_H100_80GB_HBM3.json"
 
 
+def test_a_composite_winner_is_written_as_the_fastest_measured_tile_the_format_names():
+    from rooftune.candidates import Config, Trial
+    from rooftune.tuner.model_tables import table_config
+    from rooftune.tuner.tune import TuneResult
+
+    def cfg(bn, bn2, w=4):
+        return Config.make(w, 3, BLOCK_M=128, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0,
+                           FIXUP=0, BLOCK_N2=bn2)
+
+    trials = (Trial(cfg(128, 32), 10.0), Trial(cfg(256, 0, 8), 12.0), Trial(cfg(128, 0), 11.5),
+              Trial(cfg(128, 64), None, error="out of resources"))
+    shape = GemmShape(2048, 1280, 8192, "nk")
+    result = TuneResult(shape, cfg(128, 32), 10.0, trials, "rooftune", "NVIDIA H200", "v")
+    assert table_config(result) == cfg(128, 0)  # the fastest one-accumulator trial, not BLOCK_N=128 of the winner
+    assert table_config(TuneResult(shape, cfg(256, 0, 8), 12.0, trials[1:], "rooftune", "NVIDIA H200", "v")) \
+        == cfg(256, 0, 8)  # a plain winner as it is
+    alone = TuneResult(shape, cfg(128, 32), 10.0, trials[:1], "rooftune", "NVIDIA H200", "v")
+    assert table_config(alone) == cfg(128, 0)  # nothing else measured: the winner's BLOCK_N part
+
+
 def test_tables_merge_with_what_is_there(measurer, tmp_path):
     name = "N=3584,K=3584,device_name=NVIDIA_H200.json"
     (tmp_path / name).write_text(json.dumps({"4096": {"BLOCK_SIZE_M": 128}, "8": {"stale": 1}}))

@@ -26,7 +26,9 @@ for d in ("train", "heldout"):
     done = finished_ids(w / d) if (w / d / "manifest.json").exists() else set()
     raw = json.loads((lists / f"shapes_{d}.json").read_text())
     shapes = load_shapes(lists / f"shapes_{d}.json")
-    todo += [entry for entry, s in zip(raw, shapes) if shape_id(s) not in done]
+    left = [entry for entry, s in zip(raw, shapes) if shape_id(s) not in done]
+    (w / f"todo_{d}.n").write_text(str(len(left)))  # sweep() skips a list with nothing left
+    todo += left
 (w / "todo.json").write_text(json.dumps(todo))
 print(f"{len(todo)} shapes to sweep")
 PY
@@ -34,6 +36,7 @@ s=$SECONDS; python3 -m rooftune.kernels.prebuild build --shapes $W/todo.json --g
   > $W/prebuild.log 2>&1; echo "prebuild rc=$? $((SECONDS-s)) s: $(tail -1 $W/prebuild.log)"
 sweep() { # sweep LIST: until done, out of time, or an exit other than 3 (quarantine: run again)
   local d=$1
+  [ "$(cat $W/todo_$d.n 2>/dev/null || echo 1)" != 0 ] || { echo "sweep $d: nothing left"; return; }
   while :; do local l=$(( $(left) - 25 )); [ $l -gt 45 ] || return
     timeout $l rooftune sweep gemm --shapes $LISTS/shapes_$d.json --out $W/$d --gpu h200 --gpus $GPUS \
       --max-minutes $(python3 -c "print(($l-15)/60)") >> $W/sweep_$d.log 2>&1; local rc=$?
