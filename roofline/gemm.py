@@ -129,8 +129,10 @@ def _mma_sync_warp_grid(bm: np.ndarray, bn: np.ndarray, warps: np.ndarray) -> tu
     return wm, wn
 
 
-def _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor: bool) -> np.ndarray:
-    """Shared-memory bytes the matrix instructions of one CTA read per 16-wide k step.
+def _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor: bool, a_reads=1) -> np.ndarray:
+    """Shared-memory bytes the matrix instructions of one CTA read per 16-wide k step; `a_reads`: how many
+    times each instruction stream reads the A slice (2 for a composite tile: each accumulator's wgmma
+    reads it again, the B slices once in all).
 
     Without matrix units (fp32 FMA) each thread holds a tm×tn accumulator block and reads tm + tn
     operands per k: at best 2·sqrt(BLOCK_M·BLOCK_N / threads), so small per-thread blocks starve.
@@ -140,11 +142,11 @@ def _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor: bool) -> np.nda
     groups = np.maximum(warps // WARPS_PER_WARPGROUP, 1)
     wg_m = np.clip(bm // WGMMA_ROWS, 1, groups)
     wg_n = np.maximum(groups // wg_m, 1)
-    wgmma_bytes = (bm * wg_n + bm * bn // WGMMA_ROWS) * MMA_K * elem
+    wgmma_bytes = (bm * wg_n * a_reads + bm * bn // WGMMA_ROWS) * MMA_K * elem
     wm, wn = _mma_sync_warp_grid(bm, bn, warps)
     frag_m = np.maximum(bm // wm, MMA_SYNC_ROWS)
     frag_n = np.maximum(bn // wn, MMA_SYNC_COLS)
-    sync_bytes = warps * (frag_m + frag_n) * MMA_K * elem
+    sync_bytes = warps * (frag_m * a_reads + frag_n) * MMA_K * elem
     if not tensor:
         threads = warps * THREADS_PER_WARP
         return threads * 2.0 * np.sqrt(np.maximum(bm * bn / threads, 1.0)) * MMA_K * elem
@@ -173,8 +175,10 @@ def _dram_operand_bytes(shape: GemmShape, bm, bn, group_m, concurrent, k_split, 
 def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: HardwareProfile) -> GemmBreakdown:
     """Cost of every config in `columns` for `shape` on `profile` (see GemmBreakdown)."""
     # A composite tile (BLOCK_N2 > 0, space 7) is BLOCK_N + BLOCK_N2 columns wide; the model costs it as one
-    # tile of that width (its two accumulators issue the same matrix work and load the same B rows).
+    # tile of that width (its two accumulators issue the same matrix work and load the same B rows), except
+    # that each accumulator's matrix instructions read the A slice from shared memory: twice per k step.
     bm, bk = _col(columns, "BLOCK_M"), _col(columns, "BLOCK_K")
+    composite = _col(columns, "BLOCK_N2", 0) > 0
     bn = _col(columns, "BLOCK_N") + _col(columns, "BLOCK_N2", 0)
     group_m, split_k = _col(columns, "GROUP_M", 1), _col(columns, "SPLIT_K", 1)
     warps, stages = _col(columns, "num_warps"), _col(columns, "num_stages")
@@ -229,7 +233,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     # so the spill traffic goes to L2.
     spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
     spill_iter = spilled.astype(float) * REGISTER_BYTES * 2 * warps * THREADS_PER_WARP * k16_steps
-    smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype) * k16_steps + fill_iter
+    smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype, 1 + composite) * k16_steps + fill_iter
     l2_total = (tiles_n * m + tiles_m * n) * float(k) * elem
     dram_operands = split_k * _dram_operand_bytes(shape, bm, bn, group_m, concurrent, k_split, elem, profile)
     cta_iters = ctas * k_iters

@@ -285,3 +285,20 @@ def test_a_persistent_config_hides_all_but_one_prologue_and_keeps_an_epilogue_bu
         assert p["time_us"] < d["time_us"]
     small = GemmShape(1024, 1024, 1024, "nk")  # 64 tiles: one wave
     assert one(small, pers)["prologue_us"] == one(small, plain)["prologue_us"]
+
+
+def test_a_composite_tile_is_costed_as_one_tile_of_its_width_that_reads_a_twice():
+    """128x(128+32) against a one-accumulator tile 160 wide (which Triton cannot make, but the model can cost):
+    the same tiles, waves, FLOPs and operand traffic, and the shared-memory reads of A counted once per
+    accumulator, so no faster."""
+    shape = GemmShape(2048, 1280, 8192, "nk")
+
+    def tile(bn, bn2):
+        return Config.make(4, 4, BLOCK_M=128, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0,
+                           FIXUP=0, BLOCK_N2=bn2)
+
+    composite, wide = one(shape, tile(128, 32)), one(shape, tile(160, 0))
+    for same in ("ctas", "waves", "flops", "padded_flops", "l2_bytes", "dram_bytes", "compute_us", "smem_bytes_per_cta"):
+        assert composite[same] == pytest.approx(wide[same]), same
+    assert composite["smem_us"] > wide["smem_us"] and composite["time_us"] >= wide["time_us"]
+    assert composite["ctas"] == 16 * 8  # 128 tiles on 132 SMs, where 128x128 makes 160
