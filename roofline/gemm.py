@@ -74,6 +74,7 @@ class GemmBreakdown:
     schedule: np.ndarray         # 'one tile per program' or 'persistent' (SCHEDULES)
     splitk_sum: np.ndarray       # where split-K's partials are summed (SPLIT_K_SUMS)
     store_path: np.ndarray       # how C is stored (STORE_PATHS)
+    accumulators: np.ndarray     # fp32 accumulators a program keeps: 2 for a composite tile (BLOCK_N2 > 0), else 1
     ctas: np.ndarray             # CTAs launched (output tiles × SPLIT_K)
     ctas_per_sm: np.ndarray
     occupancy_limiter: np.ndarray  # index into roofline.occupancy.LIMITERS
@@ -311,6 +312,7 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         schedule=np.where(persistent, SCHEDULES[1], SCHEDULES[0]),
         splitk_sum=np.where(split_k > 1, np.where(fixup, SPLIT_K_SUMS[2], SPLIT_K_SUMS[1]), SPLIT_K_SUMS[0]),
         store_path=np.where(persistent & c_rows_tma(n, elem), STORE_PATHS[1], STORE_PATHS[0]),
+        accumulators=1 + composite.astype(np.int64),
         ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
         waves=waves, wave_efficiency=wave_eff,
         compute_us=us * padded_flops / (rate_sm * profile.sm_count),

@@ -135,7 +135,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
         for field in ("time_us", "bound", "compute_us", "memory_us", "latency_us", "launch_us", "splitk_us",
                       "softmax_us", "smem_us", "l2_us", "dram_bytes", "l2_bytes", "padded_flops", "padding_efficiency",
                       "ctas_per_sm", "occupancy", "waves", "wave_efficiency", "uses_wgmma", "load_path", "schedule",
-                      "splitk_sum", "store_path"):
+                      "splitk_sum", "store_path", "accumulators"):
             if hasattr(bd, field):
                 value = getattr(bd, field)[i]
                 detail.add_row(field, _fmt(value))

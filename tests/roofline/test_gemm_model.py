@@ -302,3 +302,4 @@ def test_a_composite_tile_is_costed_as_one_tile_of_its_width_that_reads_a_twice(
         assert composite[same] == pytest.approx(wide[same]), same
     assert composite["smem_us"] > wide["smem_us"] and composite["time_us"] >= wide["time_us"]
     assert composite["ctas"] == 16 * 8  # 128 tiles on 132 SMs, where 128x128 makes 160
+    assert (composite["accumulators"], wide["accumulators"]) == (2, 1)  # what `explain` shows
