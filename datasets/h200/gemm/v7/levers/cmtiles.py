@@ -75,7 +75,7 @@ def summary(results):
 
 
 # The worker processes import this module, so cntiles's functions find these there too.
-ct.variants, ct.build = variants, build
+ct.variants, ct.build, ct.summary = variants, build, summary
 ct.summary_line = lambda r: summary([r]) or ""
 
 
