@@ -83,8 +83,15 @@ def main(out_dir, seconds, done_path, shapes):
     ct.main(out_dir, seconds, done_path, shapes)
 
 
+_cntiles_compile_job = ct.compile_job
+
+
 def compile_job(job):
-    return ct.compile_job(job)
+    """A worker's compile: cntiles's, run where this module is imported, so its `build` is this one's."""
+    return _cntiles_compile_job(job)
+
+
+ct.compile_job = compile_job  # what cntiles.main hands its worker pool
 
 
 if __name__ == "__main__":
