@@ -202,3 +202,29 @@ def test_sm90_tiles_of_64_rows_from_m_17_and_no_larger_than_m_needs_elsewhere():
         assert set(legal_configs(GEMM_SPACE, GemmShape(m, 4096, 8192), H200).columns["BLOCK_M"]) == {16}
     assert config_legality(GEMM_SPACE, GemmShape(17, 4096, 8192), tile(64, 0), a100) == ["BLOCK_M larger than M needs"]
     assert config_legality(GEMM_SPACE, GemmShape(33, 4096, 8192), tile(64, 0), a100) == []
+
+
+def test_composite_tiles_only_where_they_fill_the_waves():
+    """BLOCK_N2 > 0 (space 7): TMA, one tile per program, SPLIT_K 1, BLOCK_M 64 or 128, BLOCK_N >= 128 and wider
+    than BLOCK_N2, and only where the composite tiles fill at most 2 waves well and better than BLOCK_N's."""
+    def make(bm=128, bn=128, bn2=32, split=1, persistent=0, tma=1, w=4):
+        return Config.make(w, 3, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SPLIT_K=split, TMA=tma,
+                           PERSISTENT=persistent, FIXUP=0, BLOCK_N2=bn2)
+
+    few = GemmShape(2048, 1280, 8192, "nk")  # 128x160: 128 tiles on 132 SMs; 128x128: 160 (1.2 waves)
+    assert config_legality(GEMM_SPACE, few, make(), H200) == []
+    fill = "BLOCK_N2 where the tiles do not fill their waves"
+    assert any(r.startswith(fill) for r in config_legality(GEMM_SPACE, GemmShape(4096, 4096, 4096, "nk"), make(), H200))
+    shape_rule = "BLOCK_N2 needs BLOCK_M 64 or 128 and a wider BLOCK_N, of 128 or more"
+    for bad in (make(bm=256, w=8), make(bn=64), make(bn=128, bn2=128)):
+        assert shape_rule in config_legality(GEMM_SPACE, few, bad, H200), bad
+    path_rule = "BLOCK_N2 needs TMA loads, one tile per program and SPLIT_K 1"
+    for bad in (make(split=2), make(persistent=1), make(tma=0)):
+        assert path_rule in config_legality(GEMM_SPACE, few, bad, H200), bad
+    assert "BLOCK_N2 where BLOCK_N already spans N" in config_legality(GEMM_SPACE, GemmShape(4096, 128, 8192, "nk"),
+                                                                      make(), H200)
+    # Composite tiles need the copy engine: none on a GPU without TMA; on the H200 only in this narrow set.
+    a100 = load_profile("a100_sxm4_80gb")
+    assert not legal_configs(GEMM_SPACE, few, a100).columns["BLOCK_N2"].any()
+    cols = legal_configs(GEMM_SPACE, few, H200).columns
+    assert cols["BLOCK_N2"].any() and (cols["TMA"][cols["BLOCK_N2"] > 0] == 1).all()
