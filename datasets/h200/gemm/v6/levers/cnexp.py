@@ -20,17 +20,6 @@ from rooftune.kernels import gemm as G
 
 
 @triton.jit
-def _cn_tile(pid, M, N, GROUP_M, BLOCK_M: tl.constexpr, WIDTH: tl.constexpr):
-    # kernels/gemm.py's grouped order over tiles WIDTH columns wide.
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, WIDTH)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    return first_pid_m + (pid % num_pid_in_group) % group_size_m, (pid % num_pid_in_group) // group_size_m
-
-
-@triton.jit
 def _cn_mainloop(a_desc, b_desc, b2_desc, rm0, rn0, k_blocks,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
                  B_NK: tl.constexpr):
@@ -60,7 +49,7 @@ def _cn_store(c_ptr, acc, M, N, stride_cm, rm0, rn0, BLOCK_M: tl.constexpr, BLOC
 def _cn_kernel(a_desc, b_desc, b2_desc, c_ptr, M, N, K, stride_cm, GROUP_M,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
                B_NK: tl.constexpr):
-    pid_m, pid_n = _cn_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
+    pid_m, pid_n = G._grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
     rm0 = pid_m * BLOCK_M
     rn0 = pid_n * (BLOCK_N + BLOCK_N2)
     acc, acc2 = _cn_mainloop(a_desc, b_desc, b2_desc, rm0, rn0, tl.cdiv(K, BLOCK_K),
@@ -76,7 +65,7 @@ def _pcn_kernel(a_desc, b_desc, b2_desc, c_desc, c2_desc, M, N, K, GROUP_M,
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N + BLOCK_N2)
     k_blocks = tl.cdiv(K, BLOCK_K)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
-        pid_m, pid_n = _cn_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
+        pid_m, pid_n = G._grouped_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
         rm0 = pid_m * BLOCK_M
         rn0 = pid_n * (BLOCK_N + BLOCK_N2)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
