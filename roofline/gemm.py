@@ -179,8 +179,9 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
     # tile of that width (its two accumulators issue the same matrix work and load the same B rows), except
     # that each accumulator's matrix instructions read the A slice from shared memory: twice per k step.
     bm, bk = _col(columns, "BLOCK_M"), _col(columns, "BLOCK_K")
-    composite = _col(columns, "BLOCK_N2", 0) > 0
-    bn = _col(columns, "BLOCK_N") + _col(columns, "BLOCK_N2", 0)
+    bn2 = _col(columns, "BLOCK_N2", 0)
+    composite = bn2 > 0
+    bn = _col(columns, "BLOCK_N") + bn2
     group_m, split_k = _col(columns, "GROUP_M", 1), _col(columns, "SPLIT_K", 1)
     warps, stages = _col(columns, "num_warps"), _col(columns, "num_stages")
     elem = DTYPE_BYTES[shape.dtype]

@@ -67,7 +67,6 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
     bd = breakdown
     t = bd.time_us
     log_bm, log_bk = (np.log2(c[k]).astype(float) - 6.0 for k in ("BLOCK_M", "BLOCK_K"))
-    composite = c["BLOCK_N2"] > 0 if "BLOCK_N2" in c else np.zeros(len(log_bm), dtype=bool)
     log_bn = np.log2(tile_cols(c)).astype(float) - 6.0
     stages = c["num_stages"].astype(float) - 3.0
     warps8 = (c["num_warps"] == 8).astype(float)
@@ -94,7 +93,7 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
         # Split-K summed inside the GEMM kernel (space 4's FIXUP): 0 for the earlier spaces, as above.
         "fixup": (bd.splitk_sum == SPLIT_K_SUMS[2]).astype(float),
         # A composite tile (space 7's BLOCK_N2 > 0: two accumulators): 0 for the earlier spaces, as above.
-        "composite": composite.astype(float),
+        "composite": (bd.accumulators > 1).astype(float),
     }
     scales = {f"log_{dim}": (np.log2(getattr(shape, dim)) - _SHAPE_CENTRES[dim]) / _SHAPE_SCALE
               for dim in ("m", "n", "k")}

@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from rooftune.candidates import Config, Trial, configs_to_columns
+from rooftune.candidates.gemm_space import tile_cols
 
 # Configs a live search asks its measurer to compile ahead: the prior's best, which later rounds
 # mostly draw from (in replay on the GEMM training set, 0.9 of a shape's 20 trials lie outside the
@@ -70,7 +71,7 @@ def config_embedding(configs: list[Config]) -> np.ndarray:
     def col(name, f):
         return f(c[name]).astype(float) if name in c else np.zeros(n)
 
-    cols = np.log2(c["BLOCK_N"] + c.get("BLOCK_N2", 0)).astype(float) if "BLOCK_N" in c else np.zeros(n)
+    cols = np.log2(tile_cols(c)).astype(float) if "BLOCK_N" in c else np.zeros(n)
     return np.stack([col("BLOCK_M", np.log2), cols, col("BLOCK_K", np.log2),
                      col("SPLIT_K", np.log2), col("num_stages", lambda v: v), col("num_warps", lambda v: v == 8),
                      col("GROUP_M", lambda v: v > 1), col("ORDER", lambda v: v), col("TMA", lambda v: v),

@@ -24,13 +24,16 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from rooftune.hwprofiles import load_profile
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 TRAIN = HERE.parent / "train"
 PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "TMA", "PERSISTENT", "FIXUP", "num_warps",
           "num_stages")
-SMS = 132
-SMEM_LIMIT = 232448 - 1024          # the H200's per-block limit, less the barriers
+H200 = load_profile("h200")
+SMS = H200.sm_count
+SMEM_LIMIT = H200.smem_per_block_bytes - 1024  # the per-block limit, less the barriers
 MAX_ACC_PER_THREAD = 160            # fp32 accumulator registers a thread may hold
 TILES_PER_SHAPE = 5
 
