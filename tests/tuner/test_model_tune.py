@@ -110,7 +110,7 @@ def test_the_tables_are_vllms_format(measurer, tmp_path):
     assert list(table) == ["8", "64"]
     keys = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "SPLIT_K", "num_warps", "num_stages"}
     assert all(set(entry) == keys and all(type(v) is int for v in entry.values()) for entry in table.values())
-    winner = next(lt.result.winner for lt in tuned.layers if lt.layer.shape == GemmShape(64, 4608, 3584, "nk"))
+    winner = next(lt.result.winner for lt in tuned.layers if lt.layer.shape == GemmGemmShape(64, 4608, 3584, "nk"))
     assert config_from_vllm(table["64"], tma=winner["TMA"], persistent=winner["PERSISTENT"],
                             fixup=winner["FIXUP"], block_n2=winner["BLOCK_N2"]) == winner
     assert table_file_name(1, 2, "NVIDIA H100 80GB/HBM3") == "N=1,K=2,device_name=NVIDIA_H100_80GB_HBM3.json"
@@ -127,7 +127,7 @@ def test_a_composite_winner_is_written_as_the_fastest_measured_tile_the_format_n
 
     trials = (Trial(cfg(128, 32), 10.0), Trial(cfg(256, 0, 8), 12.0), Trial(cfg(128, 0), 11.5),
               Trial(cfg(128, 64), None, error="out of resources"))
-    shape = GemmShape(2048, 1280, 8192, "nk")
+    shape = GemmGemmShape(2048, 1280, 8192, "nk")
     result = TuneResult(shape, cfg(128, 32), 10.0, trials, "rooftune", "NVIDIA H200", "v")
     assert table_config(result) == cfg(128, 0)  # the fastest one-accumulator trial, not BLOCK_N=128 of the winner
     assert table_config(TuneResult(shape, cfg(256, 0, 8), 12.0, trials[1:], "rooftune", "NVIDIA H200", "v")) \
@@ -189,3 +189,30 @@ def test_cli_bad_input_exits_2_before_the_gpu(args, words, monkeypatch):
     result = runner.invoke(app, ["tune", "model", *args, "--cache", "none"])
     assert result.exit_code == 2, result.output
     assert words in " ".join(result.output.split())
+
+
+def test_the_committed_model_tables_name_the_committed_tunes():
+    """datasets/h200/models/: every GEMM table entry is `table_config` of the cached tune of its shape under the
+    shipped space and residual, so the tables are not stale against the space or the fit they claim."""
+    from pathlib import Path
+
+    from rooftune.candidates.kernels import kernel_of
+    from rooftune.tuner.model_tables import table_config, vllm_config
+    from rooftune.tuner.tune import cached_result, shipped_residual, tune_key
+
+    root = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "models"
+    residual = shipped_residual(kernel_of(GemmShape(256, 4608, 3584, "nk")), PROFILE)
+    checked = composite = 0
+    for model in ("llama-3-8b", "qwen2.5-7b"):
+        tables = sorted((root / model).glob("N=*,K=*,device_name=NVIDIA_H200.json"))
+        assert len(tables) == 5
+        for table in tables:
+            n, k = (int(part.split("=")[1]) for part in table.name.split(",")[:2])
+            for m, entry in json.loads(table.read_text()).items():
+                shape = GemmShape(int(m), n, k, "nk")
+                result = cached_result(root / "tune.json", tune_key(shape, PROFILE, 20, residual))
+                assert result is not None, f"{model} {shape}: no tune of the shipped space and fit in the cache"
+                assert entry == vllm_config(table_config(result)), (model, shape)
+                checked += 1
+                composite += bool(result.winner.get("BLOCK_N2"))
+    assert checked == 40 and composite == 4  # 4 tokens x 5 GEMMs x 2 models; the README names the 4

@@ -12,6 +12,7 @@ usage (repository root, on the GPU machine):
 """
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -65,6 +66,7 @@ def build(text, v, inputs, out):
 
 
 def summary(results):
+    gains, before, after = [], [], []
     for r in results:
         fam = ct.best_of(r)
         cb, base = fam["cublas"][0], fam["base"][0]
@@ -72,6 +74,14 @@ def summary(results):
         print(f"{r['shape']:>20} cuBLAS {cb:8.2f}  base {base:8.2f}  composite {cm[0]:8.2f}  base÷composite "
               f"{base / cm[0]:.3f}  cuBLAS÷base {cb / base:.3f} -> cuBLAS÷best {cb / min(base, cm[0]):.3f}  "
               f"errors {len(r['errors'])}  {cm[1][:90]}")
+        gains.append(base / cm[0])
+        before.append(cb / base)
+        after.append(cb / min(base, cm[0]))
+    if len(results) > 1:
+        g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
+        print(f"{len(results)} shapes: base÷composite geomean {g(gains):.3f} (min {min(gains):.3f}, max "
+              f"{max(gains):.3f}, composite fastest on {sum(x > 1 for x in gains)}); cuBLAS÷best {g(before):.3f} "
+              f"-> {g(after):.3f}")
 
 
 # The worker processes import this module, so cntiles's functions find these there too.
@@ -80,7 +90,10 @@ ct.summary_line = lambda r: summary([r]) or ""
 
 
 def main(out_dir, seconds, done_path, shapes):
+    """cntiles's loop; its results file is renamed cmtiles.json, the name run.sh resumes from."""
     ct.main(out_dir, seconds, done_path, shapes)
+    if (out_dir / "cntiles.json").exists():
+        (out_dir / "cntiles.json").replace(out_dir / "cmtiles.json")
 
 
 _cntiles_compile_job = ct.compile_job
