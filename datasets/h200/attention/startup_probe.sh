@@ -22,10 +22,10 @@ import sys
 
 if __name__ == "__main__":
     prof_path, sys.argv = sys.argv[1], ["rooftune"] + sys.argv[2:]
-    from rooftune.tuner.cli import main
+    from rooftune.tuner.cli import app  # not main(): a GPU command ends there in os._exit, before the dump
     prof = cProfile.Profile()
     try:
-        prof.runcall(main)
+        prof.runcall(app)
     except SystemExit:
         pass
     prof.dump_stats(prof_path)
@@ -34,7 +34,7 @@ for args in "attention --shape 2x56x8718x128" "attention --shape 28x62x2048x64" 
   name=$(echo $args | tr ' ' '_' | tr -d '-')
   t0=$(date +%s.%N)
   # cProfile through a wrapper file (spawned compile workers re-import __main__, so not stdin): the CLI ends
-  # in SystemExit, which `python -m cProfile` does not survive
+  # in os._exit (tuner/cli.py main), which `python -m cProfile` does not survive
   TRITON_CACHE_DIR=$(mktemp -d) python3 $O/prof_main.py $O/$name.prof tune $args --gpu h200 > $O/$name.log 2>&1
   echo "$args: wall $(python3 -c "print(round($(date +%s.%N) - $t0, 2))") s; $(grep -i "start" $O/$name.log | head -2 | tr '\n' ' ')"
   python3 -c "import pstats; s = pstats.Stats('$O/$name.prof'); s.sort_stats('cumulative').print_stats(70); s.sort_stats('tottime').print_stats(30)" > $O/$name.txt 2>&1
