@@ -12,14 +12,15 @@ usage (repository root, on the GPU machine):
 """
 
 import json
-import math
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parents[1] / "v6" / "levers"))
 import cntiles as ct  # noqa: E402
+import lever_summary  # noqa: E402
 
 ct.TRAIN = HERE.parent / "train"
 
@@ -66,22 +67,7 @@ def build(text, v, inputs, out):
 
 
 def summary(results):
-    gains, before, after = [], [], []
-    for r in results:
-        fam = ct.best_of(r)
-        cb, base = fam["cublas"][0], fam["base"][0]
-        cm = fam.get("cm", (float("inf"), "-"))
-        print(f"{r['shape']:>20} cuBLAS {cb:8.2f}  base {base:8.2f}  composite {cm[0]:8.2f}  base÷composite "
-              f"{base / cm[0]:.3f}  cuBLAS÷base {cb / base:.3f} -> cuBLAS÷best {cb / min(base, cm[0]):.3f}  "
-              f"errors {len(r['errors'])}  {cm[1][:90]}")
-        gains.append(base / cm[0])
-        before.append(cb / base)
-        after.append(cb / min(base, cm[0]))
-    if len(results) > 1:
-        g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs))
-        print(f"{len(results)} shapes: base÷composite geomean {g(gains):.3f} (min {min(gains):.3f}, max "
-              f"{max(gains):.3f}, composite fastest on {sum(x > 1 for x in gains)}); cuBLAS÷best {g(before):.3f} "
-              f"-> {g(after):.3f}")
+    lever_summary.summary(results, ct.best_of, "cm", "composite")
 
 
 # The worker processes import this module, so cntiles's functions find these there too.
