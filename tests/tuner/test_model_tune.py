@@ -110,7 +110,7 @@ def test_the_tables_are_vllms_format(measurer, tmp_path):
     assert list(table) == ["8", "64"]
     keys = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "SPLIT_K", "num_warps", "num_stages"}
     assert all(set(entry) == keys and all(type(v) is int for v in entry.values()) for entry in table.values())
-    winner = next(lt.result.winner for lt in tuned.layers if lt.layer.shape == GemmGemmShape(64, 4608, 3584, "nk"))
+    winner = next(lt.result.winner for lt in tuned.layers if lt.layer.shape == GemmShape(64, 4608, 3584, "nk"))
     assert config_from_vllm(table["64"], tma=winner["TMA"], persistent=winner["PERSISTENT"],
                             fixup=winner["FIXUP"], block_n2=winner["BLOCK_N2"]) == winner
     assert table_file_name(1, 2, "NVIDIA H100 80GB/HBM3") == "N=1,K=2,device_name=NVIDIA_H100_80GB_HBM3.json"
@@ -127,7 +127,7 @@ def test_a_composite_winner_is_written_as_the_fastest_measured_tile_the_format_n
 
     trials = (Trial(cfg(128, 32), 10.0), Trial(cfg(256, 0, 8), 12.0), Trial(cfg(128, 0), 11.5),
               Trial(cfg(128, 64), None, error="out of resources"))
-    shape = GemmGemmShape(2048, 1280, 8192, "nk")
+    shape = GemmShape(2048, 1280, 8192, "nk")
     result = TuneResult(shape, cfg(128, 32), 10.0, trials, "rooftune", "NVIDIA H200", "v")
     assert table_config(result) == cfg(128, 0)  # the fastest one-accumulator trial, not BLOCK_N=128 of the winner
     assert table_config(TuneResult(shape, cfg(256, 0, 8), 12.0, trials[1:], "rooftune", "NVIDIA H200", "v")) \
