@@ -22,12 +22,14 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from rooftune.hwprofiles import load_profile
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 TRAIN = HERE.parent / "train"
 PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "TMA", "PERSISTENT", "FIXUP", "num_warps",
           "num_stages")
-SMS_FALLBACK = 132
+SMS_FALLBACK = load_profile("h200").sm_count  # --plan, without a GPU to ask
 
 
 def parse(text):
@@ -36,18 +38,18 @@ def parse(text):
     return m, n, k, layout
 
 
-def sweep_configs(text):
-    """The shape's space-5 training sweep: in-space configs without error, fastest first."""
+def sweep_configs(text, train=TRAIN):
+    """The shape's training sweep in `train` (default space 5's): in-space configs without error, fastest first."""
     from rooftune.candidates import GemmShape
     from rooftune.eval.dataset import read_shape, shape_files
     m, n, k, layout = parse(text)
     want = GemmShape(m, n, k, layout=layout, dtype="bf16")
-    for path in shape_files(TRAIN):
+    for path in shape_files(train):
         res = read_shape(path)
         if res.shape == want:
             rows = [r for r in res.rows if r.in_space and not r.error and r.time_us]
             return [dict(r.config) for r in sorted(rows, key=lambda r: r.time_us)]
-    raise SystemExit(f"{text}: not a training shape of {TRAIN}")
+    raise SystemExit(f"{text}: not a training shape of {train}")
 
 
 def cfg_name(c):

@@ -17,6 +17,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.kernels import gemm as G
+from rooftune.kernels import gemm_v2
 
 
 @triton.jit
@@ -36,15 +37,6 @@ def _cn_mainloop(a_desc, b_desc, b2_desc, rm0, rn0, k_blocks,
     return acc, acc2
 
 
-@triton.jit
-def _cn_store(c_ptr, acc, M, N, stride_cm, rm0, rn0, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    sm = tl.arange(0, BLOCK_M)
-    sn = tl.arange(0, BLOCK_N)
-    mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
-    ptrs = c_ptr + rm0.to(tl.int64) * stride_cm + rn0 + sm[:, None] * stride_cm + sn[None, :]
-    tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-
-
 @triton.jit(do_not_specialize=["M", "GROUP_M"])
 def _cn_kernel(a_desc, b_desc, b2_desc, c_ptr, M, N, K, stride_cm, GROUP_M,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_N2: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -54,8 +46,8 @@ def _cn_kernel(a_desc, b_desc, b2_desc, c_ptr, M, N, K, stride_cm, GROUP_M,
     rn0 = pid_n * (BLOCK_N + BLOCK_N2)
     acc, acc2 = _cn_mainloop(a_desc, b_desc, b2_desc, rm0, rn0, tl.cdiv(K, BLOCK_K),
                              BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, B_NK)
-    _cn_store(c_ptr, acc, M, N, stride_cm, rm0, rn0, BLOCK_M, BLOCK_N)
-    _cn_store(c_ptr, acc2, M, N, stride_cm, rm0, rn0 + BLOCK_N, BLOCK_M, BLOCK_N2)
+    gemm_v2._store_tile(c_ptr, acc, M, N, stride_cm, 1, rm0, rn0, BLOCK_M, BLOCK_N)
+    gemm_v2._store_tile(c_ptr, acc2, M, N, stride_cm, 1, rm0, rn0 + BLOCK_N, BLOCK_M, BLOCK_N2)
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M"])
@@ -68,16 +60,8 @@ def _pcn_kernel(a_desc, b_desc, b2_desc, c_desc, c2_desc, M, N, K, GROUP_M,
         pid_m, pid_n = G._grouped_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
         rm0 = pid_m * BLOCK_M
         rn0 = pid_n * (BLOCK_N + BLOCK_N2)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc2 = tl.zeros((BLOCK_M, BLOCK_N2), dtype=tl.float32)
-        for kb in range(0, k_blocks):
-            a = a_desc.load([rm0, kb * BLOCK_K])
-            if B_NK:
-                acc = tl.dot(a, b_desc.load([rn0, kb * BLOCK_K]).T, acc)
-                acc2 = tl.dot(a, b2_desc.load([rn0 + BLOCK_N, kb * BLOCK_K]).T, acc2)
-            else:
-                acc = tl.dot(a, b_desc.load([kb * BLOCK_K, rn0]), acc)
-                acc2 = tl.dot(a, b2_desc.load([kb * BLOCK_K, rn0 + BLOCK_N]), acc2)
+        acc, acc2 = _cn_mainloop(a_desc, b_desc, b2_desc, rm0, rn0, k_blocks, BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K,
+                                 B_NK)
         c_desc.store([rm0, rn0], acc.to(c_desc.dtype))
         c2_desc.store([rm0, rn0 + BLOCK_N], acc2.to(c2_desc.dtype))
 

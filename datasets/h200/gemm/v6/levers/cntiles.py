@@ -28,9 +28,11 @@ from rooftune.hwprofiles import load_profile
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1] / "v5" / "levers"))
+import levers as lv  # noqa: E402  (space 5's lever script: the shape parsing and sweep reading are its)
+
+parse = lv.parse
 TRAIN = HERE.parent / "train"
-PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "TMA", "PERSISTENT", "FIXUP", "num_warps",
-          "num_stages")
 H200 = load_profile("h200")
 SMS = H200.sm_count
 SMEM_LIMIT = H200.smem_per_block_bytes - 1024  # the per-block limit, less the barriers
@@ -38,23 +40,9 @@ MAX_ACC_PER_THREAD = 160            # fp32 accumulator registers a thread may ho
 TILES_PER_SHAPE = 5
 
 
-def parse(text):
-    dims, layout = text.rsplit("-", 1)
-    m, n, k = map(int, dims.split("x"))
-    return m, n, k, layout
-
-
 def sweep_configs(text):
-    from rooftune.candidates import GemmShape
-    from rooftune.eval.dataset import read_shape, shape_files
-    m, n, k, layout = parse(text)
-    want = GemmShape(m, n, k, layout=layout, dtype="bf16")
-    for path in shape_files(TRAIN):
-        res = read_shape(path)
-        if res.shape == want:
-            rows = [r for r in res.rows if r.in_space and not r.error and r.time_us]
-            return [dict(r.config) for r in sorted(rows, key=lambda r: r.time_us)]
-    raise SystemExit(f"{text}: not a training shape of {TRAIN}")
+    """The shape's training sweep in TRAIN (read at the call: cmtiles.py and sktiles.py point it at space 7's)."""
+    return lv.sweep_configs(text, TRAIN)
 
 
 def next_pow2(x):

@@ -12,15 +12,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.kernels import gemm as G
-
-
-@triton.jit
-def _cm_store(c_ptr, acc, M, N, stride_cm, rm0, rn0, ROWS: tl.constexpr, COLS: tl.constexpr):
-    sm = tl.arange(0, ROWS)
-    sn = tl.arange(0, COLS)
-    mask = ((rm0 + sm) < M)[:, None] & ((rn0 + sn) < N)[None, :]
-    ptrs = c_ptr + rm0.to(tl.int64) * stride_cm + rn0 + sm[:, None] * stride_cm + sn[None, :]
-    tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+from rooftune.kernels import gemm_v2
 
 
 @triton.jit(do_not_specialize=["M", "GROUP_M"])
@@ -39,8 +31,8 @@ def _cm_kernel(a_desc, a2_desc, b_desc, c_ptr, M, N, K, stride_cm, GROUP_M,
             b = b_desc.load([kb * BLOCK_K, rn0])
         acc = tl.dot(a_desc.load([rm0, kb * BLOCK_K]), b, acc)
         acc2 = tl.dot(a2_desc.load([rm0 + BLOCK_M, kb * BLOCK_K]), b, acc2)
-    _cm_store(c_ptr, acc, M, N, stride_cm, rm0, rn0, BLOCK_M, BLOCK_N)
-    _cm_store(c_ptr, acc2, M, N, stride_cm, rm0 + BLOCK_M, rn0, BLOCK_M2, BLOCK_N)
+    gemm_v2._store_tile(c_ptr, acc, M, N, stride_cm, 1, rm0, rn0, BLOCK_M, BLOCK_N)
+    gemm_v2._store_tile(c_ptr, acc2, M, N, stride_cm, 1, rm0 + BLOCK_M, rn0, BLOCK_M2, BLOCK_N)
 
 
 def cm_launcher(cfg: dict, layout: str, inputs, out):
