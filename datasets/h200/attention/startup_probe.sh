@@ -40,3 +40,5 @@ for args in "attention --shape 2x56x8718x128" "attention --shape 28x62x2048x64" 
   python3 -c "import pstats; s = pstats.Stats('$O/$name.prof'); s.sort_stats('cumulative').print_stats(70); s.sort_stats('tottime').print_stats(30)" > $O/$name.txt 2>&1
 done
 cat $O/host.txt $O/imports.txt
+# one archive: the device tool brings back only a few files per call
+rm -f $O/*.prof; tar czf $OUT/startup.tgz -C $OUT startup && rm -rf $O
