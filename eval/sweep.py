@@ -296,17 +296,24 @@ def _sweep_part(kernel: str, shapes: list[Shape], reporter: Reporter | None, *, 
                 out: str | Path, profile: HardwareProfile, sms: int | None, max_minutes: float | None,
                 workers: int | None, settings: SweepSettings) -> SweepSummary:
     """`shapes` (of the `listed` read from `shapes_path`) swept on this process's GPU (CUDA device 0)
-    with the kernel's measurer (`workers` compile processes), each shape's file naming the GPU."""
-    from rooftune.hwprofiles.hwprobe import device_label, require_cuda, sm_partition
+    with the kernel's measurer (`workers` compile processes), each shape's file naming the GPU.
 
-    require_cuda()
+    The compile workers start first and compile for the GPU's compute capability without torch or a
+    CUDA context of their own (kernels/compile.py `gpu_pool`), while this process loads torch and its context: a
+    worker process on a two-GPU machine began its first shape ~7 s after spawning and its pool's
+    per-worker contexts took seconds more to tear down (datasets/h200/gemm/logs/x2_check-v7a)."""
+    from rooftune.hwprofiles.hwprobe import device_label, require_cuda, sm_partition
+    from rooftune.kernels.compile import gpu_pool
+
     spec = KERNELS[kernel]
-    manifest = {**describe_device(settings, sms, spec.baseline_label), "shapes_file": Path(shapes_path).name,
-                "shapes_sha256": file_digest(shapes_path), "shapes_listed": listed}
-    # A sweep times the library's other routes beside its own choice (attention: each SDPA backend).
-    with sm_partition(sms), kernel_measurer(kernel, profile, settings, workers=workers, all_baselines=True) as measurer:
-        return run_sweep(shapes, out, measurer, profile, kernel=spec, manifest=manifest,
-                         max_minutes=max_minutes, reporter=reporter, device=device_label())
+    with gpu_pool(spec.module, workers) as pool:
+        require_cuda()
+        manifest = {**describe_device(settings, sms, spec.baseline_label), "shapes_file": Path(shapes_path).name,
+                    "shapes_sha256": file_digest(shapes_path), "shapes_listed": listed}
+        # A sweep times the library's other routes beside its own choice (attention: each SDPA backend).
+        with sm_partition(sms), kernel_measurer(kernel, profile, settings, pool=pool, all_baselines=True) as measurer:
+            return run_sweep(shapes, out, measurer, profile, kernel=spec, manifest=manifest,
+                             max_minutes=max_minutes, reporter=reporter, device=device_label())
 
 
 def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:

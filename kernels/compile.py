@@ -228,3 +228,19 @@ class CompilePool:
             pending = crashed + rest
         return results
 
+
+def gpu_pool(module: str, workers: int | None = None) -> CompilePool:
+    """A CompilePool for `module`'s kernels on this machine's GPU, its workers already starting: they
+    compile for the compute capability NVML reports, without torch or a CUDA context of their own
+    (`offline_warmup_by_name`: quicker to start and to stop, no GPU memory), or with them where NVML
+    cannot tell (`warmup_by_name`). The caller loads torch and its CUDA context meanwhile. Raises
+    NoGpuError, before any worker starts, where neither NVML nor CUDA sees a GPU."""
+    from rooftune.hwprofiles.hwprobe import gpu_visible, nvml_compute_capability, require_cuda
+
+    capability = nvml_compute_capability()  # None: no GPU, or NVML cannot tell
+    if capability is None and not gpu_visible():
+        require_cuda()  # the clear error
+    warmup = offline_warmup_by_name(module, 10 * capability[0] + capability[1]) if capability else warmup_by_name(module)
+    pool = CompilePool(warmup, workers=workers)
+    pool.start()
+    return pool

@@ -152,17 +152,10 @@ def live_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings
     partition needs them at once). Raises NoGpuError without a GPU (where NVML sees none: at once;
     else at the first measurement)."""
     from rooftune.candidates import kernel_spec
-    from rooftune.hwprofiles.hwprobe import gpu_visible, nvml_compute_capability, require_cuda, sm_partition
-    from rooftune.kernels.compile import CompilePool, offline_warmup_by_name, warmup_by_name
+    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
+    from rooftune.kernels.compile import gpu_pool
 
-    capability = nvml_compute_capability()  # None: no GPU, or NVML cannot tell
-    if capability is None and not gpu_visible():
-        require_cuda()  # the same clear error, before any worker starts
-    module = kernel_spec(kernel).module
-    warmup = (offline_warmup_by_name(module, 10 * capability[0] + capability[1]) if capability
-              else warmup_by_name(module))
-    pool = CompilePool(warmup, workers=tune_workers() if workers is None else workers)
-    pool.start()
+    pool = gpu_pool(kernel_spec(kernel).module, tune_workers() if workers is None else workers)
     try:
         from rooftune.kernels.measure import kernel_measurer
 

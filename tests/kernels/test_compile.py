@@ -113,3 +113,41 @@ def test_nvml_answers_none_without_a_gpu():
 
     capability = nvml_compute_capability()
     assert capability is None if not gpu_visible() else capability >= (7, 0)
+
+
+def test_a_gpu_pool_compiles_offline_for_the_capability_nvml_reports(monkeypatch):
+    # A sweep's and a tune's workers: no torch, no CUDA context, for the GPU's own architecture.
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels.compile import gpu_pool
+
+    monkeypatch.setattr(hwprobe, "nvml_compute_capability", lambda device=0: (9, 0))
+    with gpu_pool("rooftune.kernels.gemm", workers=0) as pool:
+        assert pool.warmup.needs_torch is False
+        assert pool.warmup.args == ("rooftune.kernels.gemm", 90)
+        assert pool.warmup.__module__ == "rooftune.kernels.gemm"
+
+
+def test_a_gpu_pool_asks_cuda_where_nvml_cannot_tell(monkeypatch):
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels.compile import gpu_pool
+
+    monkeypatch.setattr(hwprobe, "nvml_compute_capability", lambda device=0: None)
+    monkeypatch.setattr(hwprobe, "gpu_visible", lambda: True)  # NVML sees a GPU but not its capability
+    with gpu_pool("rooftune.kernels.attention", workers=0) as pool:
+        assert getattr(pool.warmup, "needs_torch", True) is True
+        assert pool.warmup.args == ("rooftune.kernels.attention",)
+
+
+def test_no_gpu_pool_starts_without_a_gpu(monkeypatch):
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.hwprofiles.hwprobe import NoGpuError
+    from rooftune.kernels import compile as compile_module
+
+    started = []
+    monkeypatch.setattr(hwprobe, "nvml_compute_capability", lambda device=0: None)
+    monkeypatch.setattr(hwprobe, "gpu_visible", lambda: False)
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: (_ for _ in ()).throw(NoGpuError("no GPU")))
+    monkeypatch.setattr(compile_module.CompilePool, "start", lambda self, workers=None: started.append(self))
+    with pytest.raises(NoGpuError):
+        compile_module.gpu_pool("rooftune.kernels.gemm")
+    assert started == []
