@@ -4,10 +4,12 @@ For each run (a dataset folder and its sweep log): wall time, shapes per GPU, th
 measurer records (check_s: reference checks; time_s: graph capture and the interleaved rounds; retime_s:
 the two final passes) summed over each GPU's shapes, and the same with each GPU's first shape left out
 (steady state: the first pays its worker's start-up). Then each run's per-shape measuring time (the
-three phases) against the one-GPU run's for the same shape, and whether both runs pick the same best.
+three phases) against the one-GPU run's for the same shape, whether both runs pick the same best, and each
+GPU's best times against the one-GPU run's (do the GPUs agree?).
 
 usage: python3 x2_summary.py OUT.json one=DIR:LOG:SECONDS two=DIR:LOG:SECONDS [pin=DIR:LOG:SECONDS ...]
-(the first run is the reference).
+(the first run is the reference). To re-read a committed run: unpack logs/x2_check-v7b/x2_work.tgz into
+W, then one=W/one:logs/x2_check-v7b/one.log:144 two=W/two:logs/x2_check-v7b/two.log:74.
 """
 
 from __future__ import annotations
@@ -88,7 +90,12 @@ def main(out: str, runs: list[str]) -> dict:
             # this run's best, timed in the reference run, within 1% of the reference's best
             "best_within_1pct_in_ref": sum(base[s]["times"].get(mine[s]["best"], float("inf")) <= 1.01 * base[s]["best_us"]
                                           for s in common),
-            "shapes": len(common)}
+            "shapes": len(common),
+            # each GPU's best times against the reference run's (GPU 0 there): do the GPUs agree?
+            "best_time_ratio_by_gpu": {
+                g: [round(statistics.median(r), 4), round(min(r), 3), round(max(r), 3), len(r)]
+                for g in sorted({mine[s]["gpu"] for s in common})
+                for r in [[mine[s]["best_us"] / base[s]["best_us"] for s in common if mine[s]["gpu"] == g]]}}
     per_shape = {name: {s: {k: v for k, v in row.items() if k != "times"} for s, row in rows.items()}
                  for name, rows in shapes.items()}
     Path(out).write_text(json.dumps({"runs": facts, "per_shape": per_shape}, indent=1))
@@ -98,7 +105,8 @@ def main(out: str, runs: list[str]) -> dict:
         if cmp:
             line += (f"; vs {ref}: {cmp['speedup_wall']}x wall, {cmp['speedup_steady']}x steady, measure time "
                      f"x{cmp['measure_time_ratio_median']} ({cmp['phase_ratio_median']}), same best "
-                     f"{cmp['best_within_1pct_in_ref']}/{cmp['shapes']}")
+                     f"{cmp['best_within_1pct_in_ref']}/{cmp['shapes']}; best time ÷ {ref}'s by GPU "
+                     f"(median, min, max, shapes): {cmp['best_time_ratio_by_gpu']}")
         print(line)
         for g, pg in f["per_gpu"].items():
             print(f"  gpu {g}: {pg}")
