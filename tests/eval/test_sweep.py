@@ -354,3 +354,43 @@ def test_gpu_sweep_end_to_end(tmp_path):
         assert r.best_us and r.baselines_us["cublas"] > 0
         assert r.meta["repeatability"] and len(r.meta["retime_us"]) == 10
     assert read_manifest(tmp_path / "d")["device"]["torch"]
+
+
+def test_a_sweep_part_starts_its_compile_workers_before_cuda_and_measures_with_them(tmp_path, monkeypatch):
+    # The worker's compile pool (offline for the GPU's capability: kernels/compile.py gpu_pool) starts before
+    # torch and the CUDA context load in the worker, and the measurer compiles with that same pool.
+    import contextlib
+
+    from rooftune.eval import sweep
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels import compile as compile_module
+    from rooftune.kernels.compile import CompilePool
+
+    order, seen = [], {}
+
+    def fake_gpu_pool(module, workers=None):
+        order.append(("pool", module, workers))
+        return CompilePool(lambda *a: 0.0, workers=0)
+
+    def fake_measurer(kernel, profile, settings, **kwargs):
+        seen.update(kwargs)
+        return contextlib.nullcontext("measurer")
+
+    def fake_run_sweep(shapes, out, measurer, profile, **kwargs):
+        order.append(("sweep", measurer, kwargs["device"]))
+        return "summary"
+
+    monkeypatch.setattr(compile_module, "gpu_pool", fake_gpu_pool)
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: order.append(("cuda",)))
+    monkeypatch.setattr(hwprobe, "sm_partition", lambda sms: contextlib.nullcontext())
+    monkeypatch.setattr(hwprobe, "device_label", lambda: "gpu 0: fake")
+    monkeypatch.setattr(sweep, "describe_device", lambda settings, sms, baseline: {"sms": sms})
+    monkeypatch.setattr(sweep, "kernel_measurer", fake_measurer)
+    monkeypatch.setattr(sweep, "run_sweep", fake_run_sweep)
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text(json.dumps([{"m": 16, "n": 256, "k": 256}]))
+    result = sweep._sweep_part("gemm", [GemmShape(16, 256, 256)], None, shapes_path=shapes, listed=1, out=tmp_path / "d",
+                               profile=PROFILE, sms=None, max_minutes=None, workers=6, settings=sweep.SweepSettings())
+    assert result == "summary"
+    assert order == [("pool", "rooftune.kernels.gemm", 6), ("cuda",), ("sweep", "measurer", "gpu 0: fake")]
+    assert isinstance(seen["pool"], CompilePool) and seen["all_baselines"] is True
