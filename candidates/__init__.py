@@ -3,7 +3,7 @@
 from rooftune.candidates.attention_space import ATTENTION_SPACE
 from rooftune.candidates.config import Config, ConfigError, configs_to_columns, parse_config
 from rooftune.candidates.gemm_space import GEMM_SPACE
-from rooftune.candidates.kernels import KERNELS, KernelSpec, UnknownKernelError, kernel_of, kernel_spec
+from rooftune.candidates.kernels import KERNELS, LIBRARY_ROUTE, KernelSpec, UnknownKernelError, kernel_of, kernel_spec
 from rooftune.candidates.shapes import (
     AttentionShape,
     GemmShape,
@@ -18,6 +18,6 @@ SPACES = {name: spec.space for name, spec in KERNELS.items()}
 
 __all__ = [
     "ATTENTION_SPACE", "GEMM_SPACE", "KERNELS", "SPACES", "AttentionShape", "Config", "ConfigError", "GemmShape",
-    "KernelSpec", "LegalSet", "UnknownKernelError", "kernel_of", "kernel_spec", "Measurer", "SearchSpace", "ShapeError", "Trial", "check_in_grid", "config_legality", "configs_to_columns",
+    "KernelSpec", "LIBRARY_ROUTE", "LegalSet", "UnknownKernelError", "kernel_of", "kernel_spec", "Measurer", "SearchSpace", "ShapeError", "Trial", "check_in_grid", "config_legality", "configs_to_columns",
     "legal_configs", "parse_attention_shape", "parse_config", "parse_gemm_shape",
 ]

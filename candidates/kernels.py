@@ -59,6 +59,12 @@ KERNELS: dict[str, KernelSpec] = {
 }
 
 
+# What a config resolver answers instead of a config where a tune timed the library's own op (KernelSpec
+# `baseline`: torch.matmul's cuBLAS, SDPA) faster than its winner, side by side: rooftune's PyTorch ops then
+# run the library's op for that shape (kernels/ops.py; tuner/ops.py decides).
+LIBRARY_ROUTE = "library"
+
+
 class UnknownKernelError(ValueError):
     """A kernel name the registry does not hold."""
 

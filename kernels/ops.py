@@ -4,7 +4,9 @@ Each kernel is one `torch.library` custom op (`rooftune::gemm`, `rooftune::atten
 implementation for shape inference, so torch.compile keeps it as one opaque node and a CUDA graph
 captures its launches. The op body asks a config resolver for the config of its shape on its device;
 the tuner installs that resolver (`set_config_resolver`: cache, tune on first use, zero-trial pick),
-so this module never imports the tuner. The user-facing functions check their inputs first: what the
+so this module never imports the tuner. Where a tune timed the library's own op faster than its winner,
+the resolver answers LIBRARY_ROUTE and the op runs torch.matmul or SDPA for that shape instead (tuner/ops.py;
+ROOFTUNE_KERNEL_ONLY=1 keeps the kernel). The user-facing functions check their inputs first: what the
 kernels cannot run raises `UnsupportedInputError` naming the problem, or, with `fallback=True` (or
 ROOFTUNE_FALLBACK=1), runs torch's own op instead. On the CPU the kernels run only in Triton's
 interpreter (TRITON_INTERPRET=1 before triton is imported).
@@ -18,6 +20,7 @@ from collections.abc import Callable, Mapping
 import torch
 import torch.nn.functional as F
 
+from rooftune.candidates.kernels import LIBRARY_ROUTE
 from rooftune.candidates.shapes import AttentionShape, GemmShape
 from rooftune.kernels import attention as kattn
 from rooftune.kernels import gemm as kgemm
@@ -28,8 +31,9 @@ FALLBACK_ENV = "ROOFTUNE_FALLBACK"
 DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _FALLBACK_HINT = f"pass fallback=True (or set {FALLBACK_ENV}=1) to run torch's op instead"
 
-# resolve(shape, device, tune) -> the config (a Mapping of kernel parameters) to run `shape` with.
-ConfigResolver = Callable[[object, torch.device, bool], Mapping[str, int]]
+# resolve(shape, device, tune) -> the config (a Mapping of kernel parameters) to run `shape` with, or
+# LIBRARY_ROUTE: run the library's op (torch.matmul, SDPA), measured faster for this shape.
+ConfigResolver = Callable[[object, torch.device, bool], Mapping[str, int] | str]
 _resolver: ConfigResolver | None = None
 
 
@@ -43,7 +47,7 @@ def set_config_resolver(resolve: ConfigResolver) -> None:
     _resolver = resolve
 
 
-def _config(shape, device: torch.device, tune: bool) -> Mapping[str, int]:
+def _config(shape, device: torch.device, tune: bool) -> Mapping[str, int] | str:
     if _resolver is None:
         raise RuntimeError("no config resolver installed: call rooftune.matmul / rooftune.linear / "
                            "rooftune.attention (the first access installs it)")
@@ -61,10 +65,14 @@ def flag(value: bool | None, env: str) -> bool:
 
 @torch.library.custom_op("rooftune::gemm", mutates_args=())
 def gemm_op(a: torch.Tensor, b: torch.Tensor, layout: str, tune: bool) -> torch.Tensor:
-    """C [M, N] = A [M, K] @ B (contiguous, [K, N] for 'kn' or [N, K] for 'nk') with the resolved config."""
+    """C [M, N] = A [M, K] @ B (contiguous, [K, N] for 'kn' or [N, K] for 'nk') with the resolved config,
+    or with torch.matmul where the resolver routes the shape there."""
     m, n, k = kgemm._dims(a, b, layout)
     shape = GemmShape(m, n, k, layout=layout, dtype=DTYPE_NAMES[a.dtype])
-    return kgemm.gemm(a, b, _config(shape, a.device, tune), layout=layout)
+    config = _config(shape, a.device, tune)
+    if config == LIBRARY_ROUTE:
+        return torch.matmul(a, b if layout == "kn" else b.t())
+    return kgemm.gemm(a, b, config, layout=layout)
 
 
 @gemm_op.register_fake
@@ -96,10 +104,15 @@ gemm_op.register_autograd(_gemm_backward, setup_context=_gemm_setup)
 @torch.library.custom_op("rooftune::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
                  tune: bool) -> torch.Tensor:
-    """O = softmax(Q Kᵀ · scale) V (kernels/attention.py) with the resolved config."""
+    """O = softmax(Q Kᵀ · scale) V (kernels/attention.py) with the resolved config, or with SDPA where the
+    resolver routes the shape there (its output in Q's layout, as the kernel's)."""
     batch, heads, kv_heads, seq, head_dim = kattn._dims(q, k, v)
     shape = AttentionShape(batch, heads, seq, head_dim, causal=causal, dtype=DTYPE_NAMES[q.dtype], kv_heads=kv_heads)
-    return kattn.attention(q, k, v, _config(shape, q.device, tune), causal=causal, scale=scale)
+    config = _config(shape, q.device, tune)
+    if config == LIBRARY_ROUTE:
+        out = _sdpa(q, k, v, causal, scale)
+        return out if out.stride() == q.stride() else torch.empty_like(q).copy_(out)
+    return kattn.attention(q, k, v, config, causal=causal, scale=scale)
 
 
 @attention_op.register_fake

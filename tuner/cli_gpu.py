@@ -189,6 +189,7 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
     from rooftune.candidates import kernel_spec
     from rooftune.tuner.args import load_gpu
     from rooftune.tuner.cli_explain import config_label
+    from rooftune.tuner.ops import library_faster
     from rooftune.tuner.tune import result_to_dict, tune_shape
 
     profile = load_gpu(gpu)
@@ -216,11 +217,17 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
     phases = ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in (result.phases_s or {}).items())
     console.print(f"winner (*): {result.winner}  {result.time_us:.2f} µs = {result.tflops:.1f} TFLOP/s "
                   f"(confirmed side by side with the runners-up); {baseline}")
+    if library_faster(result):
+        console.print(f"{label} is faster for this shape: rooftune's PyTorch ops (rooftune.{_OPS[kernel]}) run "
+                      f"{label} for it; ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel")
     if phases and not result.cached:
         console.print(f"time: {phases}")
     if json_out:
         Path(json_out).write_text(json.dumps({**result_to_dict(result), "cached": result.cached,
                                               "tflops": result.tflops}, indent=2) + "\n")
+
+
+_OPS = {"gemm": "matmul, rooftune.linear", "attention": "attention"}  # what runs a kernel's shapes in PyTorch
 
 
 @tune_app.command("gemm", help=_TUNE_HELP, short_help="Tune one GEMM shape live, beside cuBLAS.")

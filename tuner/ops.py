@@ -8,6 +8,12 @@ Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME 
 The GPU's profile: $ROOFTUNE_PROFILE (a shipped name or a JSON path), else the shipped profile for
 the GPU's driver name (hwprofiles/gpus.py); CPU tensors run in Triton's interpreter, which has no
 GPU to name, and get INTERPRETER_PROFILE's configs.
+
+Where the tune (cached or on first use) timed the library's own op (cuBLAS through torch.matmul, SDPA)
+faster than its winner, side by side in its confirming pass, the answer is LIBRARY_ROUTE and the op runs
+the library's op for that shape: a user of `rooftune.matmul` never gets the slower of the two for a tuned
+shape. $ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel (to benchmark it, say). The zero-trial pick measures
+nothing, so it always runs the kernel.
 """
 
 from __future__ import annotations
@@ -15,18 +21,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rooftune.candidates import Config, kernel_of, legal_configs
+from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile, load_profile
 from rooftune.hwprofiles.gpus import shipped_profile_name
 from rooftune.tuner.strategies import zero_trial_pick
-from rooftune.tuner.tune import CACHE_ENV, cache_path, cached_result, shipped_residual, tune_key, tune_shape
+from rooftune.tuner.tune import (CACHE_ENV, TuneResult, cache_path, cached_result, shipped_residual, tune_key,
+                                 tune_shape)
 
 PROFILE_ENV = "ROOFTUNE_PROFILE"
+KERNEL_ONLY_ENV = "ROOFTUNE_KERNEL_ONLY"
 TUNE_BUDGET = 20  # `rooftune tune`'s default: the cache key holds the budget
 INTERPRETER_PROFILE = "h200"
 
-# (shape, device, tune, the environment that locates cache and profile) -> the config chosen
-_memo: dict[tuple, Config] = {}
+# (shape, device, tune, the environment that locates cache and profile or keeps the kernel) -> the answer
+_memo: dict[tuple, Config | str] = {}
 
 
 def device_profile(device) -> HardwareProfile:
@@ -40,17 +48,23 @@ def device_profile(device) -> HardwareProfile:
     return load_profile(shipped_profile_name(torch.cuda.get_device_name(device)))
 
 
-def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool) -> Config:
+def library_faster(result: TuneResult) -> bool:
+    """Whether `result`'s tune timed the library's op faster than its winner (side by side, live only)."""
+    return result.baseline_us is not None and result.baseline_us < result.time_us
+
+
+def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kernel_only: bool = False) -> Config | str:
     """The cache's winner for `shape` on `profile`; else, with `tune`, the winner of a live tune
     within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
-    residual, nothing measured). Raises TuneCacheError, ValueError (no legal config), TuneError."""
+    residual, nothing measured). LIBRARY_ROUTE instead of a tune's winner where that tune timed the
+    library's op faster, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
     spec = kernel_of(shape)
     residual = shipped_residual(spec, profile)
-    stored = cached_result(cache, tune_key(shape, profile, TUNE_BUDGET, residual))
-    if stored is not None:
-        return stored.winner
-    if tune:
-        return tune_shape(shape, profile, TUNE_BUDGET, cache=cache).winner
+    result = cached_result(cache, tune_key(shape, profile, TUNE_BUDGET, residual))
+    if result is None and tune:
+        result = tune_shape(shape, profile, TUNE_BUDGET, cache=cache)
+    if result is not None:
+        return LIBRARY_ROUTE if library_faster(result) and not kernel_only else result.winner
     configs = legal_configs(spec.space, shape, profile).configs
     pick = zero_trial_pick(shape, configs, profile, residual)
     if pick is None:
@@ -58,14 +72,15 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool) -> C
     return pick
 
 
-def resolve_config(shape, device, tune: bool) -> Config:
+def resolve_config(shape, device, tune: bool) -> Config | str:
     """`choose_config` for `shape` on a torch.device, once per process for each shape, device, `tune`
-    and setting of the environment variables that locate the cache and the profile."""
-    env = tuple(os.environ.get(name) for name in (CACHE_ENV, PROFILE_ENV, "XDG_CACHE_HOME"))
+    and setting of the environment variables that locate the cache and the profile or keep the kernel."""
+    env = tuple(os.environ.get(name) for name in (CACHE_ENV, PROFILE_ENV, "XDG_CACHE_HOME", KERNEL_ONLY_ENV))
     key = (shape, str(device), tune, env)
     config = _memo.get(key)
     if config is None:
-        config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune)
+        kernel_only = (os.environ.get(KERNEL_ONLY_ENV) or "").strip().lower() in ("1", "true", "yes", "on")
+        config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune, kernel_only)
     return config
 
 

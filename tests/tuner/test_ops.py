@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim
 def cache(tmp_path, monkeypatch):
     path = tmp_path / "tune.json"
     monkeypatch.setenv("ROOFTUNE_CACHE", str(path))
-    for name in ("ROOFTUNE_PROFILE", "ROOFTUNE_TUNE", "ROOFTUNE_FALLBACK"):
+    for name in ("ROOFTUNE_PROFILE", "ROOFTUNE_TUNE", "ROOFTUNE_FALLBACK", "ROOFTUNE_KERNEL_ONLY"):
         monkeypatch.delenv(name, raising=False)
     ops.clear_memo()
     yield path
@@ -102,6 +102,48 @@ def test_tune_on_first_use_stores_what_the_command_finds(cache, launched, monkey
     monkeypatch.setenv("ROOFTUNE_TUNE", "1")
     rooftune.matmul(a, b)  # found in the cache: nothing measured
     assert launched == [stored.winner] * 2 and measurer.batches == []
+
+
+def _store_tune(cache, winner_us, baseline_us):
+    winner = legal()[0]
+    result = tune.TuneResult(SHAPE, winner, winner_us, (Trial(winner, winner_us),), "rooftune", PROFILE.name,
+                             kernel_of(SHAPE).space.version, baseline_us=baseline_us, kernel="gemm")
+    tune.store_result(cache, key(), result)
+    return winner
+
+
+def test_a_shape_the_library_ran_faster_runs_the_librarys_op(cache, launched, monkeypatch):
+    winner = _store_tune(cache, winner_us=3.0, baseline_us=2.5)  # the tune timed cuBLAS faster, side by side
+    a, b = inputs()
+    out = rooftune.matmul(a, b)
+    assert launched == [] and torch.equal(out, torch.matmul(a, b))
+    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")  # to benchmark rooftune's kernel itself (a new memo key)
+    out = rooftune.matmul(a, b)
+    assert launched == [winner] and relative_error(out.float(), a.float() @ b.float()) < 1e-2
+
+
+def test_a_shape_the_kernel_ran_faster_or_untimed_runs_the_kernel(cache, launched):
+    for baseline_us in (3.5, 3.0, None):  # slower, a tie, no baseline timed (a recorded tune)
+        winner = _store_tune(cache, winner_us=3.0, baseline_us=baseline_us)
+        ops.clear_memo()
+        rooftune.matmul(*inputs())
+        assert launched[-1] == winner
+    assert len(launched) == 3
+
+
+def test_the_library_route_of_attention_runs_sdpa_in_the_kernels_layout(monkeypatch):
+    from rooftune.candidates.kernels import LIBRARY_ROUTE
+    from rooftune.kernels import attention as kattn
+    from rooftune.kernels import ops as kops
+
+    monkeypatch.setattr(ops, "choose_config", lambda *args: LIBRARY_ROUTE)
+    monkeypatch.setattr(kattn, "attention", lambda *args, **kw: pytest.fail("the kernel ran"))
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 4, 19, 32, generator=gen, dtype=torch.float16)
+    k, v = (torch.randn(2, 2, 19, 32, generator=gen, dtype=torch.float16) for _ in range(2))
+    out = rooftune.attention(q, k, v, causal=True)
+    assert out.shape == q.shape and out.stride() == q.stride()
+    assert torch.equal(out, kops._sdpa(q, k, v, True, None).contiguous())
 
 
 def test_a_bad_cache_file_is_reported(cache):
