@@ -11,8 +11,7 @@ GPU to name, and get INTERPRETER_PROFILE's configs.
 
 Where the tune (cached or on first use) timed the library's own op (cuBLAS through torch.matmul, SDPA)
 faster than its winner, side by side in its confirming pass, the answer is LIBRARY_ROUTE and the op runs
-the library's op for that shape: a user of `rooftune.matmul` never gets the slower of the two for a tuned
-shape. $ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel (to benchmark it, say). The zero-trial pick measures
+the library's op for that shape: a tuned shape runs whichever of the two its tune timed faster. $ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel (to benchmark it, say). The zero-trial pick measures
 nothing, so it always runs the kernel.
 """
 
