@@ -78,8 +78,10 @@ def resolve_config(shape, device, tune: bool) -> Config | str:
     key = (shape, str(device), tune, env)
     config = _memo.get(key)
     if config is None:
-        kernel_only = (os.environ.get(KERNEL_ONLY_ENV) or "").strip().lower() in ("1", "true", "yes", "on")
-        config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune, kernel_only)
+        from rooftune.kernels.ops import flag  # loaded already: only the ops resolve configs
+
+        config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune,
+                                            flag(None, KERNEL_ONLY_ENV))
     return config
 
 

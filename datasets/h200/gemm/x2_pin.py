@@ -24,9 +24,9 @@ def gpu_cpus(gpus: list[int]) -> dict[int, list[int]]:
         import pynvml
 
         pynvml.nvmlInit()
-        words = (len(usable) + 63) // 64 + 1
+        words = max(usable) // 64 + 1  # 64-bit words of the mask, up to the highest CPU number here
         for g in gpus:
-            mask = pynvml.nvmlDeviceGetCpuAffinity(pynvml.nvmlDeviceGetHandleByIndex(g), max(words, 4))
+            mask = pynvml.nvmlDeviceGetCpuAffinity(pynvml.nvmlDeviceGetHandleByIndex(g), words)
             cpus = [64 * w + b for w, m in enumerate(mask) for b in range(64) if (int(m) >> b) & 1]
             local[g] = tuple(c for c in cpus if c in usable) or tuple(usable)
     except Exception as exc:  # no NVML: one even split of every CPU
