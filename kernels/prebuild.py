@@ -161,11 +161,20 @@ class PrebuildSummary:
     seconds: float = 0.0
 
 
-def _compile_job(shape: GemmShape, job: BinaryJob, device: str, *, arch: int, warp_size: int) -> float:
-    """A CompilePool warmup: compile `job` for `arch`; returns the seconds spent."""
+class OverSharedMemory(RuntimeError):
+    """A binary needs more shared memory per block than the GPU has: it would not launch there."""
+
+
+def _compile_job(shape: GemmShape, job: BinaryJob, device: str, *, arch: int, warp_size: int,
+                 smem_limit: int | None = None) -> float:
+    """A CompilePool warmup: compile `job` for `arch`; returns the seconds spent. Raises OverSharedMemory
+    where a compiled kernel's shared memory is above `smem_limit` bytes (the binary still lands in the cache)."""
     started = time.perf_counter()
     with offline_target(arch, warp_size):
-        gemm.compile_kernels(shape, job.config)
+        kernels = gemm.compile_kernels(shape, job.config)
+    shared = max(k.metadata.shared for k in kernels)
+    if smem_limit is not None and shared > smem_limit:
+        raise OverSharedMemory(f"{shared} bytes of shared memory, over the GPU's {smem_limit} per block")
     return time.perf_counter() - started
 
 
@@ -187,15 +196,17 @@ def _compile_env(cache_dir: Path) -> Iterator[None]:
 
 
 def prebuild(jobs: Sequence[BinaryJob], cache_dir: str | os.PathLike, *, workers: int | None = None,
-             arch: int = 90, warp_size: int = 32, on_done: Callable[[int], None] | None = None) -> PrebuildSummary:
+             arch: int = 90, warp_size: int = 32, on_done: Callable[[int], None] | None = None,
+             smem_limit: int | None = None) -> PrebuildSummary:
     """Compile `jobs` for `arch` into the Triton cache `cache_dir`, in `workers` spawned processes
-    (default: one per core; 0: in this process, which must not be interpreting). A failed compile is
-    recorded in the summary, never raised; jobs already in the cache are loads."""
+    (default: one per core; 0: in this process, which must not be interpreting). A failed compile, or
+    with `smem_limit` (the GPU's shared memory per block, bytes) a binary above it, is recorded in the
+    summary, never raised; jobs already in the cache are loads."""
     if workers == 0 and interpreter_active():
         raise InterpreterActive("TRITON_INTERPRET is set in this process: build with workers > 0")
     cache = Path(cache_dir).resolve()
     cache.mkdir(parents=True, exist_ok=True)
-    compile_job = functools.partial(_compile_job, arch=arch, warp_size=warp_size)
+    compile_job = functools.partial(_compile_job, arch=arch, warp_size=warp_size, smem_limit=smem_limit)
     compile_job.needs_torch = False  # its workers compile offline (kernels/compile.py `_forgo_torch`)
     started = time.perf_counter()
     with _compile_env(cache), CompilePool(compile_job, workers=workers) as pool:
@@ -300,6 +311,11 @@ def read_shapes(path: str | os.PathLike) -> list[GemmShape]:
         raise PrebuildError(str(exc)) from None
 
 
+def arch_of(profile: HardwareProfile) -> int:
+    """The profile's compute capability as Triton's integer architecture (9.0 -> 90)."""
+    return 10 * profile.compute_capability[0] + profile.compute_capability[1]
+
+
 def _build(args: argparse.Namespace) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -308,17 +324,21 @@ def _build(args: argparse.Namespace) -> None:
         profile = load_profile(args.gpu)
     except ProfileError as exc:
         raise PrebuildError(str(exc)) from None
-    arch = args.arch or 10 * profile.compute_capability[0] + profile.compute_capability[1]
+    arch = args.arch or arch_of(profile)
     jobs = binary_jobs(shapes, profile, max_configs=args.max_configs)
     print(f"{len(shapes)} shapes -> {len(jobs)} binaries for sm_{arch} into {args.cache}", flush=True)
     columns = (TextColumn("compiling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns) as progress:
         task = progress.add_task("compile", total=len(jobs))
-        summary = prebuild(jobs, args.cache, workers=args.workers, arch=arch,
+        # The profile's per-block limit holds for its own architecture only (--arch may name another).
+        limit = profile.smem_per_block_bytes if args.arch in (None, arch_of(profile)) else None
+        summary = prebuild(jobs, args.cache, workers=args.workers, arch=arch, smem_limit=limit,
                            on_done=lambda k: progress.advance(task, k))
     for job, error in summary.failed.items():
         print(f"failed: {job.shape} {job.config} ({job.kind}): {error}")
     print(f"compiled {summary.compiled} of {summary.jobs}, failed {len(summary.failed)}; {summary.seconds:.0f} s")
+    if limit is not None and not summary.failed:
+        print(f"every binary fits {profile.name}'s {limit} bytes of shared memory per block")
     if args.tar:
         entries = pack(args.cache, args.tar)
         print(f"packed {entries} cache entries into {args.tar}; on the GPU machine, with the same Python "

@@ -17,6 +17,7 @@ from rooftune.kernels import prebuild as pb
 from rooftune.kernels.gemm import specialization_key
 
 H200 = load_profile("h200")
+H200_PROFILE = "h200"
 TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")
 
 
@@ -157,3 +158,38 @@ def test_cli_errors(tmp_path, capsys):
         t.add(shapes, arcname="shapes.json")
     assert "no PREBUILD.json" in run_cli(["unpack", str(foreign)], capsys)
     assert not (tmp_path / "c").exists()
+
+
+def test_a_binary_over_the_gpus_shared_memory_is_a_failure_with_its_bytes(tmp_path, capsys):
+    """It would not launch on that GPU: prebuild records it (the binary is still cached), the CLI checks
+    against the profile's per-block limit and says so, and not where --arch names another architecture."""
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
+        pytest.skip("this triton has no bundled ptxas")
+    shape = GemmShape(16, 64, 64)
+    # sm_90, BLOCK_M 16: num_stages - 1 buffers of (16 + BLOCK_N) x 32 bf16: 3,072 and 5,120 bytes
+    small = Config.make(4, 2, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, GROUP_M=1, SPLIT_K=1)
+    wide = Config.make(4, 2, BLOCK_M=16, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, SPLIT_K=1)
+    jobs = [pb.BinaryJob(shape, small), pb.BinaryJob(shape, wide)]
+    summary = pb.prebuild(jobs, tmp_path / "c", workers=2, arch=90, smem_limit=4096)
+    assert (summary.jobs, summary.compiled) == (2, 1) and list(summary.failed) == [jobs[1]]
+    assert summary.failed[jobs[1]].startswith("OverSharedMemory: 5120 bytes of shared memory, over the GPU's 4096")
+    assert pb.prebuild(jobs, tmp_path / "c", workers=2, arch=90).compiled == 2  # no limit: both
+
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text('[{"m": 16, "n": 64, "k": 64}]')
+    tiny = {**json.loads((Path(pb.__file__).parents[1] / "hwprofiles" / "h200.json").read_text()),
+            "name": "tiny", "smem_per_block_bytes": 1024}
+    profile = tmp_path / "tiny.json"
+    profile.write_text(json.dumps(tiny))
+    build = ["build", "--shapes", str(shapes), "--gpu", str(profile), "--cache", str(tmp_path / "c"),
+             "--max-configs", "2", "--workers", "2"]
+    pb.main(build)
+    out = capsys.readouterr().out
+    assert out.count("OverSharedMemory") == 2 and "compiled 0 of 2, failed 2" in out
+    pb.main([*build, "--arch", "80"])  # another architecture: the profile's limit is not its
+    out = capsys.readouterr().out
+    assert "compiled 2 of 2, failed 0" in out and "every binary fits" not in out
+    pb.main([*build[:4], H200_PROFILE, *build[5:]])
+    assert "every binary fits NVIDIA H200's 232448 bytes of shared memory per block" in capsys.readouterr().out
