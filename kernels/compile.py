@@ -9,7 +9,9 @@ Compile seconds are reported separately from run time.
 A `CompilePool` keeps its spawn workers for the life of a sweep: starting one (interpreter, torch,
 triton and a CUDA context in each worker) costs seconds, and a sweep compiles dozens of batches. A
 batch may get a timeout: configs unfinished by then (a hung worker) are recorded as
-"compile timeout" and the workers are killed, so the next batch starts a fresh pool.
+"compile timeout" and the workers are killed, so the next batch starts a fresh pool. Workers exit
+on their own when the process that started them dies (`_watch_parent`): a sweep killed by a signal
+leaves none behind.
 """
 
 from __future__ import annotations
@@ -103,6 +105,34 @@ def _forgo_torch() -> None:
     sys.modules.setdefault("torch", None)  # `import torch` now raises ImportError in this worker
 
 
+# How often a worker checks that the process that started it is still alive.
+PARENT_WATCH_S = 0.5
+
+
+def _watch_parent(interval_s: float = PARENT_WATCH_S) -> None:
+    """Exit this worker once the process that started it is gone. A parent ended by a signal (`timeout`'s
+    SIGTERM, a scheduler's) never closes its pool, and its workers would otherwise go on: compiling what
+    was queued, then waiting on a pipe nobody writes, each holding its memory (and, where the warmup loads
+    torch, a CUDA context). Orphans are re-parented, so a changed parent pid means the parent died."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="rooftune-parent-watch", daemon=True).start()
+
+
+def _init_worker(forgo_torch: bool) -> None:
+    """Each pool worker's start: watch the parent; and without torch where the warmup needs none."""
+    _watch_parent()
+    if forgo_torch:
+        _forgo_torch()
+
+
 def usable_cpus() -> int:
     """The cores this process may run on (its affinity mask under taskset or a container's cpuset), else
     the machine's count."""
@@ -147,8 +177,9 @@ class CompilePool:
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:  # workers start on demand, up to `workers`, and stay
             context = multiprocessing.get_context("spawn")
-            initializer = None if getattr(self.warmup, "needs_torch", True) else _forgo_torch
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=initializer)
+            forgo_torch = not getattr(self.warmup, "needs_torch", True)
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_init_worker,
+                                             initargs=(forgo_torch,))
             self.pools_started += 1
         return self._pool
 

@@ -2,6 +2,7 @@
 pool reused across batches, a hung worker timed out, a dying one blamed."""
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,59 @@ def test_no_gpu_pool_starts_without_a_gpu(monkeypatch):
     with pytest.raises(NoGpuError):
         compile_module.gpu_pool("rooftune.kernels.gemm")
     assert started == []
+
+
+def busy_warmup(shape, config, device):
+    """A compile that keeps its worker busy (and holding the GIL) for a minute."""
+    started = time.time()
+    while time.time() - started < 60:
+        pass
+    return 60.0
+
+
+PARENT_SCRIPT = r"""
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from test_compile import busy_warmup
+from rooftune.kernels.compile import CompilePool
+if __name__ == "__main__":
+    pool = CompilePool(busy_warmup, workers=2, device="cpu")
+    for bm in (16, 32, 64, 128):  # two running, the rest queued
+        pool.submit("shape", {"BLOCK_M": bm})
+    while len(pool._pool._processes) < 2:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    print(" ".join(str(pid) for pid in pool._pool._processes), flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)  # as `timeout` or a scheduler ends a sweep: no cleanup runs
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a container's init may never reap an orphan)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_workers_exit_when_the_process_that_started_them_dies(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "pids.txt"
+    with out.open("w") as f:  # a file, not a pipe: a surviving worker would hold a pipe open
+        parent = subprocess.run([sys.executable, "-c", PARENT_SCRIPT, str(Path(__file__).parent)], stdout=f,
+                                stderr=subprocess.DEVNULL, timeout=120)
+    assert parent.returncode == -signal.SIGTERM
+    pids = [int(p) for p in out.read_text().split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survivors = [p for p in pids if _running(p)]
+    for p in survivors:  # leave nothing behind, whatever the outcome
+        os.kill(p, signal.SIGKILL)
+    assert not survivors, "compile workers outlived their parent"
