@@ -214,6 +214,25 @@ def recorded_gpu(path: str | Path) -> str | None:
     return read_manifest(path).get("gpu_profile")
 
 
+def recorded_device(path: str | Path) -> dict | None:
+    """What a dataset says about its GPU: {"name": the profile's name} for a rooftune dataset folder,
+    {"compute_capability": (major, minor), "smem_per_block_bytes": n} for an AutoHeuristic log (its
+    metadata line); None where it says nothing (the probe files) or cannot be read (load_records says why)."""
+    name = recorded_gpu(path)
+    if name:
+        return {"name": name}
+    path = Path(path)
+    try:
+        if not path.is_file() or _sniff(path) != "autoheuristic-mm":
+            return None
+        with _open_text(path) as f:
+            meta = json.loads(f.readline())
+        major, minor = meta["device_capa"]
+        return {"compute_capability": (int(major), int(minor)), "smem_per_block_bytes": int(meta["shared_memory"])}
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, KeyError, TypeError, csv.Error):
+        return None  # DatasetFormatError is a ValueError: load_records names the problem
+
+
 _PROBE_FILES = {"gemm": PROBE_GEMM_FILE, "attention": PROBE_ATTENTION_FILE}
 _READERS = {"probe": read_probe_gemm, "probe-attention": read_probe_attention,
             "autoheuristic-mm": read_autoheuristic_mm}

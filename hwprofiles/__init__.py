@@ -3,9 +3,11 @@
 from rooftune.hwprofiles.profile import (
     HardwareProfile,
     ProfileError,
+    fits_device,
     list_profiles,
     load_profile,
     profile_from_dict,
+    profiles_fitting,
     profile_to_dict,
     save_profile,
 )
@@ -13,9 +15,11 @@ from rooftune.hwprofiles.profile import (
 __all__ = [
     "HardwareProfile",
     "ProfileError",
+    "fits_device",
     "list_profiles",
     "load_profile",
     "profile_from_dict",
+    "profiles_fitting",
     "profile_to_dict",
     "save_profile",
 ]

@@ -138,6 +138,20 @@ def list_profiles() -> list[str]:
     return sorted(p.name[:-5] for p in _builtin_dir().iterdir() if p.name.endswith(".json"))
 
 
+def fits_device(profile: HardwareProfile, device: dict) -> bool:
+    """Whether `profile` fits what a dataset says about its GPU (eval/readers.py `recorded_device`): the
+    same profile name, or the same compute capability and shared memory per block."""
+    if "name" in device:
+        return profile.name == device["name"]
+    return (tuple(profile.compute_capability) == tuple(device["compute_capability"])
+            and profile.smem_per_block_bytes == device["smem_per_block_bytes"])
+
+
+def profiles_fitting(device: dict) -> list[str]:
+    """The shipped profiles (by name) that fit a dataset's GPU (`fits_device`)."""
+    return [name for name in list_profiles() if fits_device(load_profile(name), device)]
+
+
 def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:
     """Load a shipped profile by name (`h200`) or any profile JSON by path."""
     text = str(name_or_path)

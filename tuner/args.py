@@ -64,6 +64,39 @@ def warn(message: str) -> None:
     Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}")
 
 
+DEFAULT_GPU = "h200"
+
+
+def describe_device(device: dict) -> str:
+    """A dataset's GPU as its data say (eval/readers.py `recorded_device`)."""
+    if "name" in device:
+        return device["name"]
+    major, minor = device["compute_capability"]
+    return f"a GPU of compute capability {major}.{minor} with {device['smem_per_block_bytes']} bytes of shared memory per block"
+
+
+def gpu_of_data(data, device: dict | None, *, strict: bool = False) -> str:
+    """--gpu left out: the one shipped profile that fits the data's GPU; where several fit, DEFAULT_GPU if it
+    is one of them (else the first), with a warning; where the data say nothing, DEFAULT_GPU. Where the data
+    name a GPU no shipped profile fits: DEFAULT_GPU with a warning, or with `strict` an ArgumentError."""
+    from rooftune.hwprofiles import profiles_fitting
+
+    fitting = profiles_fitting(device) if device is not None else []
+    if len(fitting) == 1:
+        return fitting[0]
+    if fitting:
+        chosen = DEFAULT_GPU if DEFAULT_GPU in fitting else fitting[0]
+        warn(f"{data} was recorded on {describe_device(device)}, which the profiles {', '.join(fitting)} all fit; "
+             f"using {chosen} (--gpu chooses)")
+        return chosen
+    if device is not None:
+        unknown = f"no shipped profile fits {data}'s GPU ({describe_device(device)})"
+        if strict:
+            raise ArgumentError(f"{unknown}: pass --gpu with the profile JSON it was recorded with")
+        warn(f"{unknown}; using {DEFAULT_GPU} (--gpu takes a profile JSON: `rooftune hwprobe` writes one)")
+    return DEFAULT_GPU
+
+
 def exit_code(exc: BaseException) -> int | None:
     """The exit code EXIT_CODES gives `exc`, or None (a bug, not the user's to fix)."""
     for module, name, code in EXIT_CODES:

@@ -13,7 +13,7 @@ eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_ar
 
 
 @cli_errors()
-def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None, residual_choice: str = "shipped",
+def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path | None, residual_choice: str = "shipped",
           only: str | None = None, plot: Path | None = None) -> None:
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
     (and, with `plot`, each method's CDF of per-shape scores)."""
@@ -21,21 +21,26 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None,
     from rich.table import Table
 
     from rooftune.candidates import AttentionShape, GemmShape
-    from rooftune.eval.readers import load_records, recorded_gpu
+    from rooftune.eval.readers import load_records, recorded_device
     from rooftune.candidates import parse_config
-    from rooftune.tuner.args import check_output, fail, load_gpu, warn
+    from rooftune.hwprofiles import fits_device
+    from rooftune.tuner.args import check_output, describe_device, fail, gpu_of_data, load_gpu, warn
     from rooftune.tuner.evaluation import evaluate
     from rooftune.tuner.plots import check_plot
     from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
 
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
                                 "attention": (AttentionShape, attention_eval_methods)}[kernel]
+    device = recorded_device(data)
+    if gpu is None:
+        gpu = gpu_of_data(data, device)
     profile = load_gpu(gpu)
     check_output(json_out, "--json")
     check_plot(plot)
     records = load_records(data, kernel=kernel)
-    if (recorded := recorded_gpu(data)) not in (None, profile.name):
-        warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {recorded}; scoring with {gpu}'s model")
+    if device is not None and not fits_device(profile, device):
+        warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {describe_device(device)}; "
+             f"scoring with {gpu}'s model")
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
@@ -79,7 +84,8 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str, json_out: Path | None,
 
 _DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}"
 _BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape")
-_GPU = typer.Option("h200", "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP}")
+_GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
+                    "profile that fits what the data say about their GPU, else h200)", show_default=False)
 _JSON = typer.Option(None, "--json", help="also write the summary as JSON to this file")
 _RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
 _METHODS = typer.Option(None, "--methods", help="comma-separated subset of the methods to replay (default: all "
@@ -91,7 +97,7 @@ _PLOT = typer.Option(None, "--plot", help=f"also draw each method's CDF of per-s
 @eval_app.command("gemm", short_help="Score each method on recorded GEMM timings.")
 def eval_gemm(
     data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
-    budget: int = _BUDGET, gpu: str = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
+    budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
     methods: str = _METHODS, plot: Path = _PLOT,
 ) -> None:
     """Replay each method through `tune` (the code `rooftune tune` runs) with the dataset's recorded
@@ -104,7 +110,7 @@ def eval_gemm(
 def eval_attention(
     data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("attention", "the H200 attention probe "
                                                                     "(folder or its CSV)")),
-    budget: int = _BUDGET, gpu: str = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
+    budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
     methods: str = _METHODS, plot: Path = _PLOT,
 ) -> None:
     """Score strategies against recorded attention timings: rooftune (model + residual, where one

@@ -12,7 +12,8 @@ fit_app = typer.Typer(help="Fit the residual correction on a training dataset (c
                       no_args_is_help=True)
 
 
-_GPU = typer.Option("h200", "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP}")
+_GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
+                    "profile of the GPU the dataset names; none fitting is an error)", show_default=False)
 _OUT = typer.Option(None, "--out", help="where to write the residual JSON (default: beside the shipped profiles, "
                     "where `tune`, `eval` and `explain` find it)")
 
@@ -20,7 +21,7 @@ _OUT = typer.Option(None, "--out", help="where to write the residual JSON (defau
 @fit_app.command("gemm", short_help="Fit the GEMM residual and the search's constants.")
 def fit_gemm(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep gemm`"),
-    gpu: str = _GPU, out: Path = _OUT,
+    gpu: str | None = _GPU, out: Path = _OUT,
 ) -> None:
     """Choose the ridge penalty, the near-best weighting, whether the zero-trial pick gets its own
     correction, and the search constants by 5-fold cross-validation over shapes (the search replayed
@@ -32,27 +33,34 @@ def fit_gemm(
 @fit_app.command("attention", short_help="The same for causal attention.")
 def fit_attention(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep attention`"),
-    gpu: str = _GPU, out: Path = _OUT,
+    gpu: str | None = _GPU, out: Path = _OUT,
 ) -> None:
     """The same for the causal attention forward: its residual (attention's features), search
     constants and static list, cross-validated on the training shapes. Refuses held-out data."""
     _fit("attention", data, gpu, out)
 
 
-def _fit(kernel: str, data: Path, gpu: str, out: Path | None) -> None:
+def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None) -> None:
     """`rooftune fit KERNEL`: cross-validate, refit, learn the static list, write the residual, print the figures."""
     from rich.console import Console
 
     from rooftune.eval.dataset import read_manifest
-    from rooftune.eval.readers import load_records
+    from rooftune.eval.readers import load_records, recorded_device
+    from rooftune.hwprofiles import fits_device
     from rooftune.roofline.residual import shipped_residual_path, write_residual
-    from rooftune.tuner.args import check_output, cli_errors, fail, load_gpu
+    from rooftune.tuner.args import check_output, cli_errors, describe_device, fail, gpu_of_data, load_gpu, warn
     from rooftune.tuner.fitting import fit_kernel, fit_shapes_from_records, refuse_held_out
     from rooftune.tuner.static import learn_static
 
     console = Console()
     with cli_errors():
+        device = recorded_device(data)
+        # the residual is written as the profile's (its shipped path by default): never a default that the data contradict
+        gpu = gpu if gpu is not None else gpu_of_data(data, device, strict=True)
         profile = load_gpu(gpu)
+        if device is not None and not fits_device(profile, device):
+            warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {describe_device(device)}; "
+                 f"fitting {gpu}'s model")
         manifest = read_manifest(data)
         refuse_held_out(manifest, str(data))
         if manifest.get("kernel", "gemm") != kernel:

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,18 @@ def test_load_records_finds_the_attention_probe(tmp_path):
     write_probe(only_gemm)
     with pytest.raises(DatasetFormatError, match="attention_probe"):
         load_records(only_gemm, kernel="attention")
+
+
+def test_recorded_device_from_each_format(tmp_path):
+    from rooftune.eval.readers import recorded_device
+
+    assert recorded_device(write_ah(tmp_path)) == {"compute_capability": (9, 0), "smem_per_block_bytes": 232448}
+    assert recorded_device(write_probe(tmp_path)) is None  # the probe CSV names no GPU
+    (tmp_path / "ds").mkdir()
+    committed = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "v7" / "heldout" / "manifest.json"
+    manifest = {**json.loads(committed.read_text()), "gpu_profile": "NVIDIA A100-SXM4-80GB"}
+    (tmp_path / "ds" / "manifest.json").write_text(json.dumps(manifest))
+    assert recorded_device(tmp_path / "ds") == {"name": "NVIDIA A100-SXM4-80GB"}
+    damaged = tmp_path / "bad_mm.txt"
+    damaged.write_text('{"shared_memory": 1}\n' + AH_HEADER + "\n")  # no device_capa
+    assert recorded_device(damaged) is None and recorded_device(tmp_path / "missing.txt.gz") is None

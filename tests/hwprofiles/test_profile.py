@@ -68,3 +68,14 @@ def test_tensor_rate_by_dtype():
     assert p.tensor_tflops("bf16") == 312 and p.tensor_tflops("tf32") == 156
     with pytest.raises(ValueError):
         p.tensor_tflops("int8")
+
+
+def test_profiles_fitting_what_a_dataset_says_about_its_gpu():
+    from rooftune.hwprofiles import fits_device, profiles_fitting
+
+    assert profiles_fitting({"compute_capability": (8, 0), "smem_per_block_bytes": 166912}) == ["a100_sxm4_80gb"]
+    # an H100 and an H200 look alike to an AutoHeuristic log: both fit
+    assert profiles_fitting({"compute_capability": [9, 0], "smem_per_block_bytes": 232448}) == ["h100_sxm", "h200"]
+    assert profiles_fitting({"compute_capability": (9, 0), "smem_per_block_bytes": 1024}) == []
+    assert profiles_fitting({"name": "NVIDIA H200"}) == ["h200"] and profiles_fitting({"name": "RTX 9090"}) == []
+    assert fits_device(load_profile("b200"), {"compute_capability": (10, 0), "smem_per_block_bytes": 232448})

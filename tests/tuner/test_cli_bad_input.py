@@ -185,3 +185,47 @@ def test_a_library_value_error_is_not_bad_input(monkeypatch):
     result = runner.invoke(app, ["explain", "gemm", "--shape", "64x64x64"])
     assert result.exit_code == 1 and isinstance(result.exception, ValueError)
     assert "error:" not in result.output
+
+
+def _ah_log(tmp_path: Path, capability: list[int], smem: int) -> Path:
+    """A tiny AutoHeuristic mm log whose metadata line names its GPU's capability and shared memory."""
+    head = "m,k,n,mat1_dtype,mat2_dtype,mat1_stride_0,mat1_stride_1,mat2_stride_0,mat2_stride_1,mat1_iscontig," \
+           "mat2_iscontig,using_tf32,choice,feedback"
+    row = "256,512,256,torch.bfloat16,torch.bfloat16,512,1,256,1,True,True,not_float_32,"
+    rows = [row + "extern_mm,0.010", row + "type=triton_BLOCK-M=64_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4,0.020",
+            row + "type=triton_BLOCK-M=128_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4,0.030"]
+    path = tmp_path / f"sm{capability[0]}{capability[1]}_mm.txt.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"shared_memory": smem, "device_capa": capability, "name": "mm"}) + "\n" + head + "\n"
+                + "\n".join(rows) + "\n")
+    return path
+
+
+def test_eval_without_gpu_scores_on_the_profile_the_data_name(tmp_path):
+    a100 = _ah_log(tmp_path, [8, 0], 166912)
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(a100), "--budget", "2"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "on NVIDIA A100-SXM4-80GB" in text and "recorded on" not in text
+    # an H100 and an H200 look alike in such a log: the default among them, said so
+    hopper = runner.invoke(app, ["eval", "gemm", "--data", str(_ah_log(tmp_path, [9, 0], 232448)), "--budget", "2"])
+    text = " ".join(hopper.output.split())
+    assert hopper.exit_code == 0 and "the profiles h100_sxm, h200 all fit; using h200" in text and "on NVIDIA H200" in text
+    # an explicit --gpu the data contradict is used, with a warning
+    forced = runner.invoke(app, ["eval", "gemm", "--data", str(a100), "--budget", "2", "--gpu", "h200"])
+    text = " ".join(forced.output.split())
+    assert forced.exit_code == 0 and "recorded on a GPU of compute capability 8.0 with 166912 bytes" in text
+    unknown = runner.invoke(app, ["eval", "gemm", "--data", str(_ah_log(tmp_path, [12, 0], 101376)), "--budget", "2"])
+    text = " ".join(unknown.output.split())
+    assert unknown.exit_code == 0 and "no shipped profile fits" in text and "using h200" in text
+
+
+def test_fit_without_gpu_refuses_a_gpu_no_profile_fits(tmp_path):
+    """A fit writes the residual as the profile's: a default the data contradict would overwrite the wrong one."""
+    root = _dataset(tmp_path, shapes=1)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["gpu_profile"], manifest["shapes_file"] = "RTX 9090", "shapes_train.json"
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    _bad_input(["fit", "gemm", "--data", str(root), "--out", str(tmp_path / "r.json")],
+               "no shipped profile fits", "RTX 9090", "pass --gpu")
+    assert not (tmp_path / "r.json").exists()
