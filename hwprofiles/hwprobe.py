@@ -120,6 +120,19 @@ def device_label(device: int = 0) -> str:
     return f"gpu {number}: {torch.cuda.get_device_name(device)}"
 
 
+def nvml_gpu_name(device: int = 0) -> str | None:
+    """The driver's name for CUDA device `device` through NVML (no torch, no CUDA context; the device's
+    NVML index taken from CUDA_VISIBLE_DEVICES where it lists indices), or None without a GPU or NVML."""
+    listed = [e.strip() for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
+    index = int(listed[device]) if device < len(listed) and listed[device].isdigit() else device
+
+    def name(nvml) -> str:
+        raw = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index))
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    return _nvml(name, None)
+
+
 def nvml_compute_capability(device: int = 0) -> tuple[int, int] | None:
     """The GPU's compute capability through NVML (no torch, no CUDA context), or None where NVML cannot
     tell (no GPU, no driver, an old one): what compile workers need to build for this GPU before this

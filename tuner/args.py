@@ -97,6 +97,45 @@ def gpu_of_data(data, device: dict | None, *, strict: bool = False) -> str:
     return DEFAULT_GPU
 
 
+def gpu_of_this_machine() -> str:
+    """`--gpu` left out of a command that runs on this machine's GPU (tune, sweep): $ROOFTUNE_PROFILE where
+    set (as rooftune's PyTorch ops), else the shipped profile of the GPU NVML names (hwprofiles/gpus.py),
+    else DEFAULT_GPU where no GPU is visible (a cache hit needs none; the rest says there is no GPU).
+    ArgumentError for a GPU no shipped profile describes: `rooftune hwprobe` profiles it."""
+    from rooftune.hwprofiles import ProfileError
+    from rooftune.hwprofiles.gpus import shipped_profile_name
+    from rooftune.hwprofiles.hwprobe import nvml_gpu_name
+
+    if os.environ.get("ROOFTUNE_PROFILE"):
+        return os.environ["ROOFTUNE_PROFILE"]
+    name = nvml_gpu_name()
+    if name is None:
+        return DEFAULT_GPU
+    try:
+        return shipped_profile_name(name)
+    except ProfileError as exc:
+        raise ArgumentError(f"{exc}; or pass --gpu with a profile's name or JSON path") from None
+
+
+def check_this_gpu(profile, gpu: str) -> None:
+    """Warn where an explicit --gpu is not the profile of the GPU NVML sees (its legality and model are used)."""
+    from rooftune.hwprofiles.hwprobe import nvml_gpu_name
+
+    name = nvml_gpu_name()
+    if name is not None and name.strip() != profile.name:
+        warn(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: legality and the model follow --gpu")
+
+
+def live_gpu(gpu: str | None):
+    """The profile of a command that runs on this machine's GPU: --gpu's (warned where NVML names another
+    GPU), else `gpu_of_this_machine`'s."""
+    if gpu is None:
+        return load_gpu(gpu_of_this_machine())
+    profile = load_gpu(gpu)
+    check_this_gpu(profile, gpu)
+    return profile
+
+
 def exit_code(exc: BaseException) -> int | None:
     """The exit code EXIT_CODES gives `exc`, or None (a bug, not the user's to fix)."""
     for module, name, code in EXIT_CODES:

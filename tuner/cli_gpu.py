@@ -66,7 +66,8 @@ _SWEEP_HELP = """Time every legal config of the published space for each shape, 
     worker's code (1 if it died without an error), after the others have finished."""
 _SHAPES_HELP = "a JSON list of {} objects"
 _SWEEP_OUT = typer.Option(..., "--out", help="dataset folder (created, or resumed)")
-_SWEEP_GPU = typer.Option("h200", "--gpu", help=f"this GPU, for legality: {GPU_HELP}")
+_SWEEP_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality: {GPU_HELP} (default: $ROOFTUNE_PROFILE, "
+                          "else the shipped profile of the GPU the driver names)", show_default=False)
 _SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs")
 _MAX_MINUTES = typer.Option(None, "--max-minutes", help="start no shape that would end later")
 _WORKERS = typer.Option(None, "--workers", help="compile processes per GPU (default: the CPU cores, shared "
@@ -83,7 +84,7 @@ _GPUS = typer.Option(None, "--gpus", help="comma-separated GPU numbers (as CUDA 
                    short_help="Time every legal GEMM config of each shape, beside cuBLAS.")
 def sweep_gemm_cmd(
     shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
-    out: str = _SWEEP_OUT, gpu: str = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
     workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
     backfill_extras: bool = typer.Option(
         False, "--backfill-extras",
@@ -100,7 +101,7 @@ def sweep_gemm_cmd(
 def sweep_attention_cmd(
     shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format(
         "{batch, heads, seq, head_dim[, kv_heads, causal, dtype]}")),
-    out: str = _SWEEP_OUT, gpu: str = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
     workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
     backfill_routes: bool = typer.Option(
         False, "--backfill-routes",
@@ -111,21 +112,21 @@ def sweep_attention_cmd(
 
 
 @cli_errors()
-def _sweep(kernel: str, shapes: str, out: str, gpu: str, sms: int | None, max_minutes: float | None,
+def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None, max_minutes: float | None,
            workers: int | None, shard: str | None, gpus: str | None, backfill: bool = False) -> None:
     """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras,
     attention: the routes), print the summary."""
     from rooftune.candidates import KERNELS
     from rooftune.eval import sweep
     from rooftune.eval.backfill import backfill_attention_routes, backfill_gemm
-    from rooftune.tuner.args import load_gpu, parse_counts, parse_shard
+    from rooftune.tuner.args import live_gpu, parse_counts, parse_shard
 
     KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
     flag = {"gemm": "--backfill-extras", "attention": "--backfill-routes"}[kernel]
     if backfill and (shard_of or gpu_list):
         fail(f"{flag} runs on one GPU: drop --shard and --gpus")
-    profile = load_gpu(gpu)
+    profile = live_gpu(gpu)
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -157,7 +158,8 @@ _TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen 
     winner and the time each phase took. Exit code 1: every measured config failed; 3: a config killed
     the CUDA context or the compile workers hung."""
 _BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
-_GPU = typer.Option("h200", "--gpu", help=f"this GPU, for legality and the model: {GPU_HELP}")
+_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
+                    "$ROOFTUNE_PROFILE, else the shipped profile of the GPU the driver names)", show_default=False)
 _SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
 _CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU (default: the "
                       "per-user cache that rooftune's PyTorch ops read, $ROOFTUNE_CACHE or "
@@ -179,7 +181,7 @@ def _cache_file(cache: str | None) -> str | None:
     return cache
 
 
-def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: str | None, json_out: str | None) -> None:
+def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, cache: str | None, json_out: str | None) -> None:
     """Check the options, tune, print the trials, the winner against the baseline and the phases."""
     import json
     from pathlib import Path
@@ -187,12 +189,12 @@ def _tune(kernel: str, problem, budget: int, gpu: str, sms: int | None, cache: s
     from rich.markup import escape
 
     from rooftune.candidates import kernel_spec
-    from rooftune.tuner.args import load_gpu
+    from rooftune.tuner.args import live_gpu
     from rooftune.tuner.cli_explain import config_label
     from rooftune.tuner.ops import library_faster
     from rooftune.tuner.tune import result_to_dict, tune_shape
 
-    profile = load_gpu(gpu)
+    profile = live_gpu(gpu)
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
     check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
@@ -235,7 +237,7 @@ _OPS = {"gemm": "matmul, rooftune.linear", "attention": "attention"}  # what run
 def tune_gemm_cmd(
     shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
     layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
-    budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+    budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
 ) -> None:
     from rooftune.tuner.args import parse_shape
 
@@ -247,7 +249,7 @@ def tune_gemm_cmd(
 @cli_errors()
 def tune_attention_cmd(
     shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
-    budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+    budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
 ) -> None:
     from rooftune.tuner.args import parse_shape
 
@@ -263,7 +265,7 @@ def tune_model_cmd(
                               "comma-separated"),
     seq: int = typer.Option(2048, "--seq", help="prefill sequence length: the attention of M tokens is one "
                             "sequence of M when M <= seq, else M/seq sequences of seq"),
-    budget: int = _BUDGET, gpu: str = _GPU, sms: int = _SMS, cache: str = _CACHE,
+    budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE,
     out: str = typer.Option(None, "--out", help="folder for the vLLM-style GEMM tables "
                             "(N=..,K=..,device_name=...json) and the report (<model>.report.json, .md)"),
 ) -> None:
@@ -271,7 +273,7 @@ def tune_model_cmd(
     count (shapes already in the cache are not measured again), and print each layer's time and the
     forward pass's total (Σ time × runs) with rooftune's kernels and with torch's (cuBLAS, SDPA).
     Exit code 1: some shape's measured configs all failed (the rest is written); 3: as `tune gemm`."""
-    from rooftune.tuner.args import load_gpu, parse_counts
+    from rooftune.tuner.args import live_gpu, parse_counts
     from rooftune.tuner.model_shapes import load_model_config, model_shapes
     from rooftune.tuner.model_tables import shape_label, write_report, write_tables
     from rooftune.tuner.model_tune import NO_LEGAL_CONFIG, tune_model
@@ -280,7 +282,7 @@ def tune_model_cmd(
     if seq < 1 or budget < 1:
         fail(f"--seq and --budget must be at least 1, got {seq} and {budget}")
     model_shapes(model, tokens, seq)  # a shape the kernels cannot take fails here, before any GPU work
-    profile = load_gpu(gpu)
+    profile = live_gpu(gpu)
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
     cache = _cache_file(cache)

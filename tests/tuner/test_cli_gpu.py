@@ -217,3 +217,32 @@ def test_sweep_rejects_bad_shard_and_gpus(tmp_path, monkeypatch):
     result = runner.invoke(app, base + ["--gpus", "1,5"])  # the real library: no worker starts
     assert result.exit_code == 2 and "--gpus names GPU 5, but this machine shows GPUs 0-1" in result.output
     assert not (tmp_path / "d").exists()
+
+
+def test_the_live_commands_default_to_the_profile_of_the_gpu_the_driver_names(monkeypatch, tmp_path):
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.tuner import args
+
+    monkeypatch.delenv("ROOFTUNE_PROFILE", raising=False)
+    names = {"name": "NVIDIA A100-SXM4-80GB"}
+    monkeypatch.setattr(hwprobe, "nvml_gpu_name", lambda device=0: names["name"])
+    assert args.gpu_of_this_machine() == "a100_sxm4_80gb"
+    assert args.live_gpu(None).name == "NVIDIA A100-SXM4-80GB"
+    monkeypatch.setenv("ROOFTUNE_PROFILE", "b200")  # as rooftune's PyTorch ops read it
+    assert args.gpu_of_this_machine() == "b200"
+    monkeypatch.delenv("ROOFTUNE_PROFILE")
+    names["name"] = None  # no GPU: the default, and the command's own no-GPU error (or a cache hit) after it
+    assert args.gpu_of_this_machine() == "h200"
+    names["name"] = "RTX 9090"  # a GPU with no shipped profile: said at once, before any work
+    result = runner.invoke(app, ["tune", "gemm", "--shape", "64x64x64", "--cache", "none"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "no shipped hardware profile for GPU 'RTX 9090'" in text and "--gpu" in text
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps(KERNELS["gemm"][1]))
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "RTX 9090" in result.output and not (tmp_path / "d").exists()
+    # an explicit --gpu that is not this GPU's profile is used, with a warning
+    names["name"] = "NVIDIA A100-SXM4-80GB"
+    result = runner.invoke(app, ["tune", "gemm", "--shape", "64x64x64", "--gpu", "h200", "--cache", "none"])
+    text = " ".join(result.output.split())
+    assert "--gpu h200 is NVIDIA H200, but this GPU is NVIDIA A100-SXM4-80GB" in text
