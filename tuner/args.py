@@ -97,6 +97,22 @@ def gpu_of_data(data, device: dict | None, *, strict: bool = False) -> str:
     return DEFAULT_GPU
 
 
+def data_profile(gpu: str | None, data, *, strict: bool = False, verb: str = "scoring"):
+    """The profile of a command that reads recorded data (eval, fit): --gpu's, warned where the data say
+    their GPU was another (eval/readers.py `recorded_device`), else `gpu_of_data`'s."""
+    from rooftune.eval.readers import recorded_device
+    from rooftune.hwprofiles import fits_device
+
+    device = recorded_device(data)
+    if gpu is None:
+        return load_gpu(gpu_of_data(data, device, strict=strict))
+    profile = load_gpu(gpu)
+    if device is not None and not fits_device(profile, device):
+        warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {describe_device(device)}; "
+             f"{verb} with {gpu}'s model")
+    return profile
+
+
 def gpu_of_this_machine() -> str:
     """`--gpu` left out of a command that runs on this machine's GPU (tune, sweep): $ROOFTUNE_PROFILE where
     set (as rooftune's PyTorch ops), else the shipped profile of the GPU NVML names (hwprofiles/gpus.py),

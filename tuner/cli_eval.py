@@ -21,26 +21,19 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     from rich.table import Table
 
     from rooftune.candidates import AttentionShape, GemmShape
-    from rooftune.eval.readers import load_records, recorded_device
+    from rooftune.eval.readers import load_records
     from rooftune.candidates import parse_config
-    from rooftune.hwprofiles import fits_device
-    from rooftune.tuner.args import check_output, describe_device, fail, gpu_of_data, load_gpu, warn
+    from rooftune.tuner.args import check_output, data_profile, fail, warn
     from rooftune.tuner.evaluation import evaluate
     from rooftune.tuner.plots import check_plot
     from rooftune.tuner.strategies import attention_eval_methods, gemm_eval_methods
 
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
                                 "attention": (AttentionShape, attention_eval_methods)}[kernel]
-    device = recorded_device(data)
-    if gpu is None:
-        gpu = gpu_of_data(data, device)
-    profile = load_gpu(gpu)
+    profile = data_profile(gpu, data)
     check_output(json_out, "--json")
     check_plot(plot)
     records = load_records(data, kernel=kernel)
-    if device is not None and not fits_device(profile, device):
-        warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {describe_device(device)}; "
-             f"scoring with {gpu}'s model")
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")

@@ -45,22 +45,16 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None) -> None:
     from rich.console import Console
 
     from rooftune.eval.dataset import read_manifest
-    from rooftune.eval.readers import load_records, recorded_device
-    from rooftune.hwprofiles import fits_device
+    from rooftune.eval.readers import load_records
     from rooftune.roofline.residual import shipped_residual_path, write_residual
-    from rooftune.tuner.args import check_output, cli_errors, describe_device, fail, gpu_of_data, load_gpu, warn
+    from rooftune.tuner.args import check_output, cli_errors, data_profile, fail
     from rooftune.tuner.fitting import fit_kernel, fit_shapes_from_records, refuse_held_out
     from rooftune.tuner.static import learn_static
 
     console = Console()
     with cli_errors():
-        device = recorded_device(data)
-        # the residual is written as the profile's (its shipped path by default): never a default that the data contradict
-        gpu = gpu if gpu is not None else gpu_of_data(data, device, strict=True)
-        profile = load_gpu(gpu)
-        if device is not None and not fits_device(profile, device):
-            warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {describe_device(device)}; "
-                 f"fitting {gpu}'s model")
+        # the residual is written as the profile's (its shipped path by default): never a default the data contradict
+        profile = data_profile(gpu, data, strict=True, verb="fitting")
         manifest = read_manifest(data)
         refuse_held_out(manifest, str(data))
         if manifest.get("kernel", "gemm") != kernel:
