@@ -134,11 +134,12 @@ def gpu_of_this_machine() -> str:
 
 
 def check_this_gpu(profile, gpu: str) -> None:
-    """Warn where an explicit --gpu is not the profile of the GPU NVML sees (its legality and model are used)."""
+    """Warn where an explicit --gpu is not a profile of the GPU NVML sees (its legality and model are used).
+    A profile of an SM partition of this GPU (`rooftune hwprobe --sms N`: "NVIDIA H200 (66 SMs)") is one."""
     from rooftune.hwprofiles.hwprobe import nvml_gpu_name
 
     name = nvml_gpu_name()
-    if name is not None and name.strip() != profile.name:
+    if name is not None and not profile.name.startswith(name.strip()):
         warn(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: legality and the model follow --gpu")
 
 

@@ -246,3 +246,10 @@ def test_the_live_commands_default_to_the_profile_of_the_gpu_the_driver_names(mo
     result = runner.invoke(app, ["tune", "gemm", "--shape", "64x64x64", "--gpu", "h200", "--cache", "none"])
     text = " ".join(result.output.split())
     assert "--gpu h200 is NVIDIA H200, but this GPU is NVIDIA A100-SXM4-80GB" in text
+    # a profile of an SM partition of this GPU (hwprobe --sms) is this GPU's: no warning
+    names["name"] = "NVIDIA H200"
+    partition = tmp_path / "h200_66.json"
+    from rooftune.hwprofiles import load_profile, profile_to_dict
+    partition.write_text(json.dumps({**profile_to_dict(load_profile("h200")), "name": "NVIDIA H200 (66 SMs)"}))
+    result = runner.invoke(app, ["tune", "gemm", "--shape", "64x64x64", "--gpu", str(partition), "--cache", "none"])
+    assert "warning" not in result.output, result.output
