@@ -43,11 +43,11 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
 
-from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
+from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE, KERNELS, AttentionShape, Config, GemmShape, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras
-from rooftune.candidates.shapes import ShapeListError, load_shapes
+from rooftune.candidates.shapes import ShapeListError
 from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
-from rooftune.kernels import gemm
+from rooftune.kernels import attention, gemm
 from rooftune.kernels.compile import CompilePool
 
 MANIFEST = "PREBUILD.json"  # tar member: where and with what the cache was built
@@ -104,11 +104,12 @@ def offline_target(arch: int = 90, warp_size: int = 32) -> Iterator[OfflineTarge
 
 @dataclass(frozen=True)
 class BinaryJob:
-    """One `gemm.compile_kernels(shape, config)` call. kind 'gemm': config with SPLIT_K = 1 (or a FIXUP
-    config, which has no reduction kernel), the GEMM's binary alone; 'reduce': a split-K config of the shape, for the split-K reduction's binary (the
-    GEMM's binary it also asks for is a 'gemm' job's, a cache hit)."""
+    """One `compile_kernels(shape, config)` call of the shape's kernel module. kind 'gemm': config with
+    SPLIT_K = 1 (or a FIXUP config, which has no reduction kernel), the GEMM's binary alone; 'reduce': a
+    split-K config of the shape, for the split-K reduction's binary (the GEMM's binary it also asks for is
+    a 'gemm' job's, a cache hit); 'attention': the attention forward's binary."""
 
-    shape: GemmShape
+    shape: GemmShape | AttentionShape
     config: Config
     kind: str = "gemm"
 
@@ -125,15 +126,32 @@ def _with_split(config: Config, split_k: int) -> Config:
     return replace(config, params=params)
 
 
-def binary_jobs(shapes: Sequence[GemmShape], profile: HardwareProfile, *,
+def attention_jobs(shapes: Sequence[AttentionShape], profile: HardwareProfile, *,
+                   max_configs: int | None = None) -> list[BinaryJob]:
+    """One job per distinct binary an attention sweep of `shapes` on `profile` compiles: per
+    `attention.specialization_key`, each legal config (every parameter of the space is a constexpr).
+    `max_configs`: only the first that many configs of each shape."""
+    seen, jobs = set(), []
+    for shape in shapes:
+        group = attention.specialization_key(shape)
+        for config in legal_configs(ATTENTION_SPACE, shape, profile).configs[:max_configs]:
+            if (group, config) not in seen:
+                seen.add((group, config))
+                jobs.append(BinaryJob(shape, config, "attention"))
+    return jobs
+
+
+def binary_jobs(shapes: Sequence[GemmShape | AttentionShape], profile: HardwareProfile, *,
                 max_configs: int | None = None) -> list[BinaryJob]:
-    """One job per distinct binary a sweep of `shapes` on `profile` compiles: per `specialization_key`,
+    """One job per distinct binary a sweep of `shapes` on `profile` compiles. GEMM: per `specialization_key`,
     the legal configs and the tutorial extras, distinct in (FIXUP, BLOCK_N2, BLOCK_M, BLOCK_N, BLOCK_K,
     num_warps, num_stages) (GROUP_M and SPLIT_K are runtime integers); then one reduction per `reduce_key` of the
-    shapes with a split-K config that sums in the reduction kernel. `max_configs`: only the first that many configs of each shape."""
+    shapes with a split-K config that sums in the reduction kernel. Attention shapes: `attention_jobs`, after
+    the GEMM's. `max_configs`: only the first that many configs of each shape."""
     seen, reduced = set(), set()
     gemm_jobs, reduce_jobs = [], []
-    for shape in shapes:
+    attention_shapes = [s for s in shapes if isinstance(s, AttentionShape)]
+    for shape in (s for s in shapes if not isinstance(s, AttentionShape)):
         configs = legal_configs(GEMM_SPACE, shape, profile).configs
         configs = (configs + gemm_baseline_extras(shape, configs))[:max_configs]
         group = gemm.specialization_key(shape)
@@ -148,7 +166,8 @@ def binary_jobs(shapes: Sequence[GemmShape], profile: HardwareProfile, *,
         if split is not None and reduce_key(shape) not in reduced:
             reduced.add(reduce_key(shape))
             reduce_jobs.append(BinaryJob(shape, split, "reduce"))
-    return gemm_jobs + reduce_jobs  # reductions last: their GEMM binaries are then mostly built
+    # reductions after the GEMMs: their GEMM binaries are then mostly built
+    return gemm_jobs + reduce_jobs + attention_jobs(attention_shapes, profile, max_configs=max_configs)
 
 
 # --- building ----------------------------------------------------------------------------------------
@@ -165,13 +184,13 @@ class OverSharedMemory(RuntimeError):
     """A binary needs more shared memory per block than the GPU has: it would not launch there."""
 
 
-def _compile_job(shape: GemmShape, job: BinaryJob, device: str, *, arch: int, warp_size: int,
+def _compile_job(shape: GemmShape | AttentionShape, job: BinaryJob, device: str, *, arch: int, warp_size: int,
                  smem_limit: int | None = None) -> float:
     """A CompilePool warmup: compile `job` for `arch`; returns the seconds spent. Raises OverSharedMemory
     where a compiled kernel's shared memory is above `smem_limit` bytes (the binary still lands in the cache)."""
     started = time.perf_counter()
     with offline_target(arch, warp_size):
-        kernels = gemm.compile_kernels(shape, job.config)
+        kernels = (attention if job.kind == "attention" else gemm).compile_kernels(shape, job.config)
     shared = max(k.metadata.shared for k in kernels)
     if smem_limit is not None and shared > smem_limit:
         raise OverSharedMemory(f"{shared} bytes of shared memory, over the GPU's {smem_limit} per block")
@@ -303,10 +322,10 @@ def unpack(tar_path: str | os.PathLike, cache_dir: str | os.PathLike | None = No
 
 # --- command line -------------------------------------------------------------------------------------
 
-def read_shapes(path: str | os.PathLike) -> list[GemmShape]:
-    """A sweep's --shapes file (candidates.shapes.load_shapes), its errors as PrebuildError."""
+def read_shapes(path: str | os.PathLike, kernel: str = "gemm") -> list[GemmShape | AttentionShape]:
+    """A `rooftune sweep KERNEL` --shapes file (the kernel's shape-list reader), its errors as PrebuildError."""
     try:
-        return load_shapes(path)
+        return KERNELS[kernel].load_list(path)
     except ShapeListError as exc:
         raise PrebuildError(str(exc)) from None
 
@@ -319,7 +338,7 @@ def arch_of(profile: HardwareProfile) -> int:
 def _build(args: argparse.Namespace) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    shapes = [s for path in args.shapes for s in read_shapes(path)]
+    shapes = [s for path in args.shapes for s in read_shapes(path, args.kernel)]
     try:
         profile = load_profile(args.gpu)
     except ProfileError as exc:
@@ -356,8 +375,10 @@ def _unpack(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rooftune.kernels.prebuild", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    build = commands.add_parser("build", help="compile a sweep's binaries into a Triton cache (and pack it)")
+    build = commands.add_parser("build", help="compile a sweep's binaries into a Triton cache (and pack it), each "
+                                "checked against the profile's shared memory per block")
     build.add_argument("--shapes", nargs="+", required=True, help="JSON shape lists, as for `rooftune sweep`")
+    build.add_argument("--kernel", choices=sorted(KERNELS), default="gemm", help="the kernel the lists are of")
     build.add_argument("--gpu", required=True, help="hardware profile: a shipped name (h200) or a JSON path")
     build.add_argument("--arch", type=int, help="compute capability as an integer, e.g. 90 (default: the profile's)")
     build.add_argument("--cache", required=True, help="the Triton cache dir to build into")

@@ -193,3 +193,36 @@ def test_a_binary_over_the_gpus_shared_memory_is_a_failure_with_its_bytes(tmp_pa
     assert "compiled 2 of 2, failed 0" in out and "every binary fits" not in out
     pb.main([*build[:4], H200_PROFILE, *build[5:]])
     assert "every binary fits NVIDIA H200's 232448 bytes of shared memory per block" in capsys.readouterr().out
+
+
+def test_attention_binaries_one_per_specialization_and_config_compiled_by_the_cli(tmp_path, capsys):
+    import triton
+
+    from rooftune.candidates import ATTENTION_SPACE, AttentionShape
+    from rooftune.kernels import attention
+
+    long_seq, short_seq = AttentionShape(2, 32, 4096, 128), AttentionShape(1, 8, 1000, 128)  # one specialization
+    other = AttentionShape(2, 32, 4096, 64)  # head_dim is specialized
+    jobs = pb.binary_jobs([long_seq, short_seq, other, GemmShape(16, 64, 64)], H200)
+    attention_jobs = [j for j in jobs if j.kind == "attention"]
+    expected = {(attention.specialization_key(s), c) for s in (long_seq, short_seq, other)
+                for c in legal_configs(ATTENTION_SPACE, s, H200).configs}
+    assert {(attention.specialization_key(j.shape), j.config) for j in attention_jobs} == expected
+    assert len(attention_jobs) == len(expected) and jobs[-len(attention_jobs):] == attention_jobs  # after the GEMM's
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
+        pytest.skip("this triton has no bundled ptxas")
+    shapes = tmp_path / "attention.json"
+    shapes.write_text('[{"batch": 1, "heads": 2, "seq": 256, "head_dim": 64}]')
+    pb.main(["build", "--kernel", "attention", "--shapes", str(shapes), "--gpu", "a100_sxm4_80gb", "--cache",
+             str(tmp_path / "c"), "--max-configs", "2", "--workers", "2"])
+    out = capsys.readouterr().out
+    assert "1 shapes -> 2 binaries for sm_80" in out and "compiled 2 of 2, failed 0" in out
+    assert "every binary fits NVIDIA A100-SXM4-80GB's" in out
+    assert {p.name for p in (tmp_path / "c").glob("*/*.cubin")} == {"_attn_fwd.cubin"}
+    # a GEMM list read as attention shapes is refused, with the file named
+    gemm_list = tmp_path / "gemm.json"
+    gemm_list.write_text('[{"m": 16, "n": 64, "k": 64}]')
+    with pytest.raises(SystemExit):
+        pb.main(["build", "--kernel", "attention", "--shapes", str(gemm_list), "--gpu", "h200", "--cache", "c"])
+    assert "gemm.json" in capsys.readouterr().err
