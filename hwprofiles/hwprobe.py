@@ -111,34 +111,42 @@ def nvml_index(device: int = 0) -> int:
     return _nvml(find, device)
 
 
-def device_label(device: int = 0) -> str:
-    """Which GPU measures, as a dataset records it: 'gpu I: NAME', I the device's entry in
-    CUDA_VISIBLE_DEVICES (a `--gpus` worker's is the GPU it was given), else its CUDA number."""
-    torch = require_cuda()
+def _visible_entry(device: int) -> str:
+    """CUDA device `device`'s entry in CUDA_VISIBLE_DEVICES (a `--gpus` worker's is the GPU it was given),
+    else its CUDA number."""
     listed = [e.strip() for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
-    number = listed[device] if device < len(listed) else str(device)
-    return f"gpu {number}: {torch.cuda.get_device_name(device)}"
+    return listed[device] if device < len(listed) else str(device)
+
+
+def device_label(device: int = 0) -> str:
+    """Which GPU measures, as a dataset records it: 'gpu I: NAME', I the device's `_visible_entry`."""
+    torch = require_cuda()
+    return f"gpu {_visible_entry(device)}: {torch.cuda.get_device_name(device)}"
+
+
+def _nvml_handle(nvml, device: int):
+    """NVML's handle of CUDA device `device` without torch: its `_visible_entry` where that is an index,
+    else `device` (`nvml_index` matches UUIDs, but needs torch)."""
+    entry = _visible_entry(device)
+    return nvml.nvmlDeviceGetHandleByIndex(int(entry) if entry.isdigit() else device)
 
 
 def nvml_gpu_name(device: int = 0) -> str | None:
-    """The driver's name for CUDA device `device` through NVML (no torch, no CUDA context; the device's
-    NVML index taken from CUDA_VISIBLE_DEVICES where it lists indices), or None without a GPU or NVML."""
-    listed = [e.strip() for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
-    index = int(listed[device]) if device < len(listed) and listed[device].isdigit() else device
-
+    """The driver's name for CUDA device `device` through NVML (no torch, no CUDA context), or None
+    without a GPU or NVML."""
     def name(nvml) -> str:
-        raw = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(index))
+        raw = nvml.nvmlDeviceGetName(_nvml_handle(nvml, device))
         return raw.decode() if isinstance(raw, bytes) else str(raw)
 
     return _nvml(name, None)
 
 
 def nvml_compute_capability(device: int = 0) -> tuple[int, int] | None:
-    """The GPU's compute capability through NVML (no torch, no CUDA context), or None where NVML cannot
-    tell (no GPU, no driver, an old one): what compile workers need to build for this GPU before this
-    process has a CUDA context."""
+    """CUDA device `device`'s compute capability through NVML (no torch, no CUDA context), or None where
+    NVML cannot tell (no GPU, no driver, an old one): what compile workers need to build for this GPU
+    before this process has a CUDA context."""
     return _nvml(lambda nvml: tuple(int(v) for v in nvml.nvmlDeviceGetCudaComputeCapability(
-        nvml.nvmlDeviceGetHandleByIndex(device))), None)
+        _nvml_handle(nvml, device))), None)
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from rooftune.tuner import cli_eval, cli_explain, cli_fit, cli_gpu, cli_report  # noqa: E402
-from rooftune.tuner.args import GPU_HELP, LAYOUT_HELP, SHAPE_HELP, cli_errors  # noqa: E402
+from rooftune.tuner.args import DEFAULT_GPU, GPU_HELP, LAYOUT_HELP, SHAPE_HELP, cli_errors  # noqa: E402
 from rooftune.tuner.cli_tables import add_cells, narrow_note, width_table  # noqa: E402
 
 app = typer.Typer(
@@ -69,7 +69,7 @@ def hwprofiles_cmd() -> None:
 
 space_app = typer.Typer(help="Print a published search space: its parameters, version and legal count for a shape.",
                         no_args_is_help=True)
-_GPU = typer.Option("h200", "--gpu", help=f"the GPU whose limits decide legality: {GPU_HELP}")
+_GPU = typer.Option(DEFAULT_GPU, "--gpu", help=f"the GPU whose limits decide legality: {GPU_HELP}")
 
 
 @space_app.command("gemm")

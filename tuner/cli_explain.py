@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rooftune.tuner.args import (GPU_HELP, LAYOUT_HELP, PLOT_EXTRA, RESIDUAL_HELP, SHAPE_HELP, cli_errors,
+from rooftune.tuner.args import (DEFAULT_GPU, GPU_HELP, LAYOUT_HELP, PLOT_EXTRA, RESIDUAL_HELP, SHAPE_HELP, cli_errors,
                                  residual_option)
 from rooftune.tuner.cli_tables import add_cells, narrow_note, width_table
 
@@ -203,7 +203,7 @@ def _fmt(value) -> str:
         return str(value)
 
 
-_GPU = typer.Option("h200", "--gpu", help=f"the GPU to rank for: {GPU_HELP}")
+_GPU = typer.Option(DEFAULT_GPU, "--gpu", help=f"the GPU to rank for: {GPU_HELP}")
 _TOP = typer.Option(5, "--top", min=1, help="how many predicted-best configs to show")
 _CONFIG_HELP = "also explain this config (NAME=VALUE pairs, the space's published values), e.g. '{}'"
 _DTYPE = typer.Option("bf16", "--dtype", help="element type: bf16, fp16, tf32 or fp32")

@@ -118,20 +118,23 @@ def test_nvml_index_matches_the_cuda_device_by_uuid(monkeypatch):
 
 
 def test_nvml_gpu_name_reads_the_gpu_cuda_would_use(monkeypatch):
-    """Without torch: CUDA_VISIBLE_DEVICES' entry for the device picks NVML's GPU; bytes or str names;
+    """Without torch (and so for the compute capability too): CUDA_VISIBLE_DEVICES' entry for the device picks NVML's GPU; bytes or str names;
     None where NVML fails (no driver)."""
     import sys
     import types
 
-    from rooftune.hwprofiles.hwprobe import nvml_gpu_name
+    from rooftune.hwprofiles.hwprobe import nvml_compute_capability, nvml_gpu_name
 
     names = [b"NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA B200"]
+    capabilities = [(9, 0), (8, 0), (10, 0)]
     fake = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
-                                 nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda handle: names[handle])
+                                 nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda handle: names[handle],
+                                 nvmlDeviceGetCudaComputeCapability=lambda handle: capabilities[handle])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert nvml_gpu_name() == "NVIDIA H200" and nvml_gpu_name(1) == "NVIDIA A100-SXM4-80GB"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,1")
     assert nvml_gpu_name() == "NVIDIA B200" and nvml_gpu_name(1) == "NVIDIA A100-SXM4-80GB"
+    assert nvml_compute_capability() == (10, 0)  # the same GPU: one mapping for every NVML question
     monkeypatch.setattr(fake, "nvmlInit", lambda: (_ for _ in ()).throw(RuntimeError("no driver")))
     assert nvml_gpu_name() is None
