@@ -37,7 +37,6 @@ MIN_K_BLOCKS_PER_SPLIT = 4
 TILES = 3
 # Tiles tried on every shape besides its own fastest: (BLOCK_M, BLOCK_N, BLOCK_N2, BLOCK_K, warps, stages).
 CANON = ((128, 256, 0, 64, 8, 3), (128, 256, 0, 64, 8, 4), (128, 128, 0, 64, 4, 4), (128, 128, 0, 64, 8, 4))
-SMEM_PER_SM = 232448
 
 
 def cdiv(a, b):
@@ -45,11 +44,12 @@ def cdiv(a, b):
 
 
 def resident(c):
-    """CTAs of config `c` an SM holds, by shared memory and accumulator registers (a plain estimate)."""
+    """CTAs of config `c` an SM holds, by shared memory (the H200 profile's per-block limit, as the
+    measured plans used) and accumulator registers (its registers per SM): a plain estimate."""
     cols = c["BLOCK_N"] + c.get("BLOCK_N2", 0)
     smem = c["num_stages"] * (c["BLOCK_M"] + cols) * c["BLOCK_K"] * 2
     regs = (c["BLOCK_M"] * cols // (32 * c["num_warps"]) + 40) * 32 * c["num_warps"]
-    return max(1, min(SMEM_PER_SM // max(smem, 1), 65536 // regs))
+    return max(1, min(ct.H200.smem_per_block_bytes // max(smem, 1), ct.H200.regs_per_sm // regs))
 
 
 def plans(m, n, k, c, slots=None):
