@@ -1,5 +1,6 @@
-"""Where skf.py's time goes: its phases timed apart (PHASES 1: the stream-K pieces; 2: the data-parallel tiles;
-3: both without the fix-up; 7: all, the only one whose C is right and so the only one reference-checked), its
+"""Where skf.py's time goes: its phases timed apart (PHASES 1: the stream-K pieces, handed in four ways (KINDS);
+2: the data-parallel tiles; 3: both without the fix-up; 7: all, with either fix-up, the only ones whose C is right
+and so the only ones reference-checked), its
 kernel as a plain data-parallel grid (one program a tile, no stream-K), and space 7's kernel on the same tile,
 beside cuBLAS, in one interleaved pass a shape (kernels/timing.py). Compiles run first, in worker processes.
 
@@ -21,7 +22,9 @@ sys.path.insert(0, str(HERE.parents[1] / "v5" / "levers"))
 import levers as lv  # noqa: E402
 
 TILES = ((128, 256, 8, 3), (128, 128, 4, 5))
-KINDS = ("p1", "p2", "p3", "p7", "dp", "base")
+# p1: PHASES 1 with the partial pieces stored and counted (a), reduced to a sum (b), stored in fp32 (c) or bf16 (d)
+# without a counter; p7: all, the fix-up by the first contributor (a) or shared (b)
+KINDS = ("p1a", "p1b", "p1c", "p1d", "p2", "p3", "p7a", "p7b", "dp", "base")
 
 
 def variants():
@@ -45,7 +48,10 @@ def build(text, v, inputs, out):
     if kind == "dp":
         tiles = triton.cdiv(m, c["BLOCK_M"]) * triton.cdiv(n, c["BLOCK_N"])
         return skf.make_launcher(c, inputs, out, 0, programs=tiles)[0]
-    return skf.make_launcher(c, inputs, out, 0, phases=int(kind[1]))[0]
+    sub = "abcd".index(kind[2]) if len(kind) > 2 else 0
+    if kind[1] == "1":
+        return skf.make_launcher(c, inputs, out, 0, phases=1, piece=sub)[0]
+    return skf.make_launcher(c, inputs, out, 0, phases=int(kind[1]), fix=sub)[0]
 
 
 def compile_job(job):
@@ -80,7 +86,7 @@ def time_shape(text):
     launchers, errors = {}, {}
     for v in variants():
         launch = build(text, v, inputs, out)
-        if v[0] in ("p7", "dp", "base"):
+        if v[0] in ("p7a", "p7b", "dp", "base"):
             out.fill_(float("nan"))
             launch(0)
             torch.cuda.synchronize()

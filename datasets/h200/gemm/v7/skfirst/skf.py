@@ -35,7 +35,8 @@ def _slot(q, base, extra, first_it):
 @triton.jit(do_not_specialize=["M", "GROUP_M"])
 def skf_kernel(a_src, b_src, c_ptr, ws_ptr, counts_ptr, M, N, K, stride_cm, stride_cn, GROUP_M,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_NK: tl.constexpr,
-               SK_WAVE: tl.constexpr, PHASES: tl.constexpr):
+               SK_WAVE: tl.constexpr, PHASES: tl.constexpr, FIX: tl.constexpr = 0, PIECE: tl.constexpr = 0,
+               CHUNK: tl.constexpr = 16):
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -68,10 +69,18 @@ def skf_kernel(a_src, b_src, c_ptr, ws_ptr, counts_ptr, M, N, K, stride_cm, stri
                             BLOCK_M, BLOCK_N)
             else:
                 slot = 2 * pid + (it != it_lo).to(tl.int32)
-                tl.store(ws_ptr + slot.to(tl.int64) * tile_elems + offs, acc)
-                # Every thread's piece is written before one thread's release bumps the counter.
-                tl.debug_barrier()
-                tl.atomic_add(counts_ptr + t_rel, 1, sem="release", scope="gpu")
+                if PIECE == 0:
+                    tl.store(ws_ptr + slot.to(tl.int64) * tile_elems + offs, acc)
+                    # Every thread's piece is written before one thread's release bumps the counter.
+                    tl.debug_barrier()
+                    tl.atomic_add(counts_ptr + t_rel, 1, sem="release", scope="gpu")
+                elif PIECE == 1:  # diagnostics (C wrong): the piece's sum only, so its loads and dots stay
+                    tl.store(ws_ptr + slot.to(tl.int64) * tile_elems, tl.sum(acc))
+                elif PIECE == 2:  # the fp32 store, no counter
+                    tl.store(ws_ptr + slot.to(tl.int64) * tile_elems + offs, acc)
+                else:  # a bf16 store, half the bytes, no counter
+                    tl.store(ws_ptr.to(tl.pointer_type(tl.bfloat16)) + slot.to(tl.int64) * tile_elems + offs,
+                             acc.to(tl.bfloat16))
             it += kb_hi - kb_lo
     if PHASES & 2:
         for tile in tl.range(pid, dp_tiles, programs, flatten=True):
@@ -79,7 +88,39 @@ def skf_kernel(a_src, b_src, c_ptr, ws_ptr, counts_ptr, M, N, K, stride_cm, stri
             acc = _tile_acc(a_src, b_src, M, N, K, 0, 0, 0, 0, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, k_blocks,
                             BLOCK_M, BLOCK_N, BLOCK_K, B_NK, True)
             _store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N)
-    if PHASES & 4:
+    if (PHASES & 4) and FIX == 1:
+        # Every contributor sums its share of the partial tile's row chunks (contributor j of n: chunks j,
+        # j + n, ...); the last to leave resets both counters.
+        it = it_lo
+        while it < it_hi:
+            t_rel = it // k_blocks
+            kb_lo = it - t_rel * k_blocks
+            kb_hi = min(k_blocks, kb_lo + it_hi - it)
+            if (kb_lo > 0) | (kb_hi < k_blocks):
+                first_it = t_rel * k_blocks
+                first = _run_owner(first_it, base, extra)
+                last = _run_owner(first_it + k_blocks - 1, base, extra)
+                n = last - first + 1
+                seen = tl.atomic_add(counts_ptr + t_rel, 0, sem="acquire", scope="gpu")
+                while seen < n:
+                    seen = tl.atomic_add(counts_ptr + t_rel, 0, sem="acquire", scope="gpu")
+                pid_m, pid_n = _tile_coords(dp_tiles + t_rel, num_pid_m, num_pid_n, GROUP_M)
+                rows = tl.arange(0, CHUNK)
+                cols = tl.arange(0, BLOCK_N)
+                for c in range(pid - first, BLOCK_M // CHUNK, n):
+                    coffs = (c * CHUNK + rows)[:, None] * BLOCK_N + cols[None, :]
+                    csum = tl.zeros((CHUNK, BLOCK_N), dtype=tl.float32)
+                    for q in range(first, last + 1):
+                        q_slot = _slot(q, base, extra, first_it)
+                        csum += tl.load(ws_ptr + q_slot.to(tl.int64) * tile_elems + coffs, cache_modifier=".cg")
+                    _store_tile(c_ptr, csum, M, N, stride_cm, stride_cn, pid_m * BLOCK_M + c * CHUNK,
+                                pid_n * BLOCK_N, CHUNK, BLOCK_N)
+                gone = tl.atomic_add(counts_ptr + tiles + t_rel, 1, sem="acq_rel", scope="gpu")
+                if gone == n - 1:
+                    tl.atomic_xchg(counts_ptr + t_rel, 0, sem="relaxed", scope="gpu")
+                    tl.atomic_xchg(counts_ptr + tiles + t_rel, 0, sem="relaxed", scope="gpu")
+            it += kb_hi - kb_lo
+    if (PHASES & 4) and FIX == 0:
         # The partial tiles whose first iteration this run holds: the tile starting at or after it_lo,
         # and any later ones that start before it_hi, unless the run holds the whole tile.
         t_rel = tl.cdiv(it_lo, k_blocks)
@@ -103,7 +144,7 @@ def skf_kernel(a_src, b_src, c_ptr, ws_ptr, counts_ptr, M, N, K, stride_cm, stri
             t_rel += 1
 
 
-def make_launcher(cfg, inputs, out, sk_wave, programs=None, phases=7):
+def make_launcher(cfg, inputs, out, sk_wave, programs=None, phases=7, fix=0, piece=0):
     """launch(i) on input set i, and the program count: SMs × resident CTAs unless `programs` is given.
     `phases` other than 7 leave C wrong: they time a part of the schedule (diag.py)."""
     import torch
@@ -112,19 +153,20 @@ def make_launcher(cfg, inputs, out, sk_wave, programs=None, phases=7):
     n = b0.shape[0]
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     descs = [gemm_v2._descriptors(a, b, "nk", (m, n, k), cfg) for a, b in inputs]
-    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=True, SK_WAVE=sk_wave, PHASES=phases,
+    consts = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, B_NK=True, SK_WAVE=sk_wave, PHASES=phases, FIX=fix, PIECE=piece,
+                  CHUNK=max(16, bm // 8),
                   num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     if programs is None:
         ws1 = torch.empty(1, dtype=torch.float32, device=out.device)
-        c1 = torch.zeros(1, dtype=torch.int32, device=out.device)
+        c1 = torch.zeros(2, dtype=torch.int32, device=out.device)
         kern = skf_kernel.warmup(*descs[0], out, ws1, c1, m, n, k, out.stride(0), out.stride(1), cfg["GROUP_M"],
                                  grid=(1,), **consts)
         programs = torch.cuda.get_device_properties(out.device).multi_processor_count \
             * gemm_v2.resident_ctas(kern, out.device)
     programs = max(1, min(programs, tiles * triton.cdiv(k, bk)))
     ws = torch.empty((2 * programs, bm, bn), dtype=torch.float32, device=out.device)
-    counts = torch.zeros(tiles, dtype=torch.int32, device=out.device)
+    counts = torch.zeros(2 * tiles, dtype=torch.int32, device=out.device)
     g = skf_kernel[(programs,)]
 
     def launch(i):

@@ -1,6 +1,7 @@
 """Stream-K "SK first, fix-up last" (skf.py) against space 7, on the training shapes where the space trails
 cuBLAS with one to a few waves of large tiles: each shape's 6 fastest space-7 configs, skf.py's schedule
-(SK_WAVE 0 and 1) on five tiles, and v2/streamk/skexp.py's schedule (data-parallel first, fix-up by the last
+(SK_WAVE 0 and 1; the fix-up by each partial tile's first contributor or shared by all its contributors, FIX 0
+and 1) on five tiles, and v2/streamk/skexp.py's schedule (data-parallel first, fix-up by the last
 contributor; SK_WAVE 0) on the same tiles as the control, all timed with cuBLAS in one interleaved pass. The
 machinery is v6/levers/cntiles.py's, as for streamk/sktiles.py: every launcher passes kernels/check.py's bound
 against an fp64 reference before it is timed; compiles run first, in worker processes; resumable (DONE: a
@@ -41,7 +42,8 @@ def variants(text):
             continue
         tile = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8)
         for wave in (0, 1):
-            out.append(("skf", dict(tile, SK_WAVE=wave, num_warps=warps, num_stages=stages)))
+            for fix in (0, 1):
+                out.append(("skf", dict(tile, SK_WAVE=wave, FIX=fix, num_warps=warps, num_stages=stages)))
         out.append(("sk", dict(tile, SK_WAVE=0, num_warps=warps, num_stages=stages)))
     return out
 
@@ -54,7 +56,7 @@ def build(text, v, inputs, out):
     if kind == "base":
         return gemm.make_launcher(c, ct.parse(text)[3], inputs, out)
     if kind == "skf":
-        return skf.make_launcher(c, inputs, out, c["SK_WAVE"])[0]
+        return skf.make_launcher(c, inputs, out, c["SK_WAVE"], fix=c["FIX"])[0]
     return skexp.make_launcher(c, inputs, out, c["SK_WAVE"], 0)[0]
 
 
@@ -90,7 +92,7 @@ if __name__ == "__main__":
         for s in sys.argv[2:]:
             vs = variants(s)
             print(s, len(vs), sorted({f"{k} {c['BLOCK_M']}x{c['BLOCK_N']} w{c['num_warps']} s{c['num_stages']} "
-                                      f"wave{c['SK_WAVE']}" for k, c in vs if k != "base"}))
+                                      f"wave{c['SK_WAVE']} fix{c.get('FIX', '-')}" for k, c in vs if k != "base"}))
     elif sys.argv[1] == "--summary":
         summary(json.loads(Path(sys.argv[2]).read_text()))
     else:

@@ -1,0 +1,125 @@
+"""SK-first stream-K (skf.py) on probe shapes drawn by a rule, beside space 7's model-ranked configs and cuBLAS.
+
+None of the ten training shapes of skfirst.py has stream-K's textbook case: a large M against a modest N and a long
+K, where every large tile leaves the last of one to three waves part-filled (composite widths included), so the
+wave quantization cannot be tiled away (at least 15% of the SM slots idle) and the K loop is long enough to pay for the fix-up. This script draws such
+shapes by a rule with a fixed seed (`draw`; neither the training nor the held-out lists are read for them, except to
+leave their shapes out), and times on each:
+- "base": space 7's 40 legal configs ranked first by the model and the shipped residual (`--prepare` writes them
+  to probe_configs.json on the CPU); the tuner's 20 trials reach 0.98 of the space's best on held-out shapes, so
+  the best of these 40 stands for the space's best;
+- "skf": skf.py's schedule, SK_WAVE 0, FIX 0 and 1, on 128x256 (8 warps, 3 and 4 stages) and 256x128 (8 warps,
+  3 stages);
+- cuBLAS;
+with v6/levers/cntiles.py's machinery (reference check, one interleaved pass, compiles in worker processes).
+
+usage (repository root):
+  python3 datasets/h200/gemm/v7/skfirst/probe.py --prepare                 (CPU: the shapes and their configs)
+  python3 datasets/h200/gemm/v7/skfirst/probe.py OUT SECONDS DONE         (GPU machine)
+  python3 datasets/h200/gemm/v7/skfirst/probe.py --summary probe.json
+"""
+
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import skfirst  # noqa: E402  (sets up cntiles's machinery)
+
+ct = skfirst.ct
+lever_summary = skfirst.lever_summary
+CONFIGS = HERE / "probe_configs.json"
+LISTS = HERE.parents[1]
+SEED, COUNT, TOP = 20261201, 8, 40
+SMS = 132
+# (BLOCK_M, columns): the tiles of 128 rows or more that space 7 holds, composite widths included
+BIG_TILES = ((128, 256), (256, 128), (128, 320), (128, 288), (128, 192), (128, 160), (256, 256))
+
+
+def fill(m, n, bm, width):
+    tiles = -(-m // bm) * -(-n // width)
+    return tiles / (-(-tiles // SMS) * SMS), tiles / SMS
+
+
+def in_family(m, n, k):
+    """128x256 tiles make one to three waves, and whichever large tile, at least 15% of the waves' SM slots
+    stay idle; K ≥ 4096."""
+    waves = fill(m, n, 128, 256)[1]
+    return k >= 4096 and 1.0 < waves <= 3.0 and max(fill(m, n, bm, w)[0] for bm, w in BIG_TILES) < 0.85
+
+
+def draw():
+    """COUNT shapes of the family: M uniform in [2048, 12288], N and K from common model widths; B as [N, K]."""
+    listed = set()
+    for name in ("shapes_train.json", "shapes_heldout.json"):
+        listed |= {(s["m"], s["n"], s["k"]) for s in json.loads((LISTS / name).read_text())}
+    rng = random.Random(SEED)
+    out = []
+    while len(out) < COUNT:
+        m, n, k = rng.randint(2048, 12288), rng.choice((1024, 1280, 1536, 1792, 2048, 2560, 3072)), \
+            rng.choice((4096, 6144, 8192, 11008, 14336))
+        if in_family(m, n, k) and (m, n, k) not in listed and f"{m}x{n}x{k}-nk" not in out:
+            out.append(f"{m}x{n}x{k}-nk")
+    return out
+
+
+def prepare():
+    from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
+    from rooftune.hwprofiles import load_profile
+    from rooftune.roofline.residual import load_residual
+    from rooftune.tuner.strategies import corrected_prior
+    import numpy as np
+    profile = load_profile("h200")
+    residual = load_residual("gemm", profile)
+    out = {}
+    for text in draw():
+        m, n, k, layout = ct.parse(text)
+        shape = GemmShape(m, n, k, layout=layout, dtype="bf16")
+        configs, prior = corrected_prior(shape, legal_configs(GEMM_SPACE, shape, profile).configs, profile, residual)
+        out[text] = [dict(configs[i]) for i in np.argsort(prior, kind="stable")[:TOP]]
+        print(text, "waves of 128x256", round(fill(m, n, 128, 256)[1], 2), "first", out[text][0])
+    CONFIGS.write_text(json.dumps(out, indent=1))
+
+
+def variants(text):
+    out = [("base", c) for c in json.loads(CONFIGS.read_text())[text]]
+    for bm, bn, warps, stages in ((128, 256, 8, 3), (128, 256, 8, 4), (256, 128, 8, 3)):
+        for fix in (0, 1):
+            out.append(("skf", dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SK_WAVE=0, FIX=fix,
+                                    num_warps=warps, num_stages=stages)))
+    return out
+
+
+def summary(results):
+    lever_summary.summary(results, ct.best_of, "skf", "SK-first")
+
+
+ct.variants, ct.summary = variants, summary
+ct.summary_line = lambda r: summary([r]) or ""
+_skfirst_compile_job = skfirst.compile_job
+
+
+def compile_job(job):
+    """A worker's compile, run where this module is imported, so cntiles's `variants` and `build` are set."""
+    return _skfirst_compile_job(job)
+
+
+ct.compile_job = compile_job
+
+
+def main(out_dir, seconds, done_path):
+    ct.main(out_dir, seconds, done_path, list(json.loads(CONFIGS.read_text())))
+    if (out_dir / "cntiles.json").exists():
+        (out_dir / "cntiles.json").replace(out_dir / "probe.json")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--prepare":
+        prepare()
+    elif sys.argv[1] == "--summary":
+        summary(json.loads(Path(sys.argv[2]).read_text()))
+    else:
+        main(Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3])
