@@ -8,19 +8,18 @@ leave their shapes out), and times on each:
 - "base": space 7's 40 legal configs ranked first by the model and the shipped residual (`--prepare` writes them
   to probe_configs.json on the CPU); the tuner's 20 trials reach 0.98 of the space's best on held-out shapes, so
   the best of these 40 stands for the space's best;
-- "skf": skf.py's schedule, SK_WAVE 0, FIX 0 and 1, on 128x256 (8 warps, 3 and 4 stages) and 256x128 (8 warps,
-  3 stages);
+- "skf": skf.py's schedule, in two rounds (ROUND);
 - cuBLAS;
 with v6/levers/cntiles.py's machinery (reference check, one interleaved pass, compiles in worker processes).
 
 usage (repository root):
   python3 datasets/h200/gemm/v7/skfirst/probe.py --prepare                 (CPU: the shapes and their configs)
-  python3 datasets/h200/gemm/v7/skfirst/probe.py OUT SECONDS DONE         (GPU machine)
+  [PROBE_ROUND=2] python3 datasets/h200/gemm/v7/skfirst/probe.py OUT SECONDS DONE   (GPU machine)
   python3 datasets/h200/gemm/v7/skfirst/probe.py --summary probe.json
 """
 
 import json
-import math
+import os
 import random
 import sys
 from pathlib import Path
@@ -84,12 +83,21 @@ def prepare():
     CONFIGS.write_text(json.dumps(out, indent=1))
 
 
+# ROUND 1 (probe.json): SK_WAVE 0, FIX 0 and 1, on 128x256 (3 and 4 stages) and 256x128. ROUND 2 (probe2.json):
+# FIX 1 (round 1's better fix-up where they differ), SK_WAVE 0 and 1, on 128x256 and 256x128 (3 stages) and
+# 128x128 (4 warps, 4 stages).
+ROUND = int(os.environ.get("PROBE_ROUND", "1"))
+
+
 def variants(text):
     out = [("base", c) for c in json.loads(CONFIGS.read_text())[text]]
-    for bm, bn, warps, stages in ((128, 256, 8, 3), (128, 256, 8, 4), (256, 128, 8, 3)):
-        for fix in (0, 1):
-            out.append(("skf", dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SK_WAVE=0, FIX=fix,
-                                    num_warps=warps, num_stages=stages)))
+    if ROUND == 1:
+        plans = [(t, 0, fix) for t in ((128, 256, 8, 3), (128, 256, 8, 4), (256, 128, 8, 3)) for fix in (0, 1)]
+    else:
+        plans = [(t, wave, 1) for t in ((128, 256, 8, 3), (256, 128, 8, 3), (128, 128, 4, 4)) for wave in (0, 1)]
+    for (bm, bn, warps, stages), wave, fix in plans:
+        out.append(("skf", dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SK_WAVE=wave, FIX=fix,
+                                num_warps=warps, num_stages=stages)))
     return out
 
 
@@ -113,7 +121,7 @@ ct.compile_job = compile_job
 def main(out_dir, seconds, done_path):
     ct.main(out_dir, seconds, done_path, list(json.loads(CONFIGS.read_text())))
     if (out_dir / "cntiles.json").exists():
-        (out_dir / "cntiles.json").replace(out_dir / "probe.json")
+        (out_dir / "cntiles.json").replace(out_dir / ("probe.json" if ROUND == 1 else f"probe{ROUND}.json"))
 
 
 if __name__ == "__main__":
