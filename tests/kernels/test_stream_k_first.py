@@ -84,3 +84,15 @@ def test_probe_configs_are_the_current_ranking():
         legal = {json.dumps(dict(c), sort_keys=True) for c in
                  legal_configs(GEMM_SPACE, GemmShape(m, n, k, layout="nk", dtype="bf16"), profile).configs}
         assert len(configs) == probe.TOP and all(json.dumps(c, sort_keys=True) in legal for c in configs)
+
+
+def test_family_shapes_leave_the_probe_shapes_out(monkeypatch):
+    """The family set (PROBE_SET=family) is drawn with another seed and leaves the probe shapes out, so the probe
+    shapes stay an independent check of what the family chooses; family_configs.json holds exactly its shapes."""
+    probes = set(probe.draw())
+    monkeypatch.setattr(probe, "PROBE_SET", "family")
+    monkeypatch.setattr(probe, "SEED", 1)
+    monkeypatch.setattr(probe, "COUNT", 16)
+    family = probe.draw()
+    assert len(set(family)) == 16 and not probes & set(family)
+    assert list(json.loads((SKFIRST / "family_configs.json").read_text())) == family

@@ -14,7 +14,8 @@ with v6/levers/cntiles.py's machinery (reference check, one interleaved pass, co
 
 usage (repository root):
   python3 datasets/h200/gemm/v7/skfirst/probe.py --prepare                 (CPU: the shapes and their configs)
-  [PROBE_ROUND=2] python3 datasets/h200/gemm/v7/skfirst/probe.py OUT SECONDS DONE   (GPU machine)
+  [PROBE_SET=family] python3 datasets/h200/gemm/v7/skfirst/probe.py --prepare
+  [PROBE_ROUND=2|3|4] [PROBE_SET=family] python3 datasets/h200/gemm/v7/skfirst/probe.py OUT SECONDS DONE   (GPU)
   python3 datasets/h200/gemm/v7/skfirst/probe.py --summary probe.json
 """
 
@@ -30,9 +31,14 @@ import skfirst  # noqa: E402  (sets up cntiles's machinery)
 
 ct = skfirst.ct
 lever_summary = skfirst.lever_summary
-CONFIGS = HERE / "probe_configs.json"
 LISTS = HERE.parents[1]
-SEED, COUNT, TOP = 20261201, 8, 40
+# PROBE_SET probe: the 8 probe shapes (rounds 1-3). family: 16 more of the family, drawn with another seed and
+# leaving the probe shapes out, where round 4 times both levers together (family.json): shapes to choose a
+# later space's rules on, with the probe shapes kept apart as their check.
+PROBE_SET = os.environ.get("PROBE_SET", "probe")
+SEED, COUNT = {"probe": (20261201, 8), "family": (1, 16)}[PROBE_SET]
+CONFIGS = HERE / f"{PROBE_SET}_configs.json"
+TOP = 40
 SMS = 132
 # (BLOCK_M, columns): the tiles of 128 rows or more that space 7 holds, composite widths included
 BIG_TILES = ((128, 256), (256, 128), (128, 320), (128, 288), (128, 192), (128, 160), (256, 256))
@@ -55,6 +61,9 @@ def draw():
     listed = set()
     for name in ("shapes_train.json", "shapes_heldout.json"):
         listed |= {(s["m"], s["n"], s["k"]) for s in json.loads((LISTS / name).read_text())}
+    if PROBE_SET != "probe":
+        listed |= {tuple(map(int, t.removesuffix("-nk").split("x"))) for t in
+                   json.loads((HERE / "probe_configs.json").read_text())}
     rng = random.Random(SEED)
     out = []
     while len(out) < COUNT:
@@ -87,27 +96,21 @@ def prepare():
 # FIX 1 (round 1's better fix-up where they differ), SK_WAVE 0 and 1, on 128x256 and 256x128 (3 stages) and
 # 128x128 (4 warps, 4 stages). ROUND 3 (probe3.json): no stream-K; space 7's composite tiles ("cn"), which its
 # legality leaves out of every probe shape (their waves are filled under 0.8): every composite tile of the space
-# (BLOCK_M 64 or 128, BLOCK_N 128 or 256, BLOCK_N2 32 or 64) with the warps and stages that fit.
+# (BLOCK_M 64 or 128, BLOCK_N 128 or 256, BLOCK_N2 32 or 64) with the warps and stages that fit. ROUND 4
+# (PROBE_SET family, family.json): SK-first (FIX 1; 128x128 with SK_WAVE 0 and 1, 128x256 and 256x128 with
+# SK_WAVE 0) and the composite tiles, beside the 40 configs and cuBLAS.
 ROUND = int(os.environ.get("PROBE_ROUND", "1"))
 
 
 def variants(text):
     out = [("base", c) for c in json.loads(CONFIGS.read_text())[text]]
-    if ROUND == 3:
-        m, n, _, _ = ct.parse(text)
-        for bm, bn, bn2 in ((bm, bn, bn2) for bm in (64, 128) for bn in (128, 256) for bn2 in (32, 64)):
-            if bn + bn2 > ct.next_pow2(n):
-                continue
-            for warps in (4, 8):
-                if bm * (bn + bn2) / (32 * warps) > ct.MAX_ACC_PER_THREAD or (bm == 64 and warps == 8):
-                    continue
-                for stages in (3, 4):
-                    if stages * (bm + bn + bn2) * 64 * 2 <= ct.SMEM_LIMIT:
-                        out.append(("cn", dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1,
-                                               PERSISTENT=0, FIXUP=0, BLOCK_N2=bn2, num_warps=warps,
-                                               num_stages=stages)))
-        return out
-    if ROUND == 1:
+    if ROUND == 4:
+        plans = [((128, 128, 4, 4), 0, 1), ((128, 128, 4, 4), 1, 1), ((128, 256, 8, 3), 0, 1),
+                 ((256, 128, 8, 3), 0, 1)]
+        out += composites(text)
+    elif ROUND == 3:
+        return out + composites(text)
+    elif ROUND == 1:
         plans = [(t, 0, fix) for t in ((128, 256, 8, 3), (128, 256, 8, 4), (256, 128, 8, 3)) for fix in (0, 1)]
     else:
         plans = [(t, wave, 1) for t in ((128, 256, 8, 3), (256, 128, 8, 3), (128, 128, 4, 4)) for wave in (0, 1)]
@@ -117,14 +120,33 @@ def variants(text):
     return out
 
 
+def composites(text):
+    """Every composite tile of space 7 for the shape, legal or not, with the warps and stages that fit."""
+    m, n, _, _ = ct.parse(text)
+    out = []
+    for bm, bn, bn2 in ((bm, bn, bn2) for bm in (64, 128) for bn in (128, 256) for bn2 in (32, 64)):
+        if bn + bn2 > ct.next_pow2(n):
+            continue
+        for warps in (4, 8):
+            if bm * (bn + bn2) / (32 * warps) > ct.MAX_ACC_PER_THREAD or (bm == 64 and warps == 8):
+                continue
+            for stages in (3, 4):
+                if stages * (bm + bn + bn2) * 64 * 2 <= ct.SMEM_LIMIT:
+                    out.append(("cn", dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1,
+                                           PERSISTENT=0, FIXUP=0, BLOCK_N2=bn2, num_warps=warps,
+                                           num_stages=stages)))
+    return out
+
+
 def build(text, v, inputs, out):
     """skfirst.py's, with a composite config ("cn") built by space 7's kernel like the base configs."""
     return skfirst.build(text, ("base", v[1]) if v[0] == "cn" else v, inputs, out)
 
 
 def summary(results):
-    kind = "cn" if any(k.startswith("cn ") for k in results[0]["times_us"]) else "skf"
-    lever_summary.summary(results, ct.best_of, kind, "composite" if kind == "cn" else "SK-first")
+    for kind, label in (("skf", "SK-first"), ("cn", "composite")):
+        if any(k.startswith(kind + " ") for k in results[0]["times_us"]):
+            lever_summary.summary(results, ct.best_of, kind, label)
 
 
 ct.variants, ct.build, ct.summary = variants, build, summary
@@ -143,7 +165,8 @@ ct.compile_job = compile_job
 def main(out_dir, seconds, done_path):
     ct.main(out_dir, seconds, done_path, list(json.loads(CONFIGS.read_text())))
     if (out_dir / "cntiles.json").exists():
-        (out_dir / "cntiles.json").replace(out_dir / ("probe.json" if ROUND == 1 else f"probe{ROUND}.json"))
+        name = PROBE_SET if PROBE_SET != "probe" else "probe" + ("" if ROUND == 1 else str(ROUND))
+        (out_dir / "cntiles.json").replace(out_dir / f"{name}.json")
 
 
 if __name__ == "__main__":
