@@ -27,7 +27,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tallM"))
 import skfirst  # noqa: E402  (sets up cntiles's machinery)
+import tallm  # noqa: E402
 
 ct = skfirst.ct
 lever_summary = skfirst.lever_summary
@@ -35,8 +37,9 @@ LISTS = HERE.parents[1]
 # PROBE_SET probe: the 8 probe shapes (rounds 1-3). family: 16 more of the family, drawn with another seed and
 # leaving the probe shapes out, where round 4 times both levers together (family.json): shapes to choose a
 # later space's rules on, with the probe shapes kept apart as their check.
+# train: the 10 training shapes of ../streamk/shapes.txt, with their sweep's 6 fastest configs beside the 40.
 PROBE_SET = os.environ.get("PROBE_SET", "probe")
-SEED, COUNT = {"probe": (20261201, 8), "family": (1, 16)}[PROBE_SET]
+SEED, COUNT = {"probe": (20261201, 8), "family": (1, 16), "train": (0, 10)}[PROBE_SET]
 CONFIGS = HERE / f"{PROBE_SET}_configs.json"
 TOP = 40
 SMS = 132
@@ -58,6 +61,8 @@ def in_family(m, n, k):
 
 def draw():
     """COUNT shapes of the family: M uniform in [2048, 12288], N and K from common model widths; B as [N, K]."""
+    if PROBE_SET == "train":
+        return (HERE.parent / "streamk" / "shapes.txt").read_text().split()
     listed = set()
     for name in ("shapes_train.json", "shapes_heldout.json"):
         listed |= {(s["m"], s["n"], s["k"]) for s in json.loads((LISTS / name).read_text())}
@@ -88,6 +93,9 @@ def prepare():
         shape = GemmShape(m, n, k, layout=layout, dtype="bf16")
         configs, prior = corrected_prior(shape, legal_configs(GEMM_SPACE, shape, profile).configs, profile, residual)
         out[text] = [dict(configs[i]) for i in np.argsort(prior, kind="stable")[:TOP]]
+        if PROBE_SET == "train":  # the sweep's 6 fastest first, then the ranked ones they do not repeat
+            fastest = [dict(c) for c in ct.sweep_configs(text)[:6]]
+            out[text] = fastest + [c for c in out[text] if c not in fastest]
         print(text, "waves of 128x256", round(fill(m, n, 128, 256)[1], 2), "first", out[text][0])
     CONFIGS.write_text(json.dumps(out, indent=1))
 
@@ -98,12 +106,21 @@ def prepare():
 # legality leaves out of every probe shape (their waves are filled under 0.8): every composite tile of the space
 # (BLOCK_M 64 or 128, BLOCK_N 128 or 256, BLOCK_N2 32 or 64) with the warps and stages that fit. ROUND 4
 # (PROBE_SET family, family.json): SK-first (FIX 1; 128x128 with SK_WAVE 0 and 1, 128x256 and 256x128 with
-# SK_WAVE 0) and the composite tiles, beside the 40 configs and cuBLAS.
+# SK_WAVE 0) and the composite tiles, beside the 40 configs and cuBLAS. ROUND 5 (probe5.json, or family5.json):
+# ../tallM/tallm.py's tall tiles, cuBLAS's tile heights (the 4 part splits that best fill the waves, 3 and 4
+# stages, 8 warps), beside the 40 configs and cuBLAS.
 ROUND = int(os.environ.get("PROBE_ROUND", "1"))
 
 
 def variants(text):
     out = [("base", c) for c in json.loads(CONFIGS.read_text())[text]]
+    if ROUND == 5:
+        m, n, _, _ = ct.parse(text)
+        for w1, w2, w3 in tallm.plans(m, n):
+            for stages in (3, 4):
+                out.append(("tm", dict(BLOCK_R=128, W1=w1, W2=w2, W3=w3, BLOCK_K=64, GROUP=8, num_warps=8,
+                                       num_stages=stages)))
+        return out
     if ROUND == 4:
         plans = [((128, 128, 4, 4), 0, 1), ((128, 128, 4, 4), 1, 1), ((128, 256, 8, 3), 0, 1),
                  ((256, 128, 8, 3), 0, 1)]
@@ -139,12 +156,15 @@ def composites(text):
 
 
 def build(text, v, inputs, out):
-    """skfirst.py's, with a composite config ("cn") built by space 7's kernel like the base configs."""
+    """skfirst.py's, with a composite config ("cn") built by space 7's kernel like the base configs, and a
+    tall tile ("tm") by ../tallM/tallm.py."""
+    if v[0] == "tm":
+        return tallm.make_launcher(v[1], inputs, out)
     return skfirst.build(text, ("base", v[1]) if v[0] == "cn" else v, inputs, out)
 
 
 def summary(results):
-    for kind, label in (("skf", "SK-first"), ("cn", "composite")):
+    for kind, label in (("skf", "SK-first"), ("cn", "composite"), ("tm", "tall tile")):
         if any(k.startswith(kind + " ") for k in results[0]["times_us"]):
             lever_summary.summary(results, ct.best_of, kind, label)
 
@@ -165,7 +185,8 @@ ct.compile_job = compile_job
 def main(out_dir, seconds, done_path):
     ct.main(out_dir, seconds, done_path, list(json.loads(CONFIGS.read_text())))
     if (out_dir / "cntiles.json").exists():
-        name = PROBE_SET if PROBE_SET != "probe" else "probe" + ("" if ROUND == 1 else str(ROUND))
+        name = {"probe": "probe" + ("" if ROUND == 1 else str(ROUND)), "train": f"train{ROUND}",
+                "family": "family" + ("" if ROUND == 4 else str(ROUND))}[PROBE_SET]
         (out_dir / "cntiles.json").replace(out_dir / f"{name}.json")
 
 
