@@ -4,5 +4,5 @@
 # ../streamk/shapes.txt, each set resuming from its committed results. Results in $OUT.
 # usage: bash datasets/h200/gemm/v7/tallM/run.sh SECONDS_PER_SET
 for set in family probe train; do
-  PROBE_ROUND=5 PROBE_SET=$set bash datasets/h200/gemm/v7/skfirst/probe.sh ${1:-150} | tail -2 | cut -c1-200
+  PROBE_ROUND=5 PROBE_SET=$set bash datasets/h200/gemm/v7/skfirst/probe.sh ${1:-150} | grep -E "rc=|shapes:" | cut -c1-200
 done
