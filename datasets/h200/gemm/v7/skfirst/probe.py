@@ -42,7 +42,7 @@ PROBE_SET = os.environ.get("PROBE_SET", "probe")
 SEED, COUNT = {"probe": (20261201, 8), "family": (1, 16), "train": (0, 10)}[PROBE_SET]
 CONFIGS = HERE / f"{PROBE_SET}_configs.json"
 TOP = 40
-SMS = 132
+SMS = ct.SMS  # the H200 profile's SMs
 # (BLOCK_M, columns): the tiles of 128 rows or more that space 7 holds, composite widths included
 BIG_TILES = ((128, 256), (256, 128), (128, 320), (128, 288), (128, 192), (128, 160), (256, 256))
 

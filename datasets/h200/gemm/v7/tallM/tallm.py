@@ -17,9 +17,10 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from rooftune.hwprofiles import load_profile
 from rooftune.kernels.gemm import _grouped_tile, _store_tile
 
-SMS = 132
+SMS = load_profile("h200").sm_count  # the GPU these experiments ran on
 PARTS = ((256, 16, 0), (256, 0, 0), (128, 64, 32), (128, 64, 16), (128, 64, 8), (128, 64, 0), (128, 32, 16),
          (128, 32, 8), (128, 32, 0), (128, 16, 0), (128, 128, 16), (128, 128, 0))
 
@@ -69,7 +70,7 @@ def useful_share(m, n, w, block_r=128, slots=SMS):
 def plans(m, n, count=4, block_r=128):
     """The `count` part splits whose heights best fill the waves (ties: the taller), with their tile counts."""
     scored = sorted(((useful_share(m, n, sum(p), block_r)[0], sum(p), p) for p in PARTS
-                     if sum(p) <= max(64, -(-m // 8) * 8) + 0), reverse=True)
+                     if sum(p) <= max(64, -(-m // 8) * 8)), reverse=True)
     out, seen = [], set()
     for share, w, parts in scored:
         if w not in seen:
