@@ -1,21 +1,23 @@
-"""SK-first stream-K (skf.py) on probe shapes drawn by a rule, beside space 7's model-ranked configs and cuBLAS.
+"""Levers on shapes drawn by a rule, beside space 7's model-ranked configs and cuBLAS: SK-first stream-K (skf.py),
+space 7's composite tiles where its legality leaves them out, and tall tiles (../tallM/tallm.py).
 
-None of the ten training shapes of skfirst.py has stream-K's textbook case: a large M against a modest N and a long
-K, where every large tile leaves the last of one to three waves part-filled (composite widths included), so the
-wave quantization cannot be tiled away (at least 15% of the SM slots idle) and the K loop is long enough to pay for the fix-up. This script draws such
-shapes by a rule with a fixed seed (`draw`; neither the training nor the held-out lists are read for them, except to
-leave their shapes out), and times on each:
+None of the ten training shapes of skfirst.py has stream-K's textbook case: a large M against a modest N and a
+long K, where every large tile leaves the last of one to three waves part-filled, composite widths included
+(at least 15% of the SM slots idle), so the wave quantization cannot be tiled away and the K loop is long
+enough to pay for a fix-up. This script draws such shapes by that rule with a fixed seed (`draw`). It reads the
+training and held-out lists only to leave their shapes out. Sets (PROBE_SET): probe (8 shapes), family (16 more,
+another seed, the probe shapes left out: the set to choose on) and train (the 10 training shapes of
+../streamk/shapes.txt). On each shape it times:
 - "base": space 7's 40 legal configs ranked first by the model and the shipped residual (`--prepare` writes them
-  to probe_configs.json on the CPU); the tuner's 20 trials reach 0.98 of the space's best on held-out shapes, so
-  the best of these 40 stands for the space's best;
-- "skf": skf.py's schedule, in two rounds (ROUND);
+  to SET_configs.json on the CPU; for train, the sweep's 6 fastest first). Their best stands in for the space's
+  best; on held-out the model's first 20 alone reach 0.990 of it in mean;
+- the round's lever (ROUND, below);
 - cuBLAS;
 with v6/levers/cntiles.py's machinery (reference check, one interleaved pass, compiles in worker processes).
 
 usage (repository root):
-  python3 datasets/h200/gemm/v7/skfirst/probe.py --prepare                 (CPU: the shapes and their configs)
-  [PROBE_SET=family] python3 datasets/h200/gemm/v7/skfirst/probe.py --prepare
-  [PROBE_ROUND=2|3|4] [PROBE_SET=family] python3 datasets/h200/gemm/v7/skfirst/probe.py OUT SECONDS DONE   (GPU)
+  [PROBE_SET=family|train] python3 datasets/h200/gemm/v7/skfirst/probe.py --prepare   (CPU: shapes and configs)
+  [PROBE_ROUND=2|3|4|5] [PROBE_SET=family|train] python3 datasets/h200/gemm/v7/skfirst/probe.py OUT SECONDS DONE
   python3 datasets/h200/gemm/v7/skfirst/probe.py --summary probe.json
 """
 

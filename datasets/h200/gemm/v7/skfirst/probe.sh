@@ -1,7 +1,7 @@
 #!/bin/bash
-# On one H200, from the repository root: probe.py (SK-first stream-K on rule-drawn probe shapes beside space 7's
-# model-ranked configs and cuBLAS), resuming from the committed probe.json. Results in $OUT.
-# usage: [PROBE_ROUND=2|3|4] [PROBE_SET=family] bash datasets/h200/gemm/v7/skfirst/probe.sh SECONDS
+# On one H200, from the repository root: probe.py (a lever on rule-drawn shapes beside space 7's model-ranked
+# configs and cuBLAS), resuming from the round's committed results. Results in $OUT.
+# usage: [PROBE_ROUND=2|3|4|5] [PROBE_SET=family|train] bash datasets/h200/gemm/v7/skfirst/probe.sh SECONDS
 D=datasets/h200/gemm/v7/skfirst; export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 R=${PROBE_ROUND:-1}; N=probe$([ $R = 1 ] || echo $R); export PROBE_ROUND=$R
