@@ -171,17 +171,10 @@ def summary(results):
             lever_summary.summary(results, ct.best_of, kind, label)
 
 
+# As skfirst.py's: the worker processes import this module (their main), so cntiles's loop finds these there too;
+# skfirst.compile_job, which cntiles's pool already runs, then calls this module's `build`.
 ct.variants, ct.build, ct.summary = variants, build, summary
 ct.summary_line = lambda r: summary([r]) or ""
-_skfirst_compile_job = skfirst.compile_job
-
-
-def compile_job(job):
-    """A worker's compile, run where this module is imported, so cntiles's `variants` and `build` are set."""
-    return _skfirst_compile_job(job)
-
-
-ct.compile_job = compile_job
 
 
 def main(out_dir, seconds, done_path):
