@@ -32,11 +32,8 @@ WGMMA_PAD_MIN_M = 16
 # along N: one half tile, BLOCK_M·BLOCK_N/2 elements (C_TMA, since gemm-rules-8); where the warpgroups
 # split N (BLOCK_M < 16 · num_warps: 64-row tiles on 8 warps) Triton also converts the fp32 half tile's
 # layout through shared memory (gemm-rules-9; compiled for sm_90: 64x256x64, 8 warps, 5 stages needs
-# 253,992 bytes, the OutOfResources the v6 sweep recorded under rules 8). Elsewhere (and in
-# kernels/gemm_v2.py, which stores through pointers everywhere) the layout conversion of a pointer store:
-# at most the whole C tile, and with aligned rows at most this many elements per warp (compiled for sm_90
-# on the CPU: tests/kernels/test_alignment.py, test_gemm_v2.py).
-PERSISTENT_EPILOGUE_ELEMS_PER_WARP = 2048
+# 253,992 bytes, the OutOfResources the v6 sweep recorded under rules 8). Elsewhere the layout conversion
+# of a pointer store: at most the whole C tile (compiled for sm_90 on the CPU: tests/kernels/test_alignment.py).
 FP32_BYTES = 4
 # Where a persistent launch can differ from the one-tile-per-program grid: the tiles must fill at least
 # this many waves of one CTA per SM (the H200 measurements of datasets/h200/gemm/v2/streamk: +1-3% with
@@ -88,19 +85,15 @@ def c_rows_tma(row_elems, elem_bytes: int):
     return row_elems * elem_bytes % TMA_STRIDE_BYTES == 0
 
 
-def persistent_epilogue_bytes(c: dict[str, np.ndarray], elem_bytes: int, n: int | None = None,
-                              tma_store: bool = True) -> np.ndarray:
+def persistent_epilogue_bytes(c: dict[str, np.ndarray], elem_bytes: int, n: int | None = None) -> np.ndarray:
     """Shared memory a persistent config's epilogue holds beside the operand buffers (0 for the other
-    configs). Where C's rows of `n` elements are 16-byte aligned: with `tma_store` (kernels/gemm.py) half
-    the C tile, BLOCK_M · BLOCK_N / 2 · elem_bytes, plus that half in fp32 where the warpgroups split N
-    (BLOCK_M < 16 · num_warps); without (kernels/gemm_v2.py's pointer stores) at most
-    PERSISTENT_EPILOGUE_ELEMS_PER_WARP elements per warp. Otherwise (n None too) the whole C tile."""
+    configs). Where C's rows of `n` elements are 16-byte aligned (kernels/gemm.py stores C through a tensor
+    descriptor): half the C tile, BLOCK_M · BLOCK_N / 2 · elem_bytes, plus that half in fp32 where the
+    warpgroups split N (BLOCK_M < 16 · num_warps). Otherwise (n None too) the whole C tile."""
     persistent = np.asarray(c["PERSISTENT"]) if "PERSISTENT" in c else 0
     bm, warps = np.asarray(c["BLOCK_M"]), np.asarray(c["num_warps"])
     tile = bm * np.asarray(c["BLOCK_N"])
     if n is not None and c_rows_tma(n, elem_bytes):
-        if not tma_store:
-            return persistent * np.minimum(tile, PERSISTENT_EPILOGUE_ELEMS_PER_WARP * warps) * elem_bytes
         return persistent * (tile // 2) * (elem_bytes + np.where(bm < 16 * warps, FP32_BYTES, 0))
     return persistent * tile * elem_bytes
 

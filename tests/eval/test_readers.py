@@ -189,7 +189,7 @@ def test_recorded_device_from_each_format(tmp_path):
     assert recorded_device(write_ah(tmp_path)) == {"compute_capability": (9, 0), "smem_per_block_bytes": 232448}
     assert recorded_device(write_probe(tmp_path)) is None  # the probe CSV names no GPU
     (tmp_path / "ds").mkdir()
-    committed = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "v7" / "heldout" / "manifest.json"
+    committed = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "heldout" / "manifest.json"
     manifest = {**json.loads(committed.read_text()), "gpu_profile": "NVIDIA A100-SXM4-80GB"}
     (tmp_path / "ds" / "manifest.json").write_text(json.dumps(manifest))
     assert recorded_device(tmp_path / "ds") == {"name": "NVIDIA A100-SXM4-80GB"}

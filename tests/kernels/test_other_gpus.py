@@ -2,7 +2,7 @@
 (Triton's bundled ptxas, no GPU) and fit its per-block shared memory, so a tune there spends no trial on
 a config that cannot launch. The A100 (sm_80) has no TMA and less shared memory per block than the H200; the
 B200 (sm_100) has TMA and tensor cores of another kind (tcgen05), where Triton lays out shared memory anew.
-(The H200's own checks are in test_alignment.py, test_gemm_v2.py and test_attention.py.)"""
+(The H200's own checks are in test_alignment.py and test_attention.py.)"""
 
 import json
 import os
