@@ -1,7 +1,7 @@
 """The kernel registry: one entry per tunable kernel (its shape type and parser, published space,
 configs timed beside the space, library baseline, Triton module), so that every command dispatches by
 kernel name. Registering a kernel here is what makes `space`, `explain`, `eval`, `sweep` and `tune`
-know it; its cost model is found by shape type (roofline.predict) and its bench by name (kernels/benches.py).
+know it; its cost model is found by shape type (roofline.predict) and its bench by name (kernels/harness/benches.py).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ KERNELS: dict[str, KernelSpec] = {
 
 # What a config resolver answers instead of a config where a tune timed the library's own op (KernelSpec
 # `baseline`: torch.matmul's cuBLAS, SDPA) faster than its winner, side by side: rooftune's PyTorch ops then
-# run the library's op for that shape (kernels/ops.py; tuner/ops.py decides).
+# run the library's op for that shape (kernels/ops.py; tuner/pytorch/ops.py decides).
 LIBRARY_ROUTE = "library"
 
 

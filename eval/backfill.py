@@ -6,7 +6,7 @@ Datasets swept before the sweep timed those configs (candidates/baselines.py) la
 rows; `backfill_extras` adds them to finished shapes: the extras timed interleaved with the shape's
 recorded final configs in two final passes, and put on the dataset's scale by the median ratio
 recorded / new time over those finals. The loop, the time budget and the quarantine are the
-sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras` (kernels/measure.py).
+sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras` (kernels/harness/measure.py).
 
 The routes backfill: the SDPA backends that attention sweeps built but did not time (they were left out
 of the final passes), timed beside SDPA's own choice and put on the dataset's scale through its recorded
@@ -27,9 +27,9 @@ from rooftune.candidates import GEMM_SPACE, Config, GemmShape
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.candidates.shapes import load_attention_shapes, load_shapes
 from rooftune.eval.dataset import (
-    ConfigResult,
     DatasetError,
-    ShapeResult,
+    ShapeRecords,
+    Trial,
     encode_shape,
     open_dataset,
     read_manifest,
@@ -41,11 +41,13 @@ from rooftune.eval.dataset import (
 )
 from rooftune.eval.quarantine import QUARANTINED, quarantining, read_quarantine
 from rooftune.eval.sweep import Compiler, Reporter, SilentReporter, order_by_group, run_shapes
-from rooftune.hwprofiles import HardwareProfile
-from rooftune.kernels.measure import (
+from rooftune.hwprofiles import HardwareProfile, hwprobe
+from rooftune.kernels.harness.benches import SDPA_ROUTES
+from rooftune.kernels.harness.measure import (
     ROUTE_UNTIMED,
     RetimePasses,
     SweepSettings,
+    attention_measurer,
     describe_device,
     gemm_measurer,
     repeatability,
@@ -71,8 +73,8 @@ class BackfillSummary:
     seconds: float
 
 
-def backfilled_shape(result: ShapeResult, extras: list[Config], passes: RetimePasses,
-                     compiled: dict[Config, float | str], date: str) -> ShapeResult | None:
+def backfilled_shape(result: ShapeRecords, extras: list[Config], passes: RetimePasses,
+                     compiled: dict[Config, float | str], date: str) -> ShapeRecords | None:
     """`result` with `extras` appended as in_space=0 rows, on the dataset's scale; None when none of
     its final configs (rows with `retime_us`) has times in both passes.
 
@@ -84,7 +86,7 @@ def backfilled_shape(result: ShapeResult, extras: list[Config], passes: RetimePa
     vs scaled new times) and the two new passes' agreement with each other (`passes`)."""
     new_us = {k: statistics.median([*passes.first_us[k], *passes.second_us[k]]) for k in passes.first_us
               if passes.first_us[k] and passes.second_us.get(k) and k not in passes.errors}
-    recorded = {r.config: r.time_us for r in result.rows if r.retime_us is not None and r.time_us}
+    recorded = {r.config: r.time_us for r in result.trials if r.retime_us is not None and r.time_us}
     finals = [c for c in recorded if c in new_us]
     if not finals:
         return None
@@ -94,7 +96,7 @@ def backfilled_shape(result: ShapeResult, extras: list[Config], passes: RetimePa
         times = (*passes.first_us.get(c, ()), *passes.second_us.get(c, ()))
         error = passes.errors.get(c) or (None if c in new_us else "backfill: no time in both passes")
         ok = error is None
-        rows.append(ConfigResult(
+        rows.append(Trial(
             config=c, time_us=new_us[c] * scale if ok else None, error=error,
             compile_s=compiled[c] if isinstance(compiled.get(c), float) else None,
             rounds=len(times) if ok else 0, spread=(max(times) - min(times)) / new_us[c] if ok else None,
@@ -110,7 +112,7 @@ def backfilled_shape(result: ShapeResult, extras: list[Config], passes: RetimePa
     if "cublas" in new_us and result.baselines_us.get("cublas"):
         record["cublas_scale"] = result.baselines_us["cublas"] / new_us["cublas"]
     meta = {**result.meta, "baseline_configs": len(extras), "extras_backfilled": record}
-    return replace(result, rows=result.rows + tuple(rows), meta=meta)
+    return replace(result, trials=result.trials + tuple(rows), meta=meta)
 
 
 def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: ExtrasMeasurer, *,
@@ -139,20 +141,20 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
     open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": profile.name,
                         "sms": sms})
     wanted = None if shapes is None else {shape_id(s) for s in shapes}
-    todo: dict[str, tuple[Path, ShapeResult, list[Config], list[Config]]] = {}
+    todo: dict[str, tuple[Path, ShapeRecords, list[Config], list[Config]]] = {}
     already = not_needed = 0
     for path in shape_files(root):
         result = read_shape(path)
         if wanted is not None and shape_id(result.shape) not in wanted:
             continue
-        if any(not r.in_space for r in result.rows) or "extras_backfilled" in result.meta:
+        if any(not r.in_space for r in result.trials) or "extras_backfilled" in result.meta:
             already += 1
             continue
-        extras = gemm_baseline_extras(result.shape, [r.config for r in result.rows if r.in_space])
+        extras = gemm_baseline_extras(result.shape, [r.config for r in result.trials if r.in_space])
         if not extras:
             not_needed += 1
             continue
-        finals = [r.config for r in result.rows if r.retime_us is not None]
+        finals = [r.config for r in result.trials if r.retime_us is not None]
         todo[shape_id(result.shape)] = (path, result, extras, finals)
     quarantined = read_quarantine(root)
     order = order_by_group([result.shape for _, result, _, _ in todo.values()], measurer.group_key)
@@ -196,29 +198,28 @@ def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwarePro
     """`rooftune sweep gemm --backfill-extras`: time the missing tutorial configs of the shapes of the
     list already finished in the dataset at `out`, on this GPU (`backfill_extras`). Raises ShapeListError,
     NoGpuError, DatasetError, ContextQuarantined, CompileStalled."""
-    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
 
     shapes = load_shapes(shapes_path)
-    require_cuda()
+    hwprobe.require_cuda()
     run = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
            "method": "each shape's extras timed interleaved with its recorded final configs and cuBLAS in two "
                      "independent final passes; time = median over both passes x scale, scale = median "
                      "recorded / new time over the final configs (shape meta: extras_backfilled)"}
-    with sm_partition(sms), gemm_measurer(profile, settings, workers=workers) as measurer:
+    with hwprobe.sm_partition(sms), gemm_measurer(profile, settings, workers=workers) as measurer:
         return backfill_extras(out, profile, measurer, shapes=shapes, sms=sms, manifest=run,
                                max_minutes=max_minutes, reporter=reporter)
 
 
 # --- The routes backfill: SDPA backends timed beside the recorded baseline -------------------------------
 
-def untimed_routes(result: ShapeResult, routes: Sequence[str]) -> list[str]:
+def untimed_routes(result: ShapeRecords, routes: Sequence[str]) -> list[str]:
     """Those of `routes` this shape's sweep recorded no time for and no reason why it could not run:
     no entry at all (sweeps before `baseline_errors` was recorded), or `ROUTE_UNTIMED`."""
     errors = result.meta.get("baseline_errors", {})
     return sorted(k for k in routes if k not in result.baselines_us and errors.get(k, ROUTE_UNTIMED) == ROUTE_UNTIMED)
 
 
-def routes_backfilled_shape(result: ShapeResult, base: str, passes: RetimePasses, date: str) -> ShapeResult | None:
+def routes_backfilled_shape(result: ShapeRecords, base: str, passes: RetimePasses, date: str) -> ShapeRecords | None:
     """`result` with each route timed in `passes` and missing from its baselines added, on the dataset's
     scale; None when the baseline `base` has no time in both passes (or none recorded).
 
@@ -322,16 +323,13 @@ def backfill_attention_routes(shapes_path: str | Path, out: str | Path, profile:
     """`rooftune sweep attention --backfill-routes`: time the SDPA backends that the finished shapes of
     the list in the dataset at `out` were swept without, on this GPU (`backfill_routes`). `workers` is
     accepted for the sweep's signature; nothing is compiled. Raises ShapeListError, NoGpuError, DatasetError."""
-    from rooftune.hwprofiles.hwprobe import require_cuda, sm_partition
-    from rooftune.kernels.benches import SDPA_ROUTES
-    from rooftune.kernels.measure import attention_measurer
 
     shapes = load_attention_shapes(shapes_path)
-    require_cuda()
+    hwprobe.require_cuda()
     run = {**describe_device(settings, sms, baseline="SDPA"), "shapes_file": Path(shapes_path).name,
            "method": "each SDPA backend swept without a time timed interleaved with SDPA's own choice in two "
                      "independent final passes; time = median over both passes x scale, scale = recorded / "
                      "new SDPA time (shape meta: routes_backfilled)"}
-    with sm_partition(sms), attention_measurer(profile, settings, workers=1) as measurer:
+    with hwprobe.sm_partition(sms), attention_measurer(profile, settings, workers=1) as measurer:
         return backfill_routes(out, measurer, SDPA_ROUTES, shapes=shapes, manifest=run, max_minutes=max_minutes,
                                reporter=reporter)

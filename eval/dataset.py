@@ -33,13 +33,13 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
-from rooftune.candidates.results import ConfigResult, ShapeResult
-from rooftune.candidates.shapes import shape_id
 from rooftune.candidates.baselines import gemm_baseline_aliases
-from rooftune.eval.records import ShapeRecords
+from rooftune.candidates.records import ShapeRecords
+from rooftune.candidates.shapes import shape_id
 
 FORMAT = "rooftune-dataset-1"
 MANIFEST = "manifest.json"
@@ -103,15 +103,15 @@ def _num(value: float | int | None) -> str:
     return str(value) if isinstance(value, int) else f"{value:.6g}"
 
 
-def encode_shape(result: ShapeResult) -> bytes:
+def encode_shape(result: ShapeRecords) -> bytes:
     """The gzip CSV bytes of one shape's results."""
     header = {"shape": _shape_header(result.shape), "baselines_us": result.baselines_us, "meta": result.meta}
     text = io.StringIO()
     text.write(_PREFIX + json.dumps(header, sort_keys=True) + "\n")
-    names = list(result.rows[0].config) if result.rows else []
+    names = list(result.trials[0].config) if result.trials else []
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow([*names, *STAT_COLUMNS])
-    for r in result.rows:
+    for r in result.trials:
         writer.writerow([*(r.config[n] for n in names), _num(r.time_us), r.error or "",
                          _num(r.compile_s), r.rounds, _num(r.spread), _num(r.screen_us),
                          _num(r.retime_us), _num(r.retime2_us), _num(r.retime_rounds), int(r.in_space)])
@@ -121,7 +121,7 @@ def encode_shape(result: ShapeResult) -> bytes:
     return buffer.getvalue()
 
 
-def write_shape(root: str | os.PathLike, result: ShapeResult) -> Path:
+def write_shape(root: str | os.PathLike, result: ShapeRecords) -> Path:
     """Write one finished shape atomically; returns its path."""
     path = Path(root) / SHAPES_DIR / f"{shape_id(result.shape)}.csv.gz"
     atomic_write_bytes(path, encode_shape(result))
@@ -132,7 +132,7 @@ def _opt_float(text: str) -> float | None:
     return float(text) if text else None
 
 
-def read_shape(path: str | os.PathLike) -> ShapeResult:
+def read_shape(path: str | os.PathLike) -> ShapeRecords:
     """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it."""
     try:
         lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
@@ -150,7 +150,7 @@ def read_shape(path: str | os.PathLike) -> ShapeResult:
         raise DatasetError(f"{path}: malformed shape file ({exc})") from None
 
 
-def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeResult:
+def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
     header = json.loads(lines[0][len(_PREFIX):])
     rows = list(csv.reader(lines[1:]))
     columns = rows[0]
@@ -163,14 +163,14 @@ def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeResult:
         values = dict(zip(names, map(int, params)))
         config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
                         values["num_warps"], values["num_stages"])
-        results.append(ConfigResult(
+        results.append(Trial(
             config=config, time_us=_opt_float(stats["time_us"]), error=stats["error"] or None,
             compile_s=_opt_float(stats["compile_s"]), rounds=int(stats["rounds"] or 0),
             spread=_opt_float(stats["spread"]), screen_us=_opt_float(stats["screen_us"]),
             retime_us=_opt_float(stats["retime_us"]), retime2_us=_opt_float(stats["retime2_us"]),
             retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None,
             in_space=stats.get("in_space", "1") != "0"))
-    return ShapeResult(shape=_header_shape(header["shape"]), rows=tuple(results),
+    return ShapeRecords(shape=_header_shape(header["shape"]), trials=tuple(results),
                        baselines_us=header["baselines_us"], meta=header["meta"])
 
 
@@ -185,18 +185,16 @@ def finished_ids(root: str | os.PathLike) -> set[str]:
     return {p.name[: -len(".csv.gz")] for p in shape_files(root)}
 
 
-def to_records(result: ShapeResult) -> ShapeRecords:
-    """A ShapeRecords for replay: the dataset times as trials; first final-pass times in meta["retime_us"].
-    Candidates are the in-space rows (None when all are); tutorial configs that are the same kernel as
-    a recorded config (GROUP_M without effect) become aliases of it (GEMM shapes only)."""
-    trials = tuple(Trial(r.config, r.time_us, r.error, r.compile_s) for r in result.rows)
-    retime = {r.config: r.retime_us for r in result.rows if r.retime_us is not None}
-    in_space = tuple(r.config for r in result.rows if r.in_space)
-    candidates = None if len(in_space) == len(result.rows) else in_space
-    return ShapeRecords(shape=result.shape, trials=trials, baselines_us=dict(result.baselines_us),
-                        meta={**result.meta, "retime_us": retime}, candidates=candidates,
-                        aliases=gemm_baseline_aliases(result.shape, (t.config for t in trials))
-                        if isinstance(result.shape, GemmShape) else {})
+def to_records(result: ShapeRecords) -> ShapeRecords:
+    """A shape file's records made ready for replay: the first final-pass times in meta["retime_us"],
+    candidates the in-space trials (None when all are), and tutorial configs that are the same kernel as a
+    recorded config (GROUP_M without effect) aliases of it (GEMM shapes only)."""
+    retime = {t.config: t.retime_us for t in result.trials if t.retime_us is not None}
+    in_space = tuple(t.config for t in result.trials if t.in_space)
+    candidates = None if len(in_space) == len(result.trials) else in_space
+    return replace(result, baselines_us=dict(result.baselines_us), meta={**result.meta, "retime_us": retime},
+                   candidates=candidates, aliases=gemm_baseline_aliases(result.shape, (t.config for t in result.trials))
+                   if isinstance(result.shape, GemmShape) else {})
 
 
 def read_manifest(root: str | os.PathLike) -> dict:

@@ -1,7 +1,7 @@
 """Configs that killed the CUDA context: kept per shape in DIR/quarantine.json and never run again.
 
 An illegal memory access is sticky: after it, every CUDA call of the process fails, so the config
-that caused it (`ContextLost` from the measurer, kernels/context.py) is written here, atomically,
+that caused it (`ContextLost` from the measurer, kernels/harness/context.py) is written here, atomically,
 with its shape, and the run stops with `ContextQuarantined`. The next run records it as an error row
 (`QUARANTINED`) without running it, so the shape completes. File: {shape id: [{"config", "reason"}]}.
 """
@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape, parse_config
-from rooftune.eval.dataset import ConfigResult, DatasetError, ShapeResult, atomic_write_bytes, dataset_lock, shape_id
-from rooftune.kernels.context import ContextLost
+from rooftune.eval.dataset import DatasetError, ShapeRecords, Trial, atomic_write_bytes, dataset_lock, shape_id
+from rooftune.kernels.harness.context import ContextLost
 
 QUARANTINE = "quarantine.json"
 QUARANTINED = "quarantined: killed the CUDA context"
@@ -76,12 +76,12 @@ def quarantining(root: str | Path, work: Callable[[GemmShape, dict], None]) -> C
     return guarded
 
 
-def with_quarantined(result: ShapeResult, configs: Sequence[Config], quarantined: Mapping[Config, str]) -> ShapeResult:
+def with_quarantined(result: ShapeRecords, configs: Sequence[Config], quarantined: Mapping[Config, str]) -> ShapeRecords:
     """`result` (measured without the `quarantined` configs) with an error row for each of them, rows
     in the order of `configs`; the shape's meta counts them (`quarantined`)."""
     if not quarantined:
         return result
-    rows = {r.config: r for r in result.rows}
-    rows.update((c, ConfigResult(c, None, QUARANTINED)) for c in configs if c in quarantined)
-    return replace(result, rows=tuple(rows[c] for c in configs),
+    rows = {r.config: r for r in result.trials}
+    rows.update((c, Trial(c, None, QUARANTINED)) for c in configs if c in quarantined)
+    return replace(result, trials=tuple(rows[c] for c in configs),
                    meta={**result.meta, "quarantined": sum(c in quarantined for c in configs)})

@@ -12,7 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
-from rooftune.eval.records import ShapeRecords
+from rooftune.candidates.records import ShapeRecords
+from rooftune.eval.dataset import MANIFEST, read_dataset, read_manifest
 
 PROBE_GEMM_FILE = "gemm_probe.csv.gz"
 PROBE_ATTENTION_FILE = "attention_probe.csv.gz"
@@ -180,8 +181,6 @@ def load_records(path: str | Path, kernel: str = "gemm") -> list[ShapeRecords]:
         raise DatasetFormatError(f"{path}: no such file or folder")
     if path.is_dir():
         if (path / "manifest.json").is_file():
-            from rooftune.eval.dataset import read_dataset
-
             return read_dataset(path)
         probe_file = _PROBE_FILES.get(kernel)
         if probe_file is not None and (path / probe_file).is_file():
@@ -207,7 +206,6 @@ def _read_file(path: Path) -> list[ShapeRecords]:
 def recorded_gpu(path: str | Path) -> str | None:
     """The GPU (the profile's name) a dataset was recorded on, where it says: a rooftune dataset
     folder's manifest `gpu_profile`; None for the other formats, which do not record it."""
-    from rooftune.eval.dataset import MANIFEST, read_manifest
 
     if not (Path(path) / MANIFEST).is_file():
         return None

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooftune.candidates import Config, Trial
+from rooftune.candidates import Config, Trial, configs_to_columns
+from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.metrics import spearman
-from rooftune.eval.records import ShapeRecords
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline import predict
 
 NOT_RECORDED = "not recorded in the dataset"
 
@@ -58,8 +59,6 @@ def score_trials(records: ShapeRecords, trials: tuple[Trial, ...] | list[Trial])
 
 def model_spearman(records: list[ShapeRecords], profile: HardwareProfile) -> float:
     """Mean over shapes of the Spearman correlation of predicted vs recorded time (successful configs of the space)."""
-    from rooftune.candidates import configs_to_columns
-    from rooftune.roofline import predict
 
     values = []
     for r in records:

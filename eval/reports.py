@@ -13,8 +13,8 @@ from pathlib import Path
 
 from rooftune.candidates import KERNELS
 from rooftune.candidates.shapes import DTYPE_BYTES, ShapeListError, load_attention_shapes, load_shapes
-from rooftune.eval.dataset import ShapeResult, read_manifest, read_shape, shape_files, to_records
-from rooftune.kernels.measure import nearest_rank
+from rooftune.eval.dataset import ShapeRecords, read_manifest, read_shape, shape_files, to_records
+from rooftune.kernels.harness.measure import nearest_rank
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,13 @@ def _sources(dataset: Path, kind: ReportKind) -> dict[Hashable, str]:
     return {kind.key(shape): str(e.get("source", "")) for shape, e in zip(shapes, json.loads(path.read_text()))}
 
 
-def read_results(dataset: str | Path) -> list[ShapeResult]:
+def read_results(dataset: str | Path) -> list[ShapeRecords]:
     """Every finished shape of a rooftune dataset folder, read once for all of a report's figures."""
     read_manifest(dataset)  # a dataset folder, or a DatasetError that says why not
     return [read_shape(path) for path in shape_files(dataset)]
 
 
-def shape_rows(dataset: str | Path, results: list[ShapeResult] | None = None, kernel: str = "gemm") -> list[ShapeRow]:
+def shape_rows(dataset: str | Path, results: list[ShapeRecords] | None = None, kernel: str = "gemm") -> list[ShapeRow]:
     """One row per shape of the `kernel`'s dataset at `dataset` (`results`: its shapes, already read)."""
     dataset = Path(dataset)
     kind = REPORT_KINDS[kernel]
@@ -235,13 +235,13 @@ REPORT_KINDS = {
 }
 
 
-def pooled_repeatability(dataset: str | Path, results: list[ShapeResult] | None = None) -> dict[str, float | int]:
+def pooled_repeatability(dataset: str | Path, results: list[ShapeRecords] | None = None) -> dict[str, float | int]:
     """Agreement of the two final passes, pooled over every (shape, config) they timed: median and
     p90 of |Δ| of each config's time ratio to its pass's fastest (and of its raw time), and the
     fraction of shapes whose fastest config in either pass is within 1% of the fastest in the other."""
     d_ratio, d_abs, agree, shapes = [], [], 0, 0
     for result in read_results(dataset) if results is None else results:
-        pairs = [(r.retime_us, r.retime2_us) for r in result.rows if r.retime_us and r.retime2_us]
+        pairs = [(r.retime_us, r.retime2_us) for r in result.trials if r.retime_us and r.retime2_us]
         if len(pairs) < 2:
             continue
         shapes += 1

@@ -18,7 +18,7 @@ import numpy as np
 from rooftune.candidates import configs_to_columns, kernel_of, legal_configs
 from rooftune.candidates.shapes import shape_id
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.kernels.benches import Shape
+from rooftune.kernels.harness.benches import Shape
 from rooftune.roofline import predict
 
 
@@ -26,7 +26,7 @@ def sweep_cost_us(shape: Shape, profile: HardwareProfile, replay_us: float) -> f
     """A shape's estimated sweep cost (µs per timing round): Σ over its legal configs of
     max(predicted time, replay_us), since the harness replays each config's CUDA graph for about
     `replay_us` (SweepSettings.target_ms) per round, or one launch of a kernel longer than that
-    (kernels/timing.py). On the H200 datasets it ranks the shapes' recorded measuring times with
+    (kernels/harness/timing.py). On the H200 datasets it ranks the shapes' recorded measuring times with
     Spearman 0.97 (GEMM, 320 shapes) and 0.86 (attention, 318); FLOPs alone: 0.54 and 0.68."""
     configs = legal_configs(kernel_of(shape).space, shape, profile).configs
     if not configs:

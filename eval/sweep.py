@@ -1,9 +1,9 @@
 """The exhaustive sweep: every legal config of a space, timed per shape, written resumably to a dataset.
 
 This module is the orchestration (`run_sweep`: resume, grouping by compile specialization, the time
-budget, the manifest, the quarantine); it is GPU-free and takes a `Measurer` and the kernel's
+budget, the manifest, the quarantine); it is GPU-free and takes a `SweepDevice` and the kernel's
 registry entry (`KernelSpec`: space, extra configs) as arguments. `KernelMeasurer`
-(kernels/measure.py) is the GPU one, the same for every kernel but for its bench (`kernel_measurer`:
+(kernels/harness/measure.py) is the GPU one, the same for every kernel but for its bench (`kernel_measurer`:
 the GEMM kernel against cuBLAS; the attention forward against PyTorch's SDPA and each of its backends);
 tests pass a fake. Repeatability over a finished dataset is `noise_summary`.
 
@@ -26,7 +26,7 @@ and the manifest (`shape_devices`) name the GPU that measured it.
 
 Per shape, the GPU measurer takes the compile results of the shape's specialization group (compiled
 once per config per group, in parallel, only for the shapes about to run, in one pool of workers kept
-for the whole run) and checks and times them (kernels/measure.py says how).
+for the whole run) and checks and times them (kernels/harness/measure.py says how).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Protocol
 from rooftune.candidates import KERNELS, Config, KernelSpec, legal_configs
 from rooftune.eval.dataset import (
     MANIFEST,
-    ShapeResult,
+    ShapeRecords,
     check_compatible,
     finished_ids,
     open_dataset,
@@ -55,10 +55,11 @@ from rooftune.eval.dataset import (
 from rooftune.eval.gpus import run_on_gpus
 from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarantined
 from rooftune.eval.shard import shard_of, sweep_cost_us
-from rooftune.hwprofiles import HardwareProfile
-from rooftune.kernels.benches import Shape
-from rooftune.kernels.compile import usable_cpus
-from rooftune.kernels.measure import SweepSettings, describe_device, file_digest, kernel_measurer
+from rooftune.hwprofiles import HardwareProfile, hwprobe
+from rooftune.kernels.harness import compile_pool
+from rooftune.kernels.harness.benches import Shape
+from rooftune.kernels.harness.compile_pool import usable_cpus
+from rooftune.kernels.harness.measure import SweepSettings, describe_device, file_digest, kernel_measurer
 
 
 class Compiler(Protocol):
@@ -71,11 +72,13 @@ class Compiler(Protocol):
                 ) -> dict[Config, float | str]: ...
 
 
-class Measurer(Compiler, Protocol):
-    """What the sweep needs from a device: compiles, and one shape measured."""
+class SweepDevice(Compiler, Protocol):
+    """What the sweep needs from a device: compiles, and one shape measured whole (every config given,
+    already compiled: `compiled` holds their compile seconds or errors) into its ShapeRecords. Live
+    tuning's batches go through the one `Measurer` seam (candidates/records.py) instead."""
 
     def measure(self, shape: Shape, configs: list[Config],
-                compiled: dict[Config, float | str]) -> ShapeResult: ...
+                compiled: dict[Config, float | str]) -> ShapeRecords: ...
 
 
 def noise_summary(metas: Sequence[dict]) -> dict[str, float | int]:
@@ -146,7 +149,7 @@ def order_by_group(shapes: Sequence[Shape], key: Callable[[Shape], Hashable]) ->
     return [s for members in groups.values() for s in members]
 
 
-def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: Measurer, profile: HardwareProfile,
+def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: SweepDevice, profile: HardwareProfile,
               *, kernel: KernelSpec | None = None, manifest: dict | None = None,
               max_minutes: float | None = None, lookahead: int = 8,
               reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
@@ -247,13 +250,13 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
     return len(todo), False
 
 
-def _flag_space(result: ShapeResult, space_configs: list[Config]) -> ShapeResult:
+def _flag_space(result: ShapeRecords, space_configs: list[Config]) -> ShapeRecords:
     """Rows of configs outside `space_configs` marked `in_space=False`; counts in the meta."""
     inside = set(space_configs)
-    rows = tuple(replace(r, in_space=r.config in inside) for r in result.rows)
+    rows = tuple(replace(r, in_space=r.config in inside) for r in result.trials)
     meta = {**result.meta, "legal_configs": sum(r.in_space for r in rows),
             "baseline_configs": sum(not r.in_space for r in rows)}
-    return replace(result, rows=rows, meta=meta)
+    return replace(result, trials=rows, meta=meta)
 
 
 def sweep_shapes(kernel: str, shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *,
@@ -299,21 +302,19 @@ def _sweep_part(kernel: str, shapes: list[Shape], reporter: Reporter | None, *, 
     with the kernel's measurer (`workers` compile processes), each shape's file naming the GPU.
 
     The compile workers start first and compile for the GPU's compute capability without torch or a
-    CUDA context of their own (kernels/compile.py `gpu_pool`), while this process loads torch and its context: a
+    CUDA context of their own (`compile_pool.gpu_pool`), while this process loads torch and its context: a
     worker process on a two-GPU machine began its first shape ~7 s after spawning and its pool's
     per-worker contexts took seconds more to tear down (datasets/h200/gemm/logs/x2_check-v7a)."""
-    from rooftune.hwprofiles.hwprobe import device_label, require_cuda, sm_partition
-    from rooftune.kernels.compile import gpu_pool
 
     spec = KERNELS[kernel]
-    with gpu_pool(spec.module, workers) as pool:
-        require_cuda()
+    with compile_pool.gpu_pool(spec.module, workers) as pool:
+        hwprobe.require_cuda()
         manifest = {**describe_device(settings, sms, spec.baseline_label), "shapes_file": Path(shapes_path).name,
                     "shapes_sha256": file_digest(shapes_path), "shapes_listed": listed}
         # A sweep times the library's other routes beside its own choice (attention: each SDPA backend).
-        with sm_partition(sms), kernel_measurer(kernel, profile, settings, pool=pool, all_baselines=True) as measurer:
+        with hwprobe.sm_partition(sms), kernel_measurer(kernel, profile, settings, pool=pool, all_baselines=True) as measurer:
             return run_sweep(shapes, out, measurer, profile, kernel=spec, manifest=manifest,
-                             max_minutes=max_minutes, reporter=reporter, device=device_label())
+                             max_minutes=max_minutes, reporter=reporter, device=hwprobe.device_label())
 
 
 def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:

@@ -7,8 +7,8 @@ from rooftune.hwprofiles.profile import (
     list_profiles,
     load_profile,
     profile_from_dict,
-    profiles_fitting,
     profile_to_dict,
+    profiles_fitting,
     save_profile,
 )
 

@@ -37,12 +37,12 @@ from collections.abc import Callable, Mapping
 
 import triton
 import triton.language as tl
+from triton.runtime.jit import MockTensor
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.candidates.shapes import AttentionShape
 from rooftune.kernels.gemm import TORCH_DTYPES, tma_ready
 from rooftune.kernels.lazy import TRITON_DTYPES, torch
-from triton.runtime.jit import MockTensor
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 HEAD_DIMS = (16, 32, 64, 128, 256)
 DTYPES = ("bf16", "fp16", "fp32")  # of the inputs; torch's names: TORCH_DTYPES

@@ -1,4 +1,4 @@
-"""Triton's own Autotuner with two things injected by the tuner (tuner/autotune.py): the order in which
+"""Triton's own Autotuner with two things injected by the tuner (tuner/pytorch/autotune.py): the order in which
 a new key's configs are benchmarked (and how many), and a persistent cache of the choice per key.
 
 Everything else is Triton 3.6's `triton.runtime.autotuner.Autotuner` unchanged: the key (the `key`

@@ -1,7 +1,7 @@
 """torch on first use, so that the kernels' modules load without it.
 
 A live tune's compile workers need Triton alone (they compile for the GPU's architecture with Triton's
-MockTensor and Triton's dtypes, kernels/compile.py), and a worker that imports torch starts seconds
+MockTensor and Triton's dtypes, kernels/harness/compile_pool.py), and a worker that imports torch starts seconds
 later: the first round of a tune waits for it. The kernels' modules therefore reach torch through
 `torch` here, which imports it at the first attribute access, and name dtypes in both worlds.
 """

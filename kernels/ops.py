@@ -5,7 +5,7 @@ implementation for shape inference, so torch.compile keeps it as one opaque node
 captures its launches. The op body asks a config resolver for the config of its shape on its device;
 the tuner installs that resolver (`set_config_resolver`: cache, tune on first use, zero-trial pick),
 so this module never imports the tuner. Where a tune timed the library's own op faster than its winner,
-the resolver answers LIBRARY_ROUTE and the op runs torch.matmul or SDPA for that shape instead (tuner/ops.py;
+the resolver answers LIBRARY_ROUTE and the op runs torch.matmul or SDPA for that shape instead (tuner/pytorch/ops.py;
 ROOFTUNE_KERNEL_ONLY=1 keeps the kernel). The user-facing functions check their inputs first: what the
 kernels cannot run raises `UnsupportedInputError` naming the problem, or, with `fallback=True` (or
 ROOFTUNE_FALLBACK=1), runs torch's own op instead. On the CPU the kernels run only in Triton's
@@ -42,7 +42,7 @@ class UnsupportedInputError(ValueError):
 
 
 def set_config_resolver(resolve: ConfigResolver) -> None:
-    """Install the function the ops ask for a shape's config (tuner/ops.py installs its `resolve_config`)."""
+    """Install the function the ops ask for a shape's config (tuner/pytorch/ops.py installs its `resolve_config`)."""
     global _resolver
     _resolver = resolve
 

@@ -17,6 +17,7 @@ import scipy.optimize
 
 from rooftune.candidates import Config, configs_to_columns, kernel_of
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline import predict
 from rooftune.roofline.residual import Residual, feature_set, is_pick_feature
 
 
@@ -42,8 +43,6 @@ class Prepared:
 
 
 def prepare(shapes: Sequence[FitShape], profile: HardwareProfile) -> list[Prepared]:
-    from rooftune.roofline import predict
-
     out = []
     for s in shapes:
         columns = configs_to_columns(list(s.configs))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -189,7 +190,7 @@ class Residual:
     profile: str                  # HardwareProfile.name it was fitted for
     features_version: str
     coefficients: dict[str, float]
-    strategy: dict[str, float] = field(default_factory=dict)   # the search's constants (tuner/search.py)
+    strategy: dict[str, float] = field(default_factory=dict)   # the search's constants (tuner/search/gp.py)
     fit: dict = field(default_factory=dict)                    # data, settings, cross-validated scores
     pick: dict[str, float] = field(default_factory=dict)       # the zero-trial pick's change to coefficients
 
@@ -281,7 +282,6 @@ def load_residual(kernel: str, profile: HardwareProfile) -> Residual | None:
 
 def write_residual(residual: Residual, path: str | os.PathLike) -> None:
     """Write atomically (a temporary file renamed into place)."""
-    import tempfile
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,9 @@
 """rooftune: few-trial autotuning of Triton kernels from a roofline + occupancy model.
 
 `rooftune.matmul`, `rooftune.linear` and `rooftune.attention` are PyTorch ops on rooftune's tuned
-Triton kernels (kernels/ops.py, configs from tuner/ops.py); they load torch on first access, so
+Triton kernels (kernels/ops.py, configs from tuner/pytorch/ops.py); they load torch on first access, so
 `import rooftune` stays light. `rooftune.autotune` is `@triton.autotune` for a user's GEMM-like kernel
-(tuner/autotune.py).
+(tuner/pytorch/autotune.py).
 """
 
 __version__ = "0.1.0"
@@ -13,11 +13,11 @@ TORCH_OPS = ("matmul", "linear", "attention")
 
 def __getattr__(name: str):
     if name in TORCH_OPS:
-        from rooftune.tuner.ops import torch_ops
+        from rooftune.tuner.pytorch.ops import torch_ops
 
         return getattr(torch_ops(), name)
     if name == "autotune":
-        from rooftune.tuner.autotune import autotune
+        from rooftune.tuner.pytorch.autotune import autotune
 
         return autotune
     raise AttributeError(f"module 'rooftune' has no attribute {name!r}")

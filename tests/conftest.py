@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-# As the CLI does (tuner/cli.py): one BLAS thread for the small solves of the search and the fit.
+# As the CLI does (tuner/cli/app.py): one BLAS thread for the small solves of the search and the fit.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest

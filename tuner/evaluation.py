@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.metrics import summarize
-from rooftune.eval.records import ShapeRecords
 from rooftune.eval.replay import RecordedMeasurer, ShapeScore, model_spearman, score_trials
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.tuner.tune import TuneError, tune

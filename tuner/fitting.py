@@ -3,7 +3,7 @@ training dataset and written as one JSON beside the hardware profiles.
 
 Cross-validation is by shape: the training shapes are split into folds; for each candidate setting
 (ridge penalty, near-best weighting, with or without the zero-trial pick's own correction, search
-constants) the residual is fitted on the other folds and the search (tuner/search.py, the code
+constants) the residual is fitted on the other folds and the search (tuner/search/gp.py, the code
 `rooftune tune` runs) is replayed on the held-back fold at every budget. The setting with the best
 score over budgets wins and is refitted on every training shape. Held-out data are refused: a dataset
 whose shape list is a held-out list never reaches here.
@@ -22,10 +22,17 @@ from rooftune.candidates import Trial
 from rooftune.eval.metrics import summarize
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.fit import (
-    FitShape, PickSettings, Prepared, RidgeSettings, fit_coefficients, fit_pick, make_residual, prepare,
+    FitShape,
+    PickSettings,
+    Prepared,
+    RidgeSettings,
+    fit_coefficients,
+    fit_pick,
+    make_residual,
+    prepare,
 )
 from rooftune.roofline.residual import Residual, pick_coefficients
-from rooftune.tuner.search import SearchSettings, search
+from rooftune.tuner.search.gp import SearchSettings, search
 
 CV_BUDGETS = (1, 5, 10, 20)
 FOLDS = 5
@@ -33,7 +40,7 @@ FOLD_SEED = 0
 RIDGE_GRID = (RidgeSettings(0.1, 5.0), RidgeSettings(1.0, 5.0))
 # The zero-trial pick's own correction (roofline/fit.py `fit_pick`), or None: it picks by the ridge fit.
 PICK_GRID = (None, PickSettings())
-# Round sizes are fixed rather than searched (tuner/search.py): a live tune pays one compile latency per round.
+# Round sizes are fixed rather than searched (tuner/search/gp.py): a live tune pays one compile latency per round.
 SEARCH_GRID = {"kappa": (1.0, 2.0), "length_scale": (1.0, 2.0), "prior_sd": (0.05, 0.1)}
 
 

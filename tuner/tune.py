@@ -18,6 +18,10 @@ from pathlib import Path
 from rooftune.candidates import Config, Measurer, Trial, kernel_of, kernel_spec, legal_configs, parse_config
 from rooftune.eval.dataset import atomic_write_bytes, shape_id
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.kernels.harness import live
+from rooftune.kernels.harness.measure import file_digest  # no torch at import
+from rooftune.roofline.residual import load_residual, residual_to_dict
+from rooftune.tuner.search.strategies import rooftune_strategy
 
 CACHE_FORMAT = "rooftune-tune-cache-2"
 # The fastest few trials are timed again side by side before the winner is named: trials of
@@ -140,7 +144,6 @@ def tune(shape, measurer: Measurer, strategy, budget: int, *, profile: HardwareP
 
 def kernel_digest(module: str = "rooftune.kernels.gemm") -> str:
     """Digest of a kernel's source, found without importing it (that would import torch and triton)."""
-    from rooftune.kernels.measure import file_digest  # no torch at import
 
     return file_digest(importlib.util.find_spec(module).origin)
 
@@ -148,7 +151,6 @@ def kernel_digest(module: str = "rooftune.kernels.gemm") -> str:
 def residual_digest(residual) -> str:
     if residual is None:
         return "model-only"
-    from rooftune.roofline.residual import residual_to_dict
 
     return hashlib.sha256(json.dumps(residual_to_dict(residual), sort_keys=True).encode()).hexdigest()[:12]
 
@@ -164,7 +166,6 @@ def cache_key(shape, profile: HardwareProfile, budget: int, sms: int | None = No
 def shipped_residual(spec, profile: HardwareProfile):
     """The residual `tune_shape` uses by default: the one fitted for `spec`'s kernel on this GPU over
     this version of its space, or None (the model alone)."""
-    from rooftune.roofline.residual import load_residual
 
     residual = load_residual(spec.name, profile)
     return residual if residual is not None and residual.applies_to(spec.space.version) else None
@@ -191,7 +192,7 @@ def cache_path() -> Path:
 
 def read_cache(path: Path, fmt: str = CACHE_FORMAT, kind: str = "tune") -> dict:
     """A cache file of format `fmt` ({"format", "entries"}; empty where there is none): the tune cache,
-    or tuner/autotune.py's (`kind` names it in errors)."""
+    or tuner/pytorch/autotune.py's (`kind` names it in errors)."""
     if not path.exists():
         return {"format": fmt, "entries": {}}
     try:
@@ -264,27 +265,21 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
         if hit is not None:
             return hit
     if measurer is not None:  # a measurer that times the library beside the configs reports it too
-        from rooftune.tuner.strategies import rooftune_strategy
-
         result = tune(shape, measurer, rooftune_strategy(residual), budget, profile=model_profile,
                       space=spec.space, baseline=getattr(measurer, "baseline_us", None))
     else:
-        from rooftune.kernels.live import live_measurer
-
-        with live_measurer(spec.name, profile, sms=sms) as live:
+        with live.live_measurer(spec.name, profile, sms=sms) as gpu:
             t_ready = time.perf_counter()
-            # The compile workers are starting: the strategy (SciPy) loads and the model ranks meanwhile.
-            from rooftune.tuner.strategies import rooftune_strategy
-
-            result = tune(shape, live, rooftune_strategy(residual), budget, profile=model_profile,
-                          space=spec.space, baseline=live.baseline_us)
+            # The compile workers are starting: the model ranks meanwhile.
+            result = tune(shape, gpu, rooftune_strategy(residual), budget, profile=model_profile,
+                          space=spec.space, baseline=gpu.baseline_us)
             # Start-up: everything before the first measurement (the model's ranking and the first
-            # compiles' submission among it) and the CUDA start deferred to it (kernels/live.py).
-            first_measure_at = getattr(live, "first_measure_at", None) or t_ready
-            cuda_s = getattr(live, "cuda_s", 0.0)
+            # compiles' submission among it) and the CUDA start deferred to it (kernels/harness/live.py).
+            first_measure_at = getattr(gpu, "first_measure_at", None) or t_ready
+            cuda_s = getattr(gpu, "cuda_s", 0.0)
             phases = {"startup_s": round(first_measure_at - t_start + cuda_s, 3),
-                      "compile_s": round(live.compile_s, 3), **(result.phases_s or {})}
-            phases["measure_s"] = round(phases["measure_s"] - live.compile_s - cuda_s, 3)
+                      "compile_s": round(gpu.compile_s, 3), **(result.phases_s or {})}
+            phases["measure_s"] = round(phases["measure_s"] - gpu.compile_s - cuda_s, 3)
             result = replace(result, phases_s=phases)
     result = replace(result, phases_s={**(result.phases_s or {}), "total_s": round(time.perf_counter() - t_start, 3)})
     if path:

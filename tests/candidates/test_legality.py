@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from rooftune.candidates import (
-    ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, GemmShape, config_legality, legal_configs,
+    ATTENTION_SPACE,
+    GEMM_SPACE,
+    AttentionShape,
+    Config,
+    GemmShape,
+    config_legality,
+    legal_configs,
 )
 from rooftune.candidates.gemm_space import FIXUP_MAX_M, FIXUP_ONLY_MAX_M, WGMMA_PAD_MIN_M, gemm_legality
 from rooftune.hwprofiles import load_profile

@@ -3,8 +3,15 @@ import dataclasses
 import pytest
 
 from rooftune.candidates import (
-    AttentionShape, Config, ConfigError, GemmShape, ShapeError, configs_to_columns, parse_attention_shape,
-    parse_config, parse_gemm_shape,
+    AttentionShape,
+    Config,
+    ConfigError,
+    GemmShape,
+    ShapeError,
+    configs_to_columns,
+    parse_attention_shape,
+    parse_config,
+    parse_gemm_shape,
 )
 from rooftune.candidates.gemm_space import GEMM_SPACE
 

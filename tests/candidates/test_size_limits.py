@@ -2,9 +2,17 @@
 
 import pytest
 
-from rooftune.candidates import (ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, ConfigError, GemmShape,
-                                 ShapeError, check_in_grid)
-from rooftune.candidates import shapes
+from rooftune.candidates import (
+    ATTENTION_SPACE,
+    GEMM_SPACE,
+    AttentionShape,
+    Config,
+    ConfigError,
+    GemmShape,
+    ShapeError,
+    check_in_grid,
+    shapes,
+)
 
 
 def test_limits_follow_the_spaces():

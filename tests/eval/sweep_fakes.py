@@ -4,7 +4,7 @@ name, so they live here, imported through sys.path, not in the test module."""
 import os
 import time
 
-from rooftune.eval.dataset import ConfigResult, ShapeResult, update_manifest
+from rooftune.eval.dataset import ShapeRecords, Trial, update_manifest
 from rooftune.eval.quarantine import ContextQuarantined
 from rooftune.eval.sweep import run_sweep
 from rooftune.hwprofiles import load_profile
@@ -27,8 +27,8 @@ class QuickMeasurer:
 
     def measure(self, shape, configs, compiled):
         time.sleep(self.shape_s)
-        rows = tuple(ConfigResult(c, float(c["BLOCK_M"] + c["num_stages"]), None, 0.1, 7) for c in configs)
-        return ShapeResult(shape, rows, {"cublas": 1.0}, {"repeatability": REPEATABILITY})
+        rows = tuple(Trial(c, float(c["BLOCK_M"] + c["num_stages"]), None, 0.1, 7) for c in configs)
+        return ShapeRecords(shape, rows, {"cublas": 1.0}, {"repeatability": REPEATABILITY})
 
 
 def this_gpu() -> str:

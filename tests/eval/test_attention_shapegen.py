@@ -5,7 +5,12 @@ from pathlib import Path
 
 from rooftune.candidates.shapes import load_attention_shapes
 from rooftune.eval.attention_shapegen import (
-    HELDOUT_FAMILIES, MAX_CAUSAL_FLOPS, SEED, causal_flops, generate, write_lists,
+    HELDOUT_FAMILIES,
+    MAX_CAUSAL_FLOPS,
+    SEED,
+    causal_flops,
+    generate,
+    write_lists,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,10 +11,11 @@ from typer.testing import CliRunner
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras, tutorial_configs
 from rooftune.eval import backfill
+from rooftune.eval.backfill import backfill_extras, backfilled_shape
 from rooftune.eval.dataset import (
-    ConfigResult,
     DatasetError,
-    ShapeResult,
+    ShapeRecords,
+    Trial,
     open_dataset,
     read_dataset,
     read_manifest,
@@ -24,13 +25,12 @@ from rooftune.eval.dataset import (
 )
 from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.replay import recorded_measure
-from rooftune.tuner.evaluation import evaluate
-from rooftune.kernels.measure import RetimePasses
-from rooftune.eval.backfill import backfill_extras, backfilled_shape
 from rooftune.hwprofiles import load_profile
-from rooftune.kernels.context import ContextLost
-from rooftune.tuner.cli import app
-from rooftune.tuner.strategies import gemm_eval_methods
+from rooftune.kernels.harness.context import ContextLost
+from rooftune.kernels.harness.measure import RetimePasses
+from rooftune.tuner.cli.app import app
+from rooftune.tuner.evaluation import evaluate
+from rooftune.tuner.search.methods import gemm_eval_methods
 
 PROFILE = load_profile("h200")
 # 8, 2 and 6 extras: M = 1 has no tile of the tutorial's; one tile row makes GROUP_M idle (aliases).
@@ -58,10 +58,10 @@ def old_sweep(root, shapes=SHAPES) -> dict[str, bytes]:
     for shape in shapes:
         space = legal_configs(GEMM_SPACE, shape, PROFILE).configs
         finals = set(sorted(space, key=true_us)[:10])
-        rows = tuple(ConfigResult(c, true_us(c), None, 0.3, 7, 0.01, true_us(c) / 1.05,
+        rows = tuple(Trial(c, true_us(c), None, 0.3, 7, 0.01, true_us(c) / 1.05,
                                   *((true_us(c) * 0.999, true_us(c) * 1.001, 15) if c in finals else ()))
                      for c in space)
-        write_shape(root, ShapeResult(shape, rows, {"cublas": 100.0}, {
+        write_shape(root, ShapeRecords(shape, rows, {"cublas": 100.0}, {
             "legal_configs": len(space), "screen_scale": 1.05, "repeatability": {"abs_median": 0.001}}))
     return {p.name: p.read_bytes() for p in (root / "shapes").iterdir()}
 
@@ -120,11 +120,11 @@ def test_backfill_appends_the_extras_on_the_dataset_scale(tmp_path):
         result = read_shape(path)
         space = legal_configs(GEMM_SPACE, shape, PROFILE).configs
         extras = gemm_baseline_extras(shape, space)
-        assert [r.config for r in result.rows] == space + extras  # appended once, in the tutorial's order
-        assert all(r.in_space for r in result.rows[: len(space)])
-        added = {r.config: r for r in result.rows[len(space):]}
+        assert [r.config for r in result.trials] == space + extras  # appended once, in the tutorial's order
+        assert all(r.in_space for r in result.trials[: len(space)])
+        added = {r.config: r for r in result.trials[len(space):]}
         assert all(not r.in_space and r.retime_us is None for r in added.values())
-        finals = [r.config for r in result.rows if r.retime_us is not None]
+        finals = [r.config for r in result.trials if r.retime_us is not None]
         assert len(finals) == 10 and set(extras + finals) <= set(compiled)
         backfill = result.meta["extras_backfilled"]
         assert backfill["date"] == "2026-12-01" and backfill["finals"] == 10 and backfill["kernel_sha"] == "fake"
@@ -222,7 +222,7 @@ def test_configs_that_kill_the_context_are_quarantined_and_the_backfill_complete
     assert (summary.done, summary.already, summary.remaining) == (1, 2, 0)  # the others in runs 1 and 2
     assert all(c not in [*extras, *finals] for s, extras, finals in fake.measured for c in [culprits.get(s)])
     first = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[0])}.csv.gz")
-    row = next(r for r in first.rows if r.config == extra)
+    row = next(r for r in first.trials if r.config == extra)
     assert row.error == QUARANTINED and row.time_us is None and not row.in_space
     third = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[2])}.csv.gz")
     assert third.meta["extras_backfilled"]["finals"] == 9  # the quarantined final is left out of the scale
@@ -251,16 +251,16 @@ def test_backfill_refuses_a_folder_that_is_not_such_a_dataset(tmp_path):
 def test_backfilled_shape_scale_is_the_median_ratio_over_the_finals():
     shape = SHAPES[0]
     a, b, x = (tutorial_configs()[i] for i in (1, 2, 3))
-    recorded = ShapeResult(shape, (ConfigResult(a, 10.0, retime_us=10.0), ConfigResult(b, 20.0, retime_us=20.0),
-                                   ConfigResult(tutorial_configs()[4], 30.0)))
+    recorded = ShapeRecords(shape, (Trial(a, 10.0, retime_us=10.0), Trial(b, 20.0, retime_us=20.0),
+                                   Trial(tutorial_configs()[4], 30.0)))
     # new times: a at 1/2 (ratio 2.0), b at 1/1.5 (ratio 1.5): median 1.75; the third has no retime_us
     passes = RetimePasses({a: (5.0,), b: (20 / 1.5,), x: (4.0, 6.0)}, {a: (5.0,), b: (20 / 1.5,), x: (5.0,)})
     new = backfilled_shape(recorded, [x], passes, {x: 0.4}, "d")
     assert new.meta["extras_backfilled"]["scale"] == pytest.approx(1.75)
-    row = new.rows[-1]
+    row = new.trials[-1]
     assert row.screen_us == 5.0 and row.time_us == pytest.approx(5.0 * 1.75) and row.rounds == 3
     assert row.spread == pytest.approx(0.4) and row.compile_s == 0.4 and not row.in_space
-    assert new.rows[:3] == recorded.rows
+    assert new.trials[:3] == recorded.trials
 
 
 def test_eval_scores_the_tutorial_once_every_shape_carries_the_extras(tmp_path):
@@ -299,15 +299,15 @@ def test_gpu_backfill_matches_the_sweeps_own_times_of_the_extras(tmp_path):
     swept = {}
     for path in sorted((tmp_path / "d" / "shapes").iterdir()):  # as the sweep wrote shapes before the extras
         result = read_shape(path)
-        swept[str(result.shape)] = {r.config: r.time_us for r in result.rows if not r.in_space}
+        swept[str(result.shape)] = {r.config: r.time_us for r in result.trials if not r.in_space}
         meta = {k: v for k, v in result.meta.items() if k != "baseline_configs"}
-        write_shape(tmp_path / "d", ShapeResult(result.shape, tuple(r for r in result.rows if r.in_space),
+        write_shape(tmp_path / "d", ShapeRecords(result.shape, tuple(r for r in result.trials if r.in_space),
                                                 result.baselines_us, meta))
     summary = backfill_gemm(shapes, tmp_path / "d", PROFILE, workers=8)
     assert summary.done == 2 and summary.failed == 0
     for path in sorted((tmp_path / "d" / "shapes").iterdir()):
         result = read_shape(path)
-        added = {r.config: r.time_us for r in result.rows if not r.in_space}
+        added = {r.config: r.time_us for r in result.trials if not r.in_space}
         assert set(added) == set(swept[str(result.shape)])
         off = [abs(added[c] / swept[str(result.shape)][c] - 1) for c in added if added[c]]
         assert off and statistics.median(off) < 0.1, (result.shape, off)

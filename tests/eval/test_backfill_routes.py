@@ -7,11 +7,19 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import KERNELS, AttentionShape, legal_configs
 from rooftune.eval.backfill import backfill_routes, routes_backfilled_shape, untimed_routes
-from rooftune.eval.dataset import ConfigResult, DatasetError, ShapeResult, open_dataset, read_manifest, read_shape, write_shape
+from rooftune.eval.dataset import (
+    DatasetError,
+    ShapeRecords,
+    Trial,
+    open_dataset,
+    read_manifest,
+    read_shape,
+    write_shape,
+)
 from rooftune.hwprofiles import load_profile
-from rooftune.kernels.benches import SDPA_ROUTES
-from rooftune.kernels.measure import ROUTE_UNTIMED, RetimePasses
-from rooftune.tuner.cli import app
+from rooftune.kernels.harness.benches import SDPA_ROUTES
+from rooftune.kernels.harness.measure import ROUTE_UNTIMED, RetimePasses
+from rooftune.tuner.cli.app import app
 
 PROFILE = load_profile("h200")
 SPACE = KERNELS["attention"].space
@@ -33,10 +41,10 @@ def old_sweep(root, shapes=SHAPES) -> dict[str, bytes]:
                         "sms": None})
     for shape in shapes:
         configs = legal_configs(SPACE, shape, PROFILE).configs[:4]
-        rows = tuple(ConfigResult(c, 10.0 + i, None, 0.3, 7, 0.01, 10.0 + i) for i, c in enumerate(configs))
+        rows = tuple(Trial(c, 10.0 + i, None, 0.3, 7, 0.01, 10.0 + i) for i, c in enumerate(configs))
         absent = {"sdpa:flash": ROUTE_UNTIMED,
                   "sdpa:efficient": NO_GQA if shape.kv_heads != shape.heads else ROUTE_UNTIMED}
-        write_shape(root, ShapeResult(shape, rows, {"sdpa": sdpa_us(shape), "sdpa:cudnn": 1.01 * sdpa_us(shape)},
+        write_shape(root, ShapeRecords(shape, rows, {"sdpa": sdpa_us(shape), "sdpa:cudnn": 1.01 * sdpa_us(shape)},
                                       {"legal_configs": len(configs), "baseline_errors": absent}))
     return {p.name: p.read_bytes() for p in (root / "shapes").iterdir()}
 
@@ -94,7 +102,7 @@ def test_rows_and_recorded_bytes_stay_as_they_were(tmp_path):
     backfill_routes(tmp_path, FakeRoutesMeasurer(), SDPA_ROUTES)
     for name, result in old.items():
         new = read_shape(tmp_path / "shapes" / name)
-        assert new.rows == result.rows and new.shape == result.shape
+        assert new.trials == result.trials and new.shape == result.shape
         assert {k: v for k, v in new.meta.items() if k not in ("routes_backfilled", "baseline_errors")} == \
             {k: v for k, v in result.meta.items() if k != "baseline_errors"}
 
@@ -147,7 +155,7 @@ def test_shapes_swept_before_reasons_were_recorded_have_their_missing_routes_tim
                             "sms": None})
     shape = SHAPES[1]  # GQA: the memory-efficient backend cannot run it
     config = legal_configs(SPACE, shape, PROFILE).configs[0]
-    write_shape(tmp_path, ShapeResult(shape, (ConfigResult(config, 10.0, None, 0.3, 7, 0.01, 10.0),),
+    write_shape(tmp_path, ShapeRecords(shape, (Trial(config, 10.0, None, 0.3, 7, 0.01, 10.0),),
                                       {"sdpa": sdpa_us(shape), "sdpa:cudnn": sdpa_us(shape)}, {"legal_configs": 1}))
     old = read_shape(next((tmp_path / "shapes").iterdir()))
     assert untimed_routes(old, SDPA_ROUTES) == ["sdpa:efficient", "sdpa:flash"]

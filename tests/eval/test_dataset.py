@@ -7,9 +7,9 @@ import pytest
 
 from rooftune.candidates import Config, GemmShape
 from rooftune.eval.dataset import (
-    ConfigResult,
     DatasetError,
-    ShapeResult,
+    ShapeRecords,
+    Trial,
     atomic_write_bytes,
     encode_shape,
     finished_ids,
@@ -26,17 +26,17 @@ def _config(bm, warps=4):
     return Config.make(warps, 3, BLOCK_M=bm, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, SPLIT_K=1)
 
 
-def sample_result(shape=GemmShape(77, 4096, 4096, layout="nk")) -> ShapeResult:
+def sample_result(shape=GemmShape(77, 4096, 4096, layout="nk")) -> ShapeRecords:
     rows = (
-        ConfigResult(_config(64), 12.3456, None, 1.25, 7, 0.012, screen_us=12.2, retime_us=12.4,
+        Trial(_config(64), 12.3456, None, 1.25, 7, 0.012, screen_us=12.2, retime_us=12.4,
                      retime2_us=12.35, retime_rounds=15),
-        ConfigResult(_config(128), 20.5, None, 1.5, 3, 0.03),
-        ConfigResult(_config(256, 8), None, "compile: OutOfResources: shared memory, 300000 > 232448"),
-        ConfigResult(_config(16), None, "check: relative error 0.5 > 0.01", 0.9, 0),
-        ConfigResult(Config.make(2, 5, BLOCK_M=64, BLOCK_N=32, BLOCK_K=32, GROUP_M=8, SPLIT_K=1), 30.25, None,
+        Trial(_config(128), 20.5, None, 1.5, 3, 0.03),
+        Trial(_config(256, 8), None, "compile: OutOfResources: shared memory, 300000 > 232448"),
+        Trial(_config(16), None, "check: relative error 0.5 > 0.01", 0.9, 0),
+        Trial(Config.make(2, 5, BLOCK_M=64, BLOCK_N=32, BLOCK_K=32, GROUP_M=8, SPLIT_K=1), 30.25, None,
                      0.8, 7, 0.01, screen_us=30.0, in_space=False),  # a tutorial config outside the space
     )
-    return ShapeResult(shape, rows, {"cublas": 11.9}, {"repeatability": {"abs_median": 0.004}, "errors": 2})
+    return ShapeRecords(shape, rows, {"cublas": 11.9}, {"repeatability": {"abs_median": 0.004}, "errors": 2})
 
 
 def test_round_trip(tmp_path):
@@ -46,7 +46,7 @@ def test_round_trip(tmp_path):
     back = read_shape(path)
     assert back.shape == result.shape and back.baselines_us == result.baselines_us
     assert back.meta == result.meta
-    assert back.rows == result.rows  # values written with 6 significant digits round-trip here
+    assert back.trials == result.trials  # values written with 6 significant digits round-trip here
 
 
 def test_read_dataset_gives_shape_records(tmp_path):
@@ -58,7 +58,7 @@ def test_read_dataset_gives_shape_records(tmp_path):
     rec = records[1]
     assert rec.best_us == 12.3456 and rec.baselines_us == {"cublas": 11.9}
     assert [t.ok for t in rec.trials] == [True, True, False, False, True]
-    assert rec.candidate_configs() == [r.config for r in sample_result().rows[:4]]
+    assert rec.candidate_configs() == [r.config for r in sample_result().trials[:4]]
     assert rec.trials[2].error.startswith("compile:") and rec.trials[3].compile_s == 0.9
     assert rec.meta["retime_us"] == {_config(64): 12.4}
     assert rec.lookup()[_config(128)].time_us == 20.5
@@ -72,9 +72,9 @@ def test_files_without_the_in_space_column_read_as_all_in_space(tmp_path):
     assert old[1].endswith("retime_rounds")
     path.write_bytes(gzip.compress(("\n".join(old) + "\n").encode()))
     back = read_shape(path)
-    assert all(r.in_space for r in back.rows)
-    assert [r.config for r in back.rows] == [r.config for r in sample_result().rows]
-    assert back.rows[0] == sample_result().rows[0]
+    assert all(r.in_space for r in back.trials)
+    assert [r.config for r in back.trials] == [r.config for r in sample_result().trials]
+    assert back.trials[0] == sample_result().trials[0]
     rec = to_records(back)
     assert rec.candidates is None and len(rec.candidate_configs()) == 5
 
@@ -133,9 +133,9 @@ def test_attention_shapes_round_trip_with_their_own_ids(tmp_path):
     assert shape_id(AttentionShape(1, 2, 3, 16)) != shape_id(GemmShape(1, 2, 3))  # never a GEMM id
     open_dataset(tmp_path, {"kernel": "attention", "space_version": "v", "gpu_profile": "H200", "sms": None})
     for shape in (causal, full):
-        result = ShapeResult(shape, (ConfigResult(cfg(64, 1), 41.5, None, 1.5, 7, 0.01, screen_us=41.0,
+        result = ShapeRecords(shape, (Trial(cfg(64, 1), 41.5, None, 1.5, 7, 0.01, screen_us=41.0,
                                                   retime_us=41.6, retime2_us=41.4, retime_rounds=15),
-                                     ConfigResult(cfg(128, 3), None, "compile: OutOfResources")),
+                                     Trial(cfg(128, 3), None, "compile: OutOfResources")),
                              {"sdpa": 40.25}, {"sdpa_first_us": 40.5})
         path = write_shape(tmp_path, result)
         assert path.name == f"{shape_id(shape)}.csv.gz"

@@ -123,15 +123,12 @@ def test_load_records_recognises_formats(tmp_path):
 
 
 def test_load_records_dispatches_manifest_folders(tmp_path, monkeypatch):
-    import sys
-    import types
+    from rooftune.eval import readers
 
     folder = tmp_path / "ds"
     folder.mkdir()
     (folder / "manifest.json").write_text("{}")
-    fake = types.ModuleType("rooftune.eval.dataset")
-    fake.read_dataset = lambda path: ["records of " + str(path)]
-    monkeypatch.setitem(sys.modules, "rooftune.eval.dataset", fake)
+    monkeypatch.setattr(readers, "read_dataset", lambda path: ["records of " + str(path)])
     assert load_records(folder) == ["records of " + str(folder)]
 
 

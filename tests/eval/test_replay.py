@@ -6,12 +6,19 @@ import numpy as np
 import pytest
 
 from rooftune.candidates import Config, GemmShape, Trial
+from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.metrics import spearman, summarize
-from rooftune.eval.records import ShapeRecords
 from rooftune.eval.replay import NOT_RECORDED, RecordedMeasurer, recorded_measure
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.evaluation import evaluate, replay, replay_shape
-from rooftune.tuner.strategies import best_trial, gemm_eval_methods, model_order, random_order, tutorial, tutorial_configs
+from rooftune.tuner.search.methods import gemm_eval_methods
+from rooftune.tuner.search.strategies import (
+    best_trial,
+    model_order,
+    random_order,
+    tutorial,
+    tutorial_configs,
+)
 
 H200 = load_profile("h200")
 

@@ -4,9 +4,9 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import AttentionShape, Config, GemmShape
-from rooftune.eval.dataset import ConfigResult, ShapeResult, write_manifest, write_shape
+from rooftune.eval.dataset import ShapeRecords, Trial, write_manifest, write_shape
 from rooftune.eval.reports import attention_summary, geomean, pooled_repeatability, shape_rows, summary
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 
 
 def _cfg(bm):
@@ -22,17 +22,17 @@ def dataset(tmp_path):
         {"m": 16, "n": 50257, "k": 768, "layout": "nk", "source": "gpt2 lm_head decode"}]))
     write_manifest(root, {"kernel": "gemm", "shapes_file": "shapes.json"})
     # shape 1: final passes agree exactly; the space's best (10 us) is 0.9x cuBLAS (9 us)
-    write_shape(root, ShapeResult(GemmShape(64, 4096, 4096, layout="nk"), (
-        ConfigResult(_cfg(16), 10.0, retime_us=10.0, retime2_us=10.0),
-        ConfigResult(_cfg(32), 12.0, retime_us=12.0, retime2_us=12.0),
-        ConfigResult(_cfg(64), None, error="check: bad")), {"cublas": 9.0}))
+    write_shape(root, ShapeRecords(GemmShape(64, 4096, 4096, layout="nk"), (
+        Trial(_cfg(16), 10.0, retime_us=10.0, retime2_us=10.0),
+        Trial(_cfg(32), 12.0, retime_us=12.0, retime2_us=12.0),
+        Trial(_cfg(64), None, error="check: bad")), {"cublas": 9.0}))
     # shape 2: pass B finds config 32 10% slower relative to the fastest; the fastest swaps by 0%
-    write_shape(root, ShapeResult(GemmShape(33, 160, 48, layout="nk"), (
-        ConfigResult(_cfg(16), 4.0, retime_us=4.0, retime2_us=4.0),
-        ConfigResult(_cfg(32), 5.0, retime_us=5.0, retime2_us=5.5)), {"cublas": 8.0}))
+    write_shape(root, ShapeRecords(GemmShape(33, 160, 48, layout="nk"), (
+        Trial(_cfg(16), 4.0, retime_us=4.0, retime2_us=4.0),
+        Trial(_cfg(32), 5.0, retime_us=5.0, retime2_us=5.5)), {"cublas": 8.0}))
     # shape 3: N = 50257 leaves rows unaligned, where cuBLAS is slow (5x the space's best); no final passes
-    write_shape(root, ShapeResult(GemmShape(16, 50257, 768, layout="nk"), (
-        ConfigResult(_cfg(16), 20.0),), {"cublas": 100.0}))
+    write_shape(root, ShapeRecords(GemmShape(16, 50257, 768, layout="nk"), (
+        Trial(_cfg(16), 20.0),), {"cublas": 100.0}))
     return root
 
 
@@ -88,13 +88,13 @@ def attention_dataset(tmp_path):
         return Config.make(4, 2, BLOCK_M=bm, BLOCK_N=64, ORDER=1, TMA=tma)
 
     # long shape: the space's best (1000 us) is 0.85x SDPA (850 us); one config failed its check
-    write_shape(root, ShapeResult(AttentionShape(4, 32, 4096, 128), (
-        ConfigResult(cfg(64, 1), 1000.0, retime_us=1000.0, retime2_us=1000.0),
-        ConfigResult(cfg(128, 1), 1100.0, retime_us=1100.0, retime2_us=1100.0),
-        ConfigResult(cfg(64, 0), None, error="check: bad")), {"sdpa": 850.0, "sdpa:cudnn": 840.0, "sdpa:flash": 1500.0}))
+    write_shape(root, ShapeRecords(AttentionShape(4, 32, 4096, 128), (
+        Trial(cfg(64, 1), 1000.0, retime_us=1000.0, retime2_us=1000.0),
+        Trial(cfg(128, 1), 1100.0, retime_us=1100.0, retime2_us=1100.0),
+        Trial(cfg(64, 0), None, error="check: bad")), {"sdpa": 850.0, "sdpa:cudnn": 840.0, "sdpa:flash": 1500.0}))
     # short shape: SDPA's launch costs dominate, the space is 2x faster
-    write_shape(root, ShapeResult(AttentionShape(31, 16, 64, 64, kv_heads=2), (
-        ConfigResult(cfg(64, 1), 9.0),), {"sdpa": 18.0}))
+    write_shape(root, ShapeRecords(AttentionShape(31, 16, 64, 64, kv_heads=2), (
+        Trial(cfg(64, 1), 9.0),), {"sdpa": 18.0}))
     return root
 
 

@@ -8,24 +8,24 @@ import pytest
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras, tutorial_configs
+from rooftune.candidates.shapes import ShapeListError, load_shapes
 from rooftune.eval.dataset import (
-    ConfigResult,
-    ShapeResult,
+    ShapeRecords,
+    Trial,
     finished_ids,
     read_dataset,
     read_manifest,
     read_shape,
     shape_files,
+    shape_id,
 )
-from rooftune.eval.dataset import shape_id
 from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.replay import recorded_measure
-from rooftune.tuner.evaluation import replay_shape
-from rooftune.candidates.shapes import ShapeListError, load_shapes
 from rooftune.eval.sweep import run_sweep
-from rooftune.kernels.measure import repeatability
 from rooftune.hwprofiles import load_profile
-from rooftune.kernels.context import ContextLost
+from rooftune.kernels.harness.context import ContextLost
+from rooftune.kernels.harness.measure import repeatability
+from rooftune.tuner.evaluation import replay_shape
 
 PROFILE = load_profile("h200")
 
@@ -56,10 +56,10 @@ class FakeMeasurer:
         if self.clock:
             self.clock.t += self.shape_s
         rows = tuple(
-            ConfigResult(c, None, f"compile: {compiled[c]}") if isinstance(compiled[c], str)
-            else ConfigResult(c, float(c["BLOCK_M"] + c["BLOCK_N"] + c["num_stages"]), None, compiled[c], 7)
+            Trial(c, None, f"compile: {compiled[c]}") if isinstance(compiled[c], str)
+            else Trial(c, float(c["BLOCK_M"] + c["BLOCK_N"] + c["num_stages"]), None, compiled[c], 7)
             for c in configs)
-        return ShapeResult(shape, rows, {"cublas": 1.0}, {"repeatability": {
+        return ShapeRecords(shape, rows, {"cublas": 1.0}, {"repeatability": {
             "abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003, "ratio_p90": 0.01,
             "best_within_1pct": True}})
 
@@ -112,9 +112,9 @@ def test_tutorial_configs_are_timed_beside_the_space(tmp_path):
     for path in shape_files(tmp_path):
         result = read_shape(path)
         space = legal_configs(GEMM_SPACE, result.shape, PROFILE).configs
-        extras = [r.config for r in result.rows if not r.in_space]
+        extras = [r.config for r in result.trials if not r.in_space]
         assert extras == gemm_baseline_extras(result.shape, space) and set(extras) <= compiled
-        assert [r.config for r in result.rows if r.in_space] == space
+        assert [r.config for r in result.trials if r.in_space] == space
         assert result.meta["legal_configs"] == len(space) and result.meta["baseline_configs"] == len(extras)
     records = {str(r.shape): r for r in read_dataset(tmp_path)}
     # These shapes' rows are TMA-aligned, so the H200 sweeps them through TMA: none of the tutorial's
@@ -171,11 +171,11 @@ def test_a_config_that_kills_the_context_is_quarantined_and_its_shape_completes_
     assert summary.remaining == 0 and not again.dead and summary.done == len(SHAPES) - len(before)
     rows = {str(r.shape): r for r in map(read_shape, shape_files(tmp_path))}
     result = rows[str(victim)]
-    assert [r.config for r in result.rows] == space + gemm_baseline_extras(victim, space)
-    row = next(r for r in result.rows if r.config == culprit)
+    assert [r.config for r in result.trials] == space + gemm_baseline_extras(victim, space)
+    row = next(r for r in result.trials if r.config == culprit)
     assert row.error == QUARANTINED and row.time_us is None and row.in_space
     assert result.meta["quarantined"] == 1 and result.meta["legal_configs"] == len(space)
-    assert sum(r.error == QUARANTINED for res in rows.values() for r in res.rows) == 1
+    assert sum(r.error == QUARANTINED for res in rows.values() for r in res.trials) == 1
     assert all(p.read_bytes() == before[p.name] for p in shape_files(tmp_path) if p.name in before)
 
 
@@ -199,8 +199,8 @@ def test_a_context_lost_under_no_single_config_quarantines_nothing(tmp_path):
 
 
 def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
-    from rooftune.kernels.measure import gemm_measurer
-    from rooftune.kernels import check, context
+    from rooftune.kernels.harness import check, context
+    from rooftune.kernels.harness.measure import gemm_measurer
 
     shape = SHAPES[2]
     configs = legal_configs(GEMM_SPACE, shape, PROFILE).configs[:4]
@@ -226,7 +226,7 @@ def test_the_gpu_check_stops_at_the_config_that_killed_the_context(monkeypatch):
 
 
 def test_the_gpu_measurer_keeps_one_pool_and_bounds_each_batch(monkeypatch):
-    from rooftune.kernels.measure import gemm_measurer
+    from rooftune.kernels.harness.measure import gemm_measurer
 
     class FakePool:
         workers, closed, timeouts = 16, False, []
@@ -357,14 +357,14 @@ def test_gpu_sweep_end_to_end(tmp_path):
 
 
 def test_a_sweep_part_starts_its_compile_workers_before_cuda_and_measures_with_them(tmp_path, monkeypatch):
-    # The worker's compile pool (offline for the GPU's capability: kernels/compile.py gpu_pool) starts before
+    # The worker's compile pool (offline for the GPU's capability: kernels/harness/compile_pool.py gpu_pool) starts before
     # torch and the CUDA context load in the worker, and the measurer compiles with that same pool.
     import contextlib
 
     from rooftune.eval import sweep
     from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels import compile as compile_module
-    from rooftune.kernels.compile import CompilePool
+    from rooftune.kernels.harness import compile_pool as compile_module
+    from rooftune.kernels.harness.compile_pool import CompilePool
 
     order, seen = [], {}
 

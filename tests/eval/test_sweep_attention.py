@@ -9,14 +9,22 @@ import pytest
 
 from rooftune.candidates import ATTENTION_SPACE, KERNELS, AttentionShape, legal_configs
 from rooftune.eval.dataset import (
-    ConfigResult, DatasetError, ShapeResult, finished_ids, read_dataset, read_manifest, read_shape, shape_files,
-    shape_id, write_shape,
+    DatasetError,
+    ShapeRecords,
+    Trial,
+    finished_ids,
+    read_dataset,
+    read_manifest,
+    read_shape,
+    shape_files,
+    shape_id,
+    write_shape,
 )
 from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.sweep import run_sweep
 from rooftune.hwprofiles import load_profile
-from rooftune.kernels.context import ContextLost
-from rooftune.kernels.measure import ROUTE_UNTIMED
+from rooftune.kernels.harness.context import ContextLost
+from rooftune.kernels.harness.measure import ROUTE_UNTIMED
 
 PROFILE = load_profile("h200")
 SHAPES = [AttentionShape(1, 2, 64, 64), AttentionShape(2, 8, 1024, 128), AttentionShape(1, 2, 100, 32, causal=False),
@@ -50,10 +58,10 @@ class FakeAttention:
         if self.die_at is not None and len(self.measured) == self.die_at:
             raise Killed
         self.measured.append(shape)
-        rows = tuple(ConfigResult(c, None, f"compile: {compiled[c]}") if isinstance(compiled[c], str)
-                     else ConfigResult(c, float(c["BLOCK_M"] + c["BLOCK_N"] + c["ORDER"]), None, compiled[c], 7)
+        rows = tuple(Trial(c, None, f"compile: {compiled[c]}") if isinstance(compiled[c], str)
+                     else Trial(c, float(c["BLOCK_M"] + c["BLOCK_N"] + c["ORDER"]), None, compiled[c], 7)
                      for c in configs)
-        return ShapeResult(shape, rows, {"sdpa": 50.0}, {"sdpa_first_us": 51.0})
+        return ShapeRecords(shape, rows, {"sdpa": 50.0}, {"sdpa_first_us": 51.0})
 
 
 def _sweep(out, measurer, shapes=SHAPES):
@@ -74,13 +82,13 @@ def test_every_legal_config_is_recorded_and_a_resume_loses_nothing(tmp_path):
     for path in shape_files(tmp_path):
         result = read_shape(path)
         space = legal_configs(ATTENTION_SPACE, result.shape, PROFILE).configs
-        assert space and [r.config for r in result.rows] == space and all(r.in_space for r in result.rows)
+        assert space and [r.config for r in result.trials] == space and all(r.in_space for r in result.trials)
         assert result.meta["legal_configs"] == len(space) and result.meta["baseline_configs"] == 0
-        failed = [r for r in result.rows if r.error]
+        failed = [r for r in result.trials if r.error]
         assert all(r.error == "compile: OutOfResources" and r.time_us is None for r in failed)
         assert len(failed) == sum(c["BLOCK_M"] == 128 and c["num_stages"] == 4 for c in space)
         assert result.baselines_us == {"sdpa": 50.0}
-    assert sum(bool(r.error) for p in shape_files(tmp_path) for r in read_shape(p).rows) > 0
+    assert sum(bool(r.error) for p in shape_files(tmp_path) for r in read_shape(p).trials) > 0
     records = read_dataset(tmp_path)
     assert {r.shape for r in records} == set(SHAPES) and len(records) == len(SHAPES)
     assert all(r.candidates is None and r.aliases == {} for r in records)
@@ -110,8 +118,8 @@ def test_a_config_that_kills_the_context_is_quarantined_and_the_shape_completes_
     again = FakeAttention(victim=victim, culprit=culprit)
     assert _sweep(tmp_path, again).remaining == 0 and not again.dead
     result = read_shape(tmp_path / "shapes" / f"{shape_id(victim)}.csv.gz")
-    assert [r.config for r in result.rows] == space
-    row = next(r for r in result.rows if r.config == culprit)
+    assert [r.config for r in result.trials] == space
+    row = next(r for r in result.trials if r.config == culprit)
     assert row.error == QUARANTINED and row.time_us is None and result.meta["quarantined"] == 1
 
 
@@ -119,7 +127,7 @@ def test_a_config_that_kills_the_context_is_quarantined_and_the_shape_completes_
 def test_the_attention_bench_runs_the_kernel_and_sdpa_alike_on_the_cpu():
     import torch
 
-    from rooftune.kernels.measure import attention_measurer
+    from rooftune.kernels.harness.measure import attention_measurer
 
     shape = AttentionShape(1, 2, 40, 16, causal=False, dtype="fp16")
     config, bad = legal_configs(ATTENTION_SPACE, shape, PROFILE).configs[:2]
@@ -168,11 +176,11 @@ def test_gpu_attention_sweep_end_to_end(tmp_path):
     for path in shape_files(tmp_path / "d"):
         result = read_shape(path)
         space = legal_configs(ATTENTION_SPACE, result.shape, PROFILE).configs
-        assert [r.config for r in result.rows] == space
-        assert all((r.time_us is None) != (r.error is None) for r in result.rows)
+        assert [r.config for r in result.trials] == space
+        assert all((r.time_us is None) != (r.error is None) for r in result.trials)
         # the kernel's first GPU run: every legal config compiles (legality holds), passes the
         # reference check and runs; nothing may fail but a compile out of resources
-        failed = [r.error for r in result.rows if r.error and "OutOfResources" not in r.error]
+        failed = [r.error for r in result.trials if r.error and "OutOfResources" not in r.error]
         assert not failed, failed[:3]
         assert result.baselines_us["sdpa"] > 0 and result.meta["sdpa_first_us"] > 0
         assert result.meta["repeatability"] and result.meta["space_version"] == ATTENTION_SPACE.version

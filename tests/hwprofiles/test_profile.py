@@ -3,7 +3,12 @@ import json
 import pytest
 
 from rooftune.hwprofiles import (
-    ProfileError, list_profiles, load_profile, profile_from_dict, profile_to_dict, save_profile,
+    ProfileError,
+    list_profiles,
+    load_profile,
+    profile_from_dict,
+    profile_to_dict,
+    save_profile,
 )
 
 

@@ -2,7 +2,7 @@
 
 Run as a script (outside the interpreter: TRITON_INTERPRET must be unset before triton loads) by
 test_alignment.py. Triton's frontend, its passes and its bundled ptxas need no GPU; only the target
-and a stream come from the driver, so a stand-in answers those (rooftune.kernels.prebuild.offline_target).
+and a stream come from the driver, so a stand-in answers those (rooftune.kernels.harness.offline.offline_target).
 Argument: a JSON list of jobs {"shape": [m, n, k, layout, dtype], "config": "BLOCK_M=...,num_stages=...",
 "no_align": bool}; `no_align` compiles with ALIGN_N = ALIGN_K = 1 (no hints: the kernel before the alignment constexprs).
 """
@@ -14,7 +14,7 @@ import sys
 
 os.environ.pop("TRITON_INTERPRET", None)
 
-from rooftune.kernels.prebuild import offline_target  # noqa: E402
+from rooftune.kernels.harness.offline import offline_target  # noqa: E402
 
 CP_ASYNC = re.compile(r"cp\.async\.c[ag]\.shared\.global\S*\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(0x[0-9a-f]+|\d+)")
 GLOBAL_LD_ST = re.compile(r"\b((?:ld|st)\.global\S*)")

@@ -14,8 +14,8 @@ from triton.runtime.jit import MockTensor
 
 from rooftune.candidates import Config, GemmShape
 from rooftune.kernels import gemm as gemm_module
-from rooftune.kernels.check import TOLERANCE, relative_error
 from rooftune.kernels.gemm import alignments, gemm, make_inputs, reference, specialization_key
+from rooftune.kernels.harness.check import TOLERANCE, relative_error
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")

@@ -15,14 +15,14 @@ import torch
 import triton
 import triton.language as tl
 from triton._utils import canonicalize_dtype
+from triton.runtime.jit import MockTensor
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from rooftune.candidates import AttentionShape, Config, legal_configs
 from rooftune.candidates.attention_space import ATTENTION_SPACE, TMA_BARRIER_BYTES, attention_smem_bytes
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels import attention as attn
-from rooftune.kernels.check import TOLERANCE, check_attention, relative_error
-from triton.runtime.jit import MockTensor
-from triton.tools.tensor_descriptor import TensorDescriptor
+from rooftune.kernels.harness.check import TOLERANCE, check_attention, relative_error
 from rooftune.roofline.attention import program_sequence
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -321,7 +321,7 @@ sys.path.insert(0, sys.argv[2])
 from sm90_compile import CP_ASYNC, GLOBAL_LD_ST
 from rooftune.candidates import AttentionShape, parse_config
 from rooftune.kernels import attention
-from rooftune.kernels.prebuild import offline_target
+from rooftune.kernels.harness.offline import offline_target
 results = []
 for shape, config in json.loads(sys.argv[1]):
     with offline_target(arch=90):

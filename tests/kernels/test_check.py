@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rooftune.candidates import Config, GemmShape
-from rooftune.kernels.check import check_gemm, poison_, relative_error
+from rooftune.kernels.harness.check import check_gemm, poison_, relative_error
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")

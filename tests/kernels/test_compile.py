@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rooftune.candidates import Config
-from rooftune.kernels.compile import DIED, TIMEOUT, CompilePool, CompileStalled
+from rooftune.kernels.harness.compile_pool import DIED, TIMEOUT, CompilePool, CompileStalled
 
 
 def fake_warmup(shape, config, device):
@@ -95,7 +95,7 @@ def test_offline_workers_compile_for_the_gpus_architecture_without_one(tmp_path,
     import functools
 
     from rooftune.candidates import GemmShape, parse_config
-    from rooftune.kernels.compile import offline_warmup_by_name
+    from rooftune.kernels.harness.compile_pool import offline_warmup_by_name
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the spawned worker compiles, not interprets
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
@@ -119,7 +119,7 @@ def test_nvml_answers_none_without_a_gpu():
 def test_a_gpu_pool_compiles_offline_for_the_capability_nvml_reports(monkeypatch):
     # A sweep's and a tune's workers: no torch, no CUDA context, for the GPU's own architecture.
     from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels.compile import gpu_pool
+    from rooftune.kernels.harness.compile_pool import gpu_pool
 
     monkeypatch.setattr(hwprobe, "nvml_compute_capability", lambda device=0: (9, 0))
     with gpu_pool("rooftune.kernels.gemm", workers=0) as pool:
@@ -130,7 +130,7 @@ def test_a_gpu_pool_compiles_offline_for_the_capability_nvml_reports(monkeypatch
 
 def test_a_gpu_pool_asks_cuda_where_nvml_cannot_tell(monkeypatch):
     from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels.compile import gpu_pool
+    from rooftune.kernels.harness.compile_pool import gpu_pool
 
     monkeypatch.setattr(hwprobe, "nvml_compute_capability", lambda device=0: None)
     monkeypatch.setattr(hwprobe, "gpu_visible", lambda: True)  # NVML sees a GPU but not its capability
@@ -142,7 +142,7 @@ def test_a_gpu_pool_asks_cuda_where_nvml_cannot_tell(monkeypatch):
 def test_no_gpu_pool_starts_without_a_gpu(monkeypatch):
     from rooftune.hwprofiles import hwprobe
     from rooftune.hwprofiles.hwprobe import NoGpuError
-    from rooftune.kernels import compile as compile_module
+    from rooftune.kernels.harness import compile_pool as compile_module
 
     started = []
     monkeypatch.setattr(hwprobe, "nvml_compute_capability", lambda device=0: None)
@@ -166,7 +166,7 @@ PARENT_SCRIPT = r"""
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
 from test_compile import busy_warmup
-from rooftune.kernels.compile import CompilePool
+from rooftune.kernels.harness.compile_pool import CompilePool
 if __name__ == "__main__":
     pool = CompilePool(busy_warmup, workers=2, device="cpu")
     for bm in (16, 32, 64, 128):  # two running, the rest queued

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from rooftune.candidates import Config, GemmShape
-from rooftune.kernels.check import TOLERANCE, relative_error
 from rooftune.kernels import gemm as gemm_module
 from rooftune.kernels.gemm import (
     compile_kernels,
@@ -18,6 +17,7 @@ from rooftune.kernels.gemm import (
     tma_ready,
     warmup,
 )
+from rooftune.kernels.harness.check import TOLERANCE, relative_error
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Triton 3.6's interpreter reads a loop bound from a one-element array (numpy deprecates that; numpy >= 2.4 is excluded).
@@ -130,7 +130,7 @@ def test_specialization_key_ignores_m_only():
 
 
 def test_the_registrys_run_time_parameters_are_not_specialized():
-    # A live tune compiles configs that differ only in these once (kernels/live.py): one binary serves them.
+    # A live tune compiles configs that differ only in these once (kernels/harness/live.py): one binary serves them.
     from rooftune.candidates import KERNELS
     from rooftune.kernels import gemm as gemm_module
 

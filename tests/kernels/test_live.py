@@ -7,8 +7,8 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 
 from rooftune.candidates import KERNELS, Config
-from rooftune.eval.dataset import ConfigResult, ShapeResult
-from rooftune.kernels.live import LiveMeasurer
+from rooftune.eval.dataset import ShapeRecords, Trial
+from rooftune.kernels.harness.live import LiveMeasurer
 
 
 def cfg(i):
@@ -56,9 +56,9 @@ class FakeKM:
 
     def measure(self, shape, configs, compiled):
         self.timed.append(list(configs))
-        rows = tuple(ConfigResult(c, None, error=compiled[c]) if isinstance(compiled[c], str) else
-                     ConfigResult(c, (10.0 + c["BLOCK_M"] / 16) * self.factor, compile_s=compiled[c]) for c in configs)
-        return ShapeResult(shape, rows, baselines_us={"cublas": 9.0 * self.factor})
+        rows = tuple(Trial(c, None, error=compiled[c]) if isinstance(compiled[c], str) else
+                     Trial(c, (10.0 + c["BLOCK_M"] / 16) * self.factor, compile_s=compiled[c]) for c in configs)
+        return ShapeRecords(shape, rows, baselines_us={"cublas": 9.0 * self.factor})
 
 
 def test_prefetched_configs_are_not_compiled_twice():
@@ -91,7 +91,7 @@ def test_the_measurer_is_built_without_torch_or_triton():
     import sys
 
     code = ("import sys\nfrom rooftune.hwprofiles import load_profile\n"
-            "from rooftune.kernels.measure import kernel_measurer\n"
+            "from rooftune.kernels.harness.measure import kernel_measurer\n"
             "for kernel in ('gemm', 'attention'):\n"
             "    km = kernel_measurer(kernel, load_profile('h200'), pool=object())\n"
             "    assert km.kernel_sha and km.kernel.module.endswith(kernel)\n"
@@ -151,6 +151,6 @@ def test_the_baseline_is_never_an_earlier_shapes():
     live = LiveMeasurer(km)
     live.measure("a", [cfg(0)])
     assert live.baseline_us() == 9.0
-    km.measure = lambda shape, configs, compiled: ShapeResult(shape, tuple(ConfigResult(c, 1.0) for c in configs))
+    km.measure = lambda shape, configs, compiled: ShapeRecords(shape, tuple(Trial(c, 1.0) for c in configs))
     live.measure("b", [cfg(0)])
     assert live.baseline_us() is None

@@ -10,14 +10,14 @@ import torch
 import torch.nn.functional as F
 
 import rooftune
-from rooftune.kernels.check import relative_error
-from rooftune.tuner.ops import clear_memo, torch_ops
+from rooftune.kernels.harness.check import relative_error
+from rooftune.tuner.pytorch.ops import clear_memo, torch_ops
 
 ops = torch_ops()  # kernels/ops.py with the tuner's config resolver installed, as rooftune.matmul has it
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float16
-TOL = 1e-2  # relative Frobenius error, bf16 or fp16 (kernels/check.py TOLERANCE)
+TOL = 1e-2  # relative Frobenius error, bf16 or fp16 (kernels/harness/check.py TOLERANCE)
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 

@@ -25,7 +25,7 @@ import json, os, sys
 os.environ.pop("TRITON_INTERPRET", None)
 from rooftune.candidates import AttentionShape, GemmShape, parse_config
 from rooftune.kernels import attention, gemm
-from rooftune.kernels.prebuild import offline_target
+from rooftune.kernels.harness.offline import offline_target
 arch, jobs = int(sys.argv[1]), json.loads(sys.argv[2])
 results = []
 for kind, shape, config in jobs:

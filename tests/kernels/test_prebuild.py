@@ -13,8 +13,8 @@ from triton.runtime.driver import driver
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.hwprofiles import load_profile
-from rooftune.kernels import prebuild as pb
 from rooftune.kernels.gemm import specialization_key
+from rooftune.kernels.harness import prebuild as pb
 
 H200 = load_profile("h200")
 H200_PROFILE = "h200"
@@ -179,7 +179,7 @@ def test_a_binary_over_the_gpus_shared_memory_is_a_failure_with_its_bytes(tmp_pa
 
     shapes = tmp_path / "shapes.json"
     shapes.write_text('[{"m": 16, "n": 64, "k": 64}]')
-    tiny = {**json.loads((Path(pb.__file__).parents[1] / "hwprofiles" / "h200.json").read_text()),
+    tiny = {**json.loads((Path(pb.__file__).parents[2] / "hwprofiles" / "h200.json").read_text()),
             "name": "tiny", "smem_per_block_bytes": 1024}
     profile = tmp_path / "tiny.json"
     profile.write_text(json.dumps(tiny))

@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from rooftune.kernels.timing import (
+from rooftune.kernels.harness.timing import (
     ClockSample,
     clock_moved,
     input_sets_needed,
@@ -67,8 +67,8 @@ def test_a_baseline_is_timed_but_does_not_set_the_pruning_pace():
 
 
 def test_a_capture_that_kills_the_context_names_its_launcher(monkeypatch):
-    from rooftune.kernels import timing
-    from rooftune.kernels.context import ContextLost
+    from rooftune.kernels.harness import timing
+    from rooftune.kernels.harness.context import ContextLost
 
     def faults(i):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -84,8 +84,8 @@ def test_a_graph_that_fails_its_warm_up_replay_is_named(monkeypatch):
     the pass, or, when it killed the CUDA context, a ContextLost that names it."""
     import torch
 
-    from rooftune.kernels import timing
-    from rooftune.kernels.context import ContextLost
+    from rooftune.kernels.harness import timing
+    from rooftune.kernels.harness.context import ContextLost
 
     class Graph:
         def __init__(self, error=None):
@@ -156,7 +156,7 @@ def test_input_sets_and_launch_counts():
 def test_time_candidates_on_gpu_orders_matmuls_by_size():
     import torch
 
-    from rooftune.kernels.timing import time_candidates
+    from rooftune.kernels.harness.timing import time_candidates
 
     sizes = {"small": 1024, "large": 4096}
     mats = {k: [(torch.randn(s, s, device="cuda", dtype=torch.bfloat16),) * 2 for _ in range(2)]

@@ -7,12 +7,24 @@ import numpy as np
 import pytest
 
 from rooftune.candidates import (
-    ATTENTION_SPACE, GEMM_SPACE, AttentionShape, Config, configs_to_columns, legal_configs, parse_gemm_shape,
+    ATTENTION_SPACE,
+    GEMM_SPACE,
+    AttentionShape,
+    Config,
+    configs_to_columns,
+    legal_configs,
+    parse_gemm_shape,
 )
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import predict
 from rooftune.roofline.fit import (
-    FitShape, PickSettings, RidgeSettings, fit_coefficients, fit_pick, make_residual, prepare,
+    FitShape,
+    PickSettings,
+    RidgeSettings,
+    fit_coefficients,
+    fit_pick,
+    make_residual,
+    prepare,
 )
 from rooftune.roofline.residual import (
     ATTENTION_FEATURES_VERSION,

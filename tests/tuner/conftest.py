@@ -6,7 +6,7 @@ import zlib
 import pytest
 
 from rooftune.candidates import Trial, configs_to_columns, kernel_of, legal_configs
-from rooftune.eval.records import ShapeRecords
+from rooftune.candidates.records import ShapeRecords
 from rooftune.roofline import predict
 
 

@@ -5,7 +5,7 @@ import importlib
 import pytest
 import typer
 
-from rooftune.tuner import args
+from rooftune.tuner.cli import args
 
 
 def test_every_mapped_error_exists_and_only_input_errors_exit_2():

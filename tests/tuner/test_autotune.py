@@ -15,11 +15,11 @@ import rooftune
 from rooftune.candidates import Config, GemmShape, kernel_spec
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.autotune import OrderedAutotuner
-from rooftune.tuner.autotune import autotune_cache_path, gemm_shape, model_order, rooftune_config
-from rooftune.tuner.strategies import corrected_prior
+from rooftune.tuner.pytorch.autotune import autotune_cache_path, gemm_shape, model_order, rooftune_config
+from rooftune.tuner.search.strategies import corrected_prior
 from rooftune.tuner.tune import shipped_residual
 
-PROFILE = load_profile("h200")  # the interpreter's profile (tuner/ops.py INTERPRETER_PROFILE)
+PROFILE = load_profile("h200")  # the interpreter's profile (tuner/pytorch/ops.py INTERPRETER_PROFILE)
 M, N, K = 64, 96, 80
 SHAPE = GemmShape(M, N, K, layout="nk", dtype="fp16")  # B = an nn.Linear weight's transpose
 SMALL = [triton.Config({"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g}, num_warps=w,

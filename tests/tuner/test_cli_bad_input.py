@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
 # The committed held-out GEMM data of the current space.

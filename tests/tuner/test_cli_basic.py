@@ -1,6 +1,6 @@
 from typer.testing import CliRunner
 
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
 
@@ -40,7 +40,7 @@ def test_version():
     from typer.testing import CliRunner
 
     from rooftune import __version__
-    from rooftune.tuner.cli import app
+    from rooftune.tuner.cli.app import app
 
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"rooftune {__version__}"

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from rooftune.tuner import cli
+from rooftune.tuner.cli import app as cli
 
 
 def _run(monkeypatch, code, cuda_initialized):

@@ -7,7 +7,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
 
@@ -25,7 +25,7 @@ KERNELS = {"gemm": ("sweep_gemm", [{"m": 1, "n": 64, "k": 64}]), "attention": ("
 
 
 def test_help_lists_gpu_commands_without_importing_torch():
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom rooftune.tuner.cli import app\n"
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom rooftune.tuner.cli.app import app\n"
             "out = ''.join(CliRunner().invoke(app, [*c.split(), '--help']).output for c in ('hwprobe', 'sweep gemm'))\n"
             "assert '--sms' in out and '--max-minutes' in out and '--backfill-extras' in out, out\n"
             "print('torch' in sys.modules, 'triton' in sys.modules)")
@@ -221,7 +221,7 @@ def test_sweep_rejects_bad_shard_and_gpus(tmp_path, monkeypatch):
 
 def test_the_live_commands_default_to_the_profile_of_the_gpu_the_driver_names(monkeypatch, tmp_path):
     from rooftune.hwprofiles import hwprobe
-    from rooftune.tuner import args
+    from rooftune.tuner.cli import args
 
     monkeypatch.delenv("ROOFTUNE_PROFILE", raising=False)
     names = {"name": "NVIDIA A100-SXM4-80GB"}

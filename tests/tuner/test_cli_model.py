@@ -6,8 +6,8 @@ import json
 from typer.testing import CliRunner
 
 from rooftune.candidates.baselines import TUTORIAL_GEMM
-from rooftune.tuner.cli import app
-from rooftune.tuner.strategies import STATIC_ATTENTION
+from rooftune.tuner.cli.app import app
+from rooftune.tuner.search.strategies import STATIC_ATTENTION
 
 runner = CliRunner()
 # The tutorial's configs (the first, 128x256x64 w8 s3, fastest), a slow one and a compile failure.

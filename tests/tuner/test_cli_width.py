@@ -12,10 +12,10 @@ import typer.main
 from typer.testing import CliRunner
 
 from rooftune.candidates import AttentionShape, Config, kernel_of, legal_configs
-from rooftune.eval.dataset import ConfigResult, ShapeResult, write_manifest, write_shape
+from rooftune.eval.dataset import ShapeRecords, Trial, write_manifest, write_shape
 from rooftune.eval.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 
 REPO = Path(__file__).parents[2]
 HELDOUT = REPO / "datasets" / "h200" / "gemm" / "heldout"
@@ -55,11 +55,11 @@ def attention_dataset(tmp_path) -> Path:
         {"batch": 31, "heads": 16, "kv_heads": 2, "seq": 64, "head_dim": 64, "source": "random gqa8"}]))
     write_manifest(root, {"kernel": "attention", "shapes_file": "shapes.json"})
     configs = [Config.make(4, 2, BLOCK_M=bm, BLOCK_N=64, ORDER=1, TMA=1) for bm in (64, 128)]
-    write_shape(root, ShapeResult(AttentionShape(16, 64, 32768, 128, kv_heads=8), (
-        ConfigResult(configs[0], 123456.78, retime_us=123456.78, retime2_us=123500.0),
-        ConfigResult(configs[1], None, error="check: bad")), {"sdpa": 98765.43}))
-    write_shape(root, ShapeResult(AttentionShape(31, 16, 64, 64, kv_heads=2), (
-        ConfigResult(configs[0], 9.0),), {"sdpa": 18.0}))
+    write_shape(root, ShapeRecords(AttentionShape(16, 64, 32768, 128, kv_heads=8), (
+        Trial(configs[0], 123456.78, retime_us=123456.78, retime2_us=123500.0),
+        Trial(configs[1], None, error="check: bad")), {"sdpa": 98765.43}))
+    write_shape(root, ShapeRecords(AttentionShape(31, 16, 64, 64, kv_heads=2), (
+        Trial(configs[0], 9.0),), {"sdpa": 18.0}))
     return root
 
 
@@ -120,7 +120,7 @@ class FakeGpu:
 @pytest.fixture
 def fake_gpu(synthetic, monkeypatch):
     from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels import live
+    from rooftune.kernels.harness import live
 
     gpu = FakeGpu(synthetic)
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)

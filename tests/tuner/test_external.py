@@ -1,4 +1,4 @@
-"""The outside-library baselines (tuner/external.py): TPE and nvMatmulHeuristics where installed, and
+"""The outside-library baselines (tuner/search/external.py): TPE and nvMatmulHeuristics where installed, and
 nothing missing or failing where they are not."""
 
 import dataclasses
@@ -12,10 +12,15 @@ from typer.testing import CliRunner
 from rooftune.candidates import AttentionShape, GemmShape
 from rooftune.eval.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 from rooftune.tuner.evaluation import evaluate
-from rooftune.tuner.external import external_gemm_methods, nvmmh_configs, nvmmh_strategy, tpe_strategy
-from rooftune.tuner.strategies import gemm_eval_methods
+from rooftune.tuner.search.external import (
+    external_gemm_methods,
+    nvmmh_configs,
+    nvmmh_strategy,
+    tpe_strategy,
+)
+from rooftune.tuner.search.methods import gemm_eval_methods
 
 H200 = load_profile("h200")
 SHAPE = GemmShape(1024, 2048, 512)

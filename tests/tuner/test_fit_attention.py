@@ -9,13 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, AttentionShape, configs_to_columns, legal_configs
-from rooftune.eval.dataset import ConfigResult, ShapeResult, write_manifest, write_shape
+from rooftune.eval.dataset import ShapeRecords, Trial, write_manifest, write_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import predict
 from rooftune.roofline.fit import RidgeSettings
 from rooftune.roofline.residual import ATTENTION_FEATURES_VERSION, read_residual
 from rooftune.tuner import fitting
-from rooftune.tuner.search import SearchSettings
+from rooftune.tuner.search.gp import SearchSettings
 
 from .conftest import factor
 
@@ -33,8 +33,8 @@ def _dataset(root, shapes_file: str):
     for shape in SHAPES:
         configs = legal_configs(ATTENTION_SPACE, shape, PROFILE).configs
         predicted = predict(shape, configs_to_columns(configs), PROFILE).time_us
-        rows = tuple(ConfigResult(c, float(t) * factor(c) * (0.9 if c["ORDER"] == 3 else 1.0)) for c, t in zip(configs, predicted))
-        write_shape(root, ShapeResult(shape, rows, {"sdpa": float(np.min(predicted))}, {"space_version": ATTENTION_SPACE.version}))
+        rows = tuple(Trial(c, float(t) * factor(c) * (0.9 if c["ORDER"] == 3 else 1.0)) for c, t in zip(configs, predicted))
+        write_shape(root, ShapeRecords(shape, rows, {"sdpa": float(np.min(predicted))}, {"space_version": ATTENTION_SPACE.version}))
     return root
 
 
@@ -102,6 +102,6 @@ def test_without_a_residual_eval_attention_runs_the_model_and_the_tutorial_style
 
 
 def app():
-    from rooftune.tuner.cli import app
+    from rooftune.tuner.cli.app import app
 
     return app

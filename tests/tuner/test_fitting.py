@@ -11,8 +11,8 @@ from rooftune.hwprofiles import load_profile
 from rooftune.roofline.fit import RidgeSettings
 from rooftune.roofline.residual import read_residual
 from rooftune.tuner import fitting
-from rooftune.tuner.cli import app
-from rooftune.tuner.search import SearchSettings
+from rooftune.tuner.cli.app import app
+from rooftune.tuner.search.gp import SearchSettings
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN, HELDOUT = REPO / "datasets/h200/gemm/train", REPO / "datasets/h200/gemm/heldout"
@@ -84,7 +84,7 @@ def test_the_fits_prior_is_the_one_tune_ranks_by(synthetic):
 
     from rooftune.candidates import GemmShape
     from rooftune.roofline.fit import FitShape, make_residual, prepare
-    from rooftune.tuner.strategies import corrected_prior, zero_trial_pick
+    from rooftune.tuner.search.strategies import corrected_prior, zero_trial_pick
 
     shapes = [GemmShape(777, 2048, 3072), GemmShape(16, 14336, 4096, layout="nk")]
     records = [synthetic(s, PROFILE) for s in shapes]

@@ -3,11 +3,11 @@
 import json
 import subprocess
 
-from rooftune.eval.dataset import shape_id
-from rooftune.eval.records import ShapeRecords
 from rooftune.candidates import GEMM_SPACE, Trial, legal_configs, parse_gemm_shape
+from rooftune.candidates.records import ShapeRecords
+from rooftune.eval import livecheck
+from rooftune.eval.dataset import shape_id
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner import livecheck
 
 PROFILE = load_profile("h200")
 

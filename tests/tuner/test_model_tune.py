@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from rooftune.candidates import GemmShape
 from rooftune.eval.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner.cli import app
-from rooftune.tuner.model_shapes import load_model_config
-from rooftune.tuner.model_tables import (
+from rooftune.tuner.cli.app import app
+from rooftune.tuner.models.shapes import load_model_config
+from rooftune.tuner.models.tables import (
     config_from_vllm,
     report_dict,
     report_markdown,
@@ -21,7 +21,7 @@ from rooftune.tuner.model_tables import (
     vllm_tables,
     write_tables,
 )
-from rooftune.tuner.model_tune import NO_LEGAL_CONFIG, tune_model
+from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, tune_model
 
 runner = CliRunner()
 PROFILE = load_profile("h200")
@@ -76,7 +76,7 @@ def test_every_distinct_shape_is_tuned_once_and_totals_add_up(measurer, tmp_path
 
 
 def test_a_shape_without_a_legal_config_is_skipped_not_fatal(measurer, monkeypatch):
-    from rooftune.tuner import model_tune
+    from rooftune.tuner.models import tune as model_tune
 
     real = model_tune.legal_configs
     monkeypatch.setattr(model_tune, "legal_configs", lambda space, shape, profile: real(space, shape, profile)
@@ -118,7 +118,7 @@ def test_the_tables_are_vllms_format(measurer, tmp_path):
 
 def test_a_composite_winner_is_written_as_the_fastest_measured_tile_the_format_names():
     from rooftune.candidates import Config, Trial
-    from rooftune.tuner.model_tables import table_config
+    from rooftune.tuner.models.tables import table_config
     from rooftune.tuner.tune import TuneResult
 
     def cfg(bn, bn2, w=4):
@@ -156,7 +156,7 @@ def test_the_report(measurer):
 
 def test_cli_tune_model_end_to_end(tmp_path, monkeypatch, measurer):
     from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels import live
+    from rooftune.kernels.harness import live
 
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
     monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
@@ -183,7 +183,7 @@ def test_cli_tune_model_end_to_end(tmp_path, monkeypatch, measurer):
     (["--config", "llama-3-8b", "--budget", "0"], "must be at least 1"),
 ])
 def test_cli_bad_input_exits_2_before_the_gpu(args, words, monkeypatch):
-    from rooftune.kernels import live
+    from rooftune.kernels.harness import live
 
     monkeypatch.setattr(live, "live_measurer", lambda *a, **kw: pytest.fail("measured"))
     result = runner.invoke(app, ["tune", "model", *args, "--cache", "none"])
@@ -197,7 +197,7 @@ def test_the_committed_model_tables_name_the_committed_tunes():
     from pathlib import Path
 
     from rooftune.candidates.kernels import kernel_of
-    from rooftune.tuner.model_tables import table_config, vllm_config
+    from rooftune.tuner.models.tables import table_config, vllm_config
     from rooftune.tuner.tune import cached_result, shipped_residual, tune_key
 
     root = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "models"

@@ -13,11 +13,12 @@ from rooftune.candidates import GemmShape, Trial, kernel_of, legal_configs
 from rooftune.hwprofiles import ProfileError, load_profile
 from rooftune.hwprofiles.gpus import SHIPPED_BY_GPU_NAME, shipped_profile_name
 from rooftune.kernels import gemm as kgemm
-from rooftune.kernels.check import relative_error
-from rooftune.tuner import ops, tune
-from rooftune.tuner.strategies import zero_trial_pick
+from rooftune.kernels.harness.check import relative_error
+from rooftune.tuner import tune
+from rooftune.tuner.pytorch import ops
+from rooftune.tuner.search.strategies import zero_trial_pick
 
-PROFILE = load_profile("h200")  # the interpreter's profile (tuner/ops.py INTERPRETER_PROFILE)
+PROFILE = load_profile("h200")  # the interpreter's profile (tuner/pytorch/ops.py INTERPRETER_PROFILE)
 SHAPE = GemmShape(33, 65, 47, layout="kn", dtype="fp16")
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 

@@ -8,10 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import GemmShape
-from rooftune.candidates.results import ConfigResult, ShapeResult
+from rooftune.candidates.records import ShapeRecords, Trial
 from rooftune.eval.dataset import write_manifest, write_shape
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
 H200 = load_profile("h200")
@@ -30,7 +30,7 @@ def recorded(tmp_path, synthetic):
     write_manifest(root, {"kernel": "gemm", "shapes_file": "shapes.json", "gpu_profile": H200.name})
     for shape, _, cublas_us in SHAPES:
         records = synthetic(shape, H200)
-        write_shape(root, ShapeResult(shape, tuple(ConfigResult(t.config, t.time_us) for t in records.trials),
+        write_shape(root, ShapeRecords(shape, tuple(Trial(t.config, t.time_us) for t in records.trials),
                                       {"cublas": cublas_us}))
     return root
 
@@ -77,7 +77,7 @@ def test_explain_plot_of_a_shape_the_data_lacks(recorded, tmp_path):
 def test_evaluate_returns_each_runs_per_shape_scores(recorded):
     from rooftune.eval.readers import load_records
     from rooftune.tuner.evaluation import evaluate
-    from rooftune.tuner.strategies import model_order, random_order
+    from rooftune.tuner.search.strategies import model_order, random_order
 
     records = load_records(recorded)
     summary = evaluate(records, 3, H200, {"model": model_order, "random": [random_order(s) for s in range(3)]})
@@ -108,7 +108,7 @@ def test_eval_json_stays_compact_with_plot(recorded, tmp_path):
 
 def test_plot_functions_take_plain_data(tmp_path):
     pytest.importorskip("matplotlib")
-    from rooftune.tuner import plots
+    from rooftune.tuner.cli import plots
 
     plots.eval_cdf({"a": [[1.0, 0.99, 0.4]], "b": [[0.9, 1.02], [0.95, 0.97]], "none": []}, tmp_path / "c.png",
                    title="t", labels={"a": "0.797"})

@@ -7,8 +7,8 @@ import pytest
 
 from rooftune.candidates import GEMM_SPACE, Config, Trial, legal_configs, parse_gemm_shape
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner.search import Belief, SearchSettings, config_embedding, next_round, search
-from rooftune.tuner.strategies import corrected_prior
+from rooftune.tuner.search.gp import Belief, SearchSettings, config_embedding, next_round, search
+from rooftune.tuner.search.strategies import corrected_prior
 
 PROFILE = load_profile("h200")
 SHAPE = parse_gemm_shape("1024x1024x4096")

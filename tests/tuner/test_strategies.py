@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rooftune.tuner.strategies import shown_us
+from rooftune.tuner.search.strategies import shown_us
 
 
 def test_shown_predictions_keep_the_models_scale_and_the_residuals_order():

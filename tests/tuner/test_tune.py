@@ -8,10 +8,9 @@ from typer.testing import CliRunner
 from rooftune.candidates import GEMM_SPACE, legal_configs, parse_gemm_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner import tune
-from rooftune.tuner.cli import app
+from rooftune.tuner.cli.app import app
 from rooftune.tuner.evaluation import replay_shape
-from rooftune.tuner.strategies import model_order, rooftune_strategy, zero_trial_pick
-
+from rooftune.tuner.search.strategies import model_order, rooftune_strategy, zero_trial_pick
 
 runner = CliRunner()
 PROFILE = load_profile("h200")
@@ -57,7 +56,7 @@ def test_budget_one_is_the_zero_trial_pick(records, counting):
 
 def test_a_residuals_pick_correction_chooses_the_first_trial_only(records, counting):
     from rooftune.roofline.fit import make_residual
-    from rooftune.tuner.strategies import corrected_prior
+    from rooftune.tuner.search.strategies import corrected_prior
 
     configs = legal_configs(GEMM_SPACE, SHAPE, PROFILE).configs
     # Ranked alone the search would start with 8 warps; the pick's change rules them out.
@@ -130,8 +129,8 @@ def test_corrupt_cache_names_the_file(tmp_path, records, counting):
 def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, counting):
     import contextlib
 
-    from rooftune.kernels import live
     from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels.harness import live
 
     m = counting(records)
     m.compile_s = 0.0
@@ -184,7 +183,7 @@ def test_tune_help_does_not_import_torch():
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "rooftune.tuner.cli", "tune", "gemm", "--help"],
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "rooftune.tuner.cli.app", "tune", "gemm", "--help"],
                          capture_output=True, text=True, check=True)
     assert "--budget" in run.stdout and "--cache" in run.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
@@ -195,7 +194,7 @@ def test_cli_tune_defaults_to_the_per_user_cache(tmp_path, monkeypatch, records,
     import contextlib
 
     from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels import live
+    from rooftune.kernels.harness import live
 
     m = counting(records)
     m.compile_s, m.baseline_us = 0.0, (lambda: None)

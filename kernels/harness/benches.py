@@ -1,0 +1,179 @@
+"""Per kernel, what measuring it on the GPU takes: inputs, launchers, the reference check, the baseline.
+
+The kernel's registry entry (candidates/kernels.py) is the GPU-free part (the sweep and the manifest
+read it); a bench (`GemmBench`, `AttentionBench`) is what `KernelMeasurer` (kernels/harness/measure.py) asks of
+the kernel while it measures:
+everything else (checking every config, the interleaved passes, the final re-timing, repeatability,
+clock ranges) is the same code for every kernel. torch and the Triton kernels are imported inside
+the benches, so this module loads without them.
+
+Baselines: GEMM is timed beside cuBLAS (`torch.mm`, key "cublas"); attention beside PyTorch's
+`scaled_dot_product_attention` with `is_causal` as the shape says and `enable_gqa` where kv_heads < heads
+(key "sdpa", whatever backend PyTorch picks: with torch 2.11 on an H200, cuDNN for bf16, the fastest
+backend there; datasets/h200/attention/NOTES.md). A shape's `baselines_us` and its meta's
+`<key>_first_us` (the screening pass) carry the key. A sweep also times the library's other routes
+beside them (`extra_baselines`): for attention, SDPA held to each backend that runs the shape
+("sdpa:cudnn", "sdpa:flash", "sdpa:efficient"; meta `baseline_errors` says why one is absent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Protocol
+
+from rooftune.candidates import KERNELS, AttentionShape, Config, GemmShape, KernelSpec
+from rooftune.candidates.shapes import DTYPE_BYTES
+
+Shape = GemmShape | AttentionShape
+
+
+class Bench(Protocol):
+    """The kernel-specific steps of a measurement. `module` is the Triton kernel's module, imported at
+    its first use (a live tune submits its first compiles before this process loads triton): its
+    `warmup` compiles for the CompilePool, its `specialization_key` groups shapes that share binaries."""
+
+    kernel: KernelSpec
+    module: ModuleType
+
+    def check(self, config: Config, shape: Shape, device: str, seed: int) -> str | None: ...
+
+    def bytes_per_set(self, shape: Shape) -> int: ...
+
+    def inputs(self, shape: Shape, device: str, seed: int) -> tuple: ...
+
+    def output(self, shape: Shape, device: str): ...
+
+    def launcher(self, config: Config, shape: Shape, inputs: list[tuple], out) -> Callable[[int], None]: ...
+
+    def baseline(self, shape: Shape, inputs: list[tuple], out) -> Callable[[int], None]: ...
+
+    def extra_baselines(self, shape: Shape, inputs: list[tuple], out) -> tuple[dict, dict]: ...
+
+
+class GemmBench:
+    """C = A @ B with kernels/gemm.py; baseline cuBLAS (`torch.mm` into the same output)."""
+
+    kernel = KERNELS["gemm"]
+
+    @property
+    def module(self) -> ModuleType:
+        from rooftune.kernels import gemm
+
+        return gemm
+
+    def check(self, config, shape, device, seed):
+        from rooftune.kernels.harness.check import check_gemm
+
+        return check_gemm(config, shape, shape.layout, device, seed)
+
+    def bytes_per_set(self, shape):
+        """A and B: dtype bytes · (M·K + K·N)."""
+        return DTYPE_BYTES[shape.dtype] * (shape.m * shape.k + shape.k * shape.n)
+
+    def inputs(self, shape, device, seed):
+        return self.module.make_inputs(shape, device, seed)
+
+    def output(self, shape, device):
+        import torch
+
+        return torch.empty(shape.m, shape.n, device=device, dtype=self.module.TORCH_DTYPES[shape.dtype])
+
+    def launcher(self, config, shape, inputs, out):
+        return self.module.make_launcher(config, shape.layout, inputs, out)
+
+    def baseline(self, shape, inputs, out):
+        import torch
+
+        operands = [(a, b.t() if shape.layout == "nk" else b) for a, b in inputs]
+        return lambda i: torch.mm(*operands[i % len(operands)], out=out)
+
+    def extra_baselines(self, shape, inputs, out):
+        return {}, {}
+
+
+# The SDPA backends an attention sweep times one at a time beside SDPA's own choice.
+SDPA_ROUTES = ("sdpa:cudnn", "sdpa:flash", "sdpa:efficient")
+
+
+class AttentionBench:
+    """softmax(Q Kᵀ / √d) V with kernels/attention.py; baseline PyTorch's SDPA (same scale and mask)."""
+
+    kernel = KERNELS["attention"]
+
+    @property
+    def module(self) -> ModuleType:
+        from rooftune.kernels import attention
+
+        return attention
+
+    def check(self, config, shape, device, seed):
+        from rooftune.kernels.harness.check import check_attention
+
+        return check_attention(config, shape, device, seed)
+
+    def bytes_per_set(self, shape):
+        """Q, K and V: dtype bytes · batch·(heads + 2·kv_heads)·seq·head_dim."""
+        return (DTYPE_BYTES[shape.dtype] * shape.batch * (shape.heads + 2 * shape.kv_heads) * shape.seq
+                * shape.head_dim)
+
+    def inputs(self, shape, device, seed):
+        return self.module.make_inputs(shape, device, seed)
+
+    def output(self, shape, device):
+        import torch
+
+        dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
+        return torch.empty(dims, device=device, dtype=self.module.TORCH_DTYPES[shape.dtype])
+
+    def launcher(self, config, shape, inputs, out):
+        return self.module.make_launcher(config, shape, inputs, out)
+
+    def baseline(self, shape, inputs, out):
+        # SDPA has no out= argument: it allocates its output, which a CUDA graph capture serves from
+        # the graph's private pool, so the launch still neither syncs nor allocates at replay.
+        from torch.nn.functional import scaled_dot_product_attention
+
+        gqa = shape.kv_heads != shape.heads
+        return lambda i: scaled_dot_product_attention(*inputs[i % len(inputs)], is_causal=shape.causal,
+                                                      enable_gqa=gqa)
+
+    def extra_baselines(self, shape, inputs, out):
+        """({"sdpa:<backend>": launcher} for each SDPA backend that runs the shape and agrees with SDPA's
+        own choice, {"sdpa:<backend>": why not} for the others)."""
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+                    "efficient": SDPBackend.EFFICIENT_ATTENTION}
+        routes = {key: backends[key.split(":")[1]] for key in SDPA_ROUTES}
+        default = self.baseline(shape, inputs, out)
+
+        def held_to(backend):
+            def launch(i: int) -> None:
+                with sdpa_kernel([backend]):
+                    default(i)
+            return launch
+
+        launchers, errors = {}, {}
+        with torch.no_grad():
+            want = default(0).float()
+            for key, backend in routes.items():
+                try:
+                    with sdpa_kernel([backend]):
+                        got = default(0).float()
+                    if got.is_cuda:
+                        torch.cuda.synchronize()
+                except Exception as exc:  # a backend that refuses the shape is a finding, not a failure
+                    errors[key] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+                    continue
+                rel = ((got - want).norm() / want.norm().clamp_min(1e-30)).item()
+                if rel > 2e-2:
+                    errors[key] = f"differs from SDPA's choice: rel err {rel:.3g}"
+                    continue
+                launchers[key] = held_to(backend)
+        return launchers, errors
+
+
+# The GPU side of each registered kernel, by its registry name.
+BENCHES: dict[str, Callable[[], Bench]] = {"gemm": GemmBench, "attention": AttentionBench}

@@ -1,0 +1,273 @@
+"""Parallel pre-compilation: every candidate compiled once, on all CPU cores, before any is timed.
+
+Compiling is CPU work (Triton -> PTX -> cubin) and lands in Triton's on-disk cache, so compiling in
+spawned worker processes and then launching in the parent costs the parent only a cache load. A
+config that fails to compile (e.g. out of resources) is recorded with its error string, never
+fatal; when a worker dies, the configs in flight run again one at a time, so the crash names its culprit.
+Compile seconds are reported separately from run time.
+
+A `CompilePool` keeps its spawn workers for the life of a sweep: starting one (interpreter, torch,
+triton and a CUDA context in each worker) costs seconds, and a sweep compiles dozens of batches. A
+batch may get a timeout: configs unfinished by then (a hung worker) are recorded as
+"compile timeout" and the workers are killed, so the next batch starts a fresh pool. Workers exit
+on their own when the process that started them dies (`_watch_parent`): a sweep killed by a signal
+leaves none behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent.futures.process import BrokenProcessPool
+
+from rooftune.hwprofiles import hwprobe
+from rooftune.kernels.harness.context import error_text
+
+# warmup(shape, config, device) -> compile seconds; a module-level function (picklable by reference)
+Warmup = Callable[..., float]
+CompileResult = float | str  # seconds, or the error
+TIMEOUT = "compile timeout"
+DIED = "worker process died while compiling"
+
+
+class CompileStalled(RuntimeError):
+    """No job of a batch finished before its timeout: the pool, not one config, is stuck."""
+
+
+def _compile_one(warmup: Warmup, shape, config, device: str) -> CompileResult:
+    started = time.perf_counter()
+    try:
+        seconds = warmup(shape, config, device)
+    except Exception as exc:
+        return error_text(exc)
+    return float(seconds) if seconds is not None else time.perf_counter() - started
+
+
+def _load_module(name: str) -> None:
+    """Import `name` in a worker (the kernel module: torch, triton and the kernel's source)."""
+
+    importlib.import_module(name)
+
+
+def _warmup_of(module: str, shape, config, device: str) -> float:
+    return importlib.import_module(module).warmup(shape, config, device)
+
+
+def warmup_by_name(module: str) -> Warmup:
+    """`module`'s `warmup`, referred to by name: a pool can start (and its workers import the kernel)
+    before this process has imported torch or triton."""
+
+    warmup = functools.partial(_warmup_of, module)
+    warmup.__module__ = module  # what `start` loads in each worker
+    return warmup
+
+
+def _offline_warmup_of(module: str, arch: int, shape, config, device: str) -> float:
+    """`module.compile_kernels(shape, config)` for compute capability `arch` with no CUDA context
+    (kernels/harness/offline.py): the binary lands in Triton's cache under the key that a
+    launch on such a GPU looks up, and the worker neither creates a context nor takes GPU memory."""
+
+    from rooftune.kernels.harness.offline import offline_target
+
+    kernels = importlib.import_module(module)
+    started = time.perf_counter()
+    with offline_target(arch):
+        kernels.compile_kernels(shape, config)
+    return time.perf_counter() - started
+
+
+def offline_warmup_by_name(module: str, arch: int) -> Warmup:
+    """Like `warmup_by_name`, compiling for `arch` (e.g. 90) without a GPU context in the workers, and
+    without torch there (`_forgo_torch`)."""
+
+    warmup = functools.partial(_offline_warmup_of, module, arch)
+    warmup.__module__ = module
+    warmup.needs_torch = False
+    return warmup
+
+
+def _forgo_torch() -> None:
+    """Start a worker whose warmup needs no torch (an offline one: Triton's MockTensors and dtypes).
+    Triton's argument specializer imports torch on its first call, only to recognise torch.Tensor
+    arguments, and goes on without it where that import fails (python/src/specialize.cc, init_globals):
+    a worker would otherwise load torch on its first compile, seconds of CPU in every worker while the
+    parent is starting CUDA. The binaries and their cache keys are the same either way."""
+    sys.modules.setdefault("torch", None)  # `import torch` now raises ImportError in this worker
+
+
+# How often a worker checks that the process that started it is still alive.
+PARENT_WATCH_S = 0.5
+
+
+def _watch_parent(interval_s: float = PARENT_WATCH_S) -> None:
+    """Exit this worker once the process that started it is gone. A parent ended by a signal (`timeout`'s
+    SIGTERM, a scheduler's) never closes its pool, and its workers would otherwise go on: compiling what
+    was queued, then waiting on a pipe nobody writes, each holding its memory (and, where the warmup loads
+    torch, a CUDA context). Orphans are re-parented, so a changed parent pid means the parent died."""
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="rooftune-parent-watch", daemon=True).start()
+
+
+def _init_worker(forgo_torch: bool) -> None:
+    """Each pool worker's start: watch the parent; and without torch where the warmup needs none."""
+    _watch_parent()
+    if forgo_torch:
+        _forgo_torch()
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity mask under taskset or a container's cpuset), else
+    the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class CompilePool:
+    """`warmup` in a spawn pool of `workers` processes (default `usable_cpus()`; 0 = in this process),
+    kept across `compile` calls until `close` (or the end of a `with` block)."""
+
+    def __init__(self, warmup: Warmup, *, workers: int | None = None, device: str = "cuda"):
+        self.warmup, self.device = warmup, device
+        self.workers = usable_cpus() if workers is None else workers
+        self._pool: ProcessPoolExecutor | None = None
+        self.pools_started = 0
+
+    def __enter__(self) -> CompilePool:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(kill=exc_type is not None)  # leaving on an error: a worker may be mid-compile
+
+    def close(self, kill: bool = False) -> None:
+        if kill:
+            self._kill()
+        elif self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _kill(self) -> None:
+        """Stop the workers now, even one stuck in a compile (shutdown alone would wait for it)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for process in list((pool._processes or {}).values()):  # no public way before Python 3.14
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:  # workers start on demand, up to `workers`, and stay
+            context = multiprocessing.get_context("spawn")
+            forgo_torch = not getattr(self.warmup, "needs_torch", True)
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_init_worker,
+                                             initargs=(forgo_torch,))
+            self.pools_started += 1
+        return self._pool
+
+    def start(self, workers: int | None = None) -> None:
+        """Spawn up to `workers` worker processes now and load the kernel's module in each, without
+        waiting: a caller with start-up work of its own (a CUDA context) overlaps the two."""
+        if self.workers == 0:
+            return
+        pool = self._executor()
+        for _ in range(min(workers or self.workers, self.workers)):
+            pool.submit(_load_module, self.warmup.__module__)
+
+    def submit(self, shape, config) -> Future:
+        """Compile one config in the background (a Future of seconds or the error text), e.g. configs a
+        search is likely to ask for next. A worker crash surfaces as BrokenProcessPool from the Future."""
+        if self.workers == 0:
+            done: Future = Future()
+            done.set_result(_compile_one(self.warmup, shape, config, self.device))
+            return done
+        return self._executor().submit(_compile_one, self.warmup, shape, config, self.device)
+
+    def compile(self, jobs: Sequence[tuple[object, Hashable]], *, timeout_s: float | None = None,
+                on_done: Callable[[int], None] | None = None) -> dict[Hashable, CompileResult]:
+        """Compile `jobs` (shape, config) pairs; returns config -> seconds or error string.
+        `timeout_s`: the batch's wall-clock limit (pool workers only); `on_done(k)` is called after
+        each finished job (for a progress bar). Raises CompileStalled when a batch of several jobs
+        times out with none finished."""
+        results: dict[Hashable, CompileResult] = {}
+        pending = list(jobs)
+        if self.workers == 0:
+            for shape, config in pending:
+                results[config] = _compile_one(self.warmup, shape, config, self.device)
+                if on_done:
+                    on_done(1)
+            return results
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        # A dying worker breaks the whole pool, so every job in flight fails with it. After such a
+        # crash the failed jobs run one at a time, each alone in its pool: a crash then names its culprit.
+        one_at_a_time = False
+        while pending:
+            batch, rest = (pending[:1], pending[1:]) if one_at_a_time else (pending, [])
+            crashed = []
+            pool = self._executor()
+            futures = {pool.submit(_compile_one, self.warmup, shape, config, self.device): (shape, config)
+                       for shape, config in batch}
+            left_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                for future in as_completed(futures, left_s):
+                    shape, config = futures[future]
+                    try:
+                        results[config] = future.result()
+                    except BrokenProcessPool:
+                        crashed.append((shape, config))
+                        continue
+                    except Exception as exc:  # e.g. the result could not be pickled back
+                        results[config] = error_text(exc)
+                    if on_done:
+                        on_done(1)
+            except FuturesTimeout:
+                self._kill()
+                unfinished = [config for _, config in [*futures.values(), *rest] if config not in results]
+                if len(unfinished) == len(jobs) > 1:
+                    raise CompileStalled(f"no compile of a batch of {len(jobs)} finished in {timeout_s:.0f} s; "
+                                         "the compile workers look hung") from None
+                results.update((config, TIMEOUT) for config in unfinished)
+                if on_done:
+                    on_done(len(unfinished))
+                return results
+            if crashed:
+                self._kill()
+                if len(batch) == 1:  # alone in its pool: the culprit
+                    results[crashed[0][1]] = DIED
+                    if on_done:
+                        on_done(1)
+                    crashed = []
+                one_at_a_time = True
+            pending = crashed + rest
+        return results
+
+
+def gpu_pool(module: str, workers: int | None = None) -> CompilePool:
+    """A CompilePool for `module`'s kernels on this machine's GPU, its workers already starting: they
+    compile for the compute capability NVML reports, without torch or a CUDA context of their own
+    (`offline_warmup_by_name`: quicker to start and to stop, no GPU memory), or with them where NVML
+    cannot tell (`warmup_by_name`). The caller loads torch and its CUDA context meanwhile. Raises
+    NoGpuError, before any worker starts, where neither NVML nor CUDA sees a GPU."""
+
+    capability = hwprobe.nvml_compute_capability()  # None: no GPU, or NVML cannot tell
+    if capability is None and not hwprobe.gpu_visible():
+        hwprobe.require_cuda()  # the clear error
+    warmup = offline_warmup_by_name(module, 10 * capability[0] + capability[1]) if capability else warmup_by_name(module)
+    pool = CompilePool(warmup, workers=workers)
+    pool.start()
+    return pool

@@ -1,0 +1,293 @@
+"""Turning command-line strings into shapes, profiles and paths, and errors into exit codes, for every command."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rooftune.candidates import parse_attention_shape, parse_gemm_shape
+from rooftune.eval.readers import recorded_device
+from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, load_profile, profiles_fitting
+from rooftune.hwprofiles.gpus import shipped_profile_name
+from rooftune.roofline.residual import ResidualError, load_residual, read_residual
+
+# The CLI's one map from an exception to an exit code, as (module, class, code). `cli_errors` looks a
+# class up only when its module is already imported (an instance of it implies so), so mapping an
+# error never imports torch. 2: bad input, or no GPU for a GPU command (the user's to fix);
+# 1: tuning found no working config, or a GPU's sweep worker died with no error to pass on;
+# 3: a config killed the CUDA context (quarantined: run again) or the compile workers hung;
+# 4: the context died under no single config (a rerun would repeat it).
+# Any other exception, a plain ValueError included, is a bug: it propagates with its traceback
+# (exit 1) and is never reported as bad input.
+EXIT_CODES = (
+    ("rooftune.candidates.shapes", "ShapeError", 2),
+    ("rooftune.candidates.shapes", "ShapeListError", 2),
+    ("rooftune.candidates.config", "ConfigError", 2),
+    ("rooftune.hwprofiles.profile", "ProfileError", 2),
+    ("rooftune.hwprofiles.hwprobe", "NoGpuError", 2),
+    ("rooftune.hwprofiles.hwprobe", "PartitionError", 2),
+    ("rooftune.eval.dataset", "DatasetError", 2),
+    ("rooftune.eval.readers", "DatasetFormatError", 2),
+    ("rooftune.tuner.tune", "TuneCacheError", 2),
+    ("rooftune.roofline.residual", "ResidualError", 2),
+    ("rooftune.tuner.fitting", "HeldOutError", 2),
+    ("rooftune.tuner.cli.args", "ArgumentError", 2),
+    ("rooftune.tuner.models.shapes", "ModelConfigError", 2),
+    ("rooftune.tuner.models.tables", "TableError", 2),
+    ("rooftune.tuner.tune", "TuneError", 1),
+    ("rooftune.eval.gpus", "WorkerError", 1),
+    ("rooftune.eval.quarantine", "ContextQuarantined", 3),
+    ("rooftune.kernels.harness.context", "ContextLost", 3),
+    ("rooftune.kernels.harness.compile_pool", "CompileStalled", 3),
+    ("rooftune.eval.quarantine", "ContextLostUnattributed", 4),
+)
+
+
+class ArgumentError(ValueError):
+    """A command-line value the command cannot use: an option out of range, an unwritable output path."""
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a clear error on stderr and exit with `code` (2: bad input), for every CLI command."""
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(code=code)
+
+
+def warn(message: str) -> None:
+    """Print a warning on stderr; the command goes on."""
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}")
+
+
+DEFAULT_GPU = "h200"
+
+
+def describe_device(device: dict) -> str:
+    """A dataset's GPU as its data say (eval/readers.py `recorded_device`)."""
+    if "name" in device:
+        return device["name"]
+    major, minor = device["compute_capability"]
+    return f"a GPU of compute capability {major}.{minor} with {device['smem_per_block_bytes']} bytes of shared memory per block"
+
+
+def gpu_of_data(data, device: dict | None, *, strict: bool = False) -> str:
+    """--gpu left out: the one shipped profile that fits the data's GPU; where several fit, DEFAULT_GPU if it
+    is one of them (else the first), with a warning; where the data say nothing, DEFAULT_GPU. Where the data
+    name a GPU no shipped profile fits: DEFAULT_GPU with a warning, or with `strict` an ArgumentError."""
+
+    fitting = profiles_fitting(device) if device is not None else []
+    if len(fitting) == 1:
+        return fitting[0]
+    if fitting:
+        chosen = DEFAULT_GPU if DEFAULT_GPU in fitting else fitting[0]
+        warn(f"{data} was recorded on {describe_device(device)}, which the profiles {', '.join(fitting)} all fit; "
+             f"using {chosen} (--gpu chooses)")
+        return chosen
+    if device is not None:
+        unknown = f"no shipped profile fits {data}'s GPU ({describe_device(device)})"
+        if strict:
+            raise ArgumentError(f"{unknown}: pass --gpu with the profile JSON it was recorded with")
+        warn(f"{unknown}; using {DEFAULT_GPU} (--gpu takes a profile JSON: `rooftune hwprobe` writes one)")
+    return DEFAULT_GPU
+
+
+def data_profile(gpu: str | None, data, *, strict: bool = False, verb: str = "scoring"):
+    """The profile of a command that reads recorded data (eval, fit): --gpu's, warned where the data say
+    their GPU was another (eval/readers.py `recorded_device`), else `gpu_of_data`'s."""
+
+    device = recorded_device(data)
+    if gpu is None:
+        return load_gpu(gpu_of_data(data, device, strict=strict))
+    profile = load_gpu(gpu)
+    if device is not None and not fits_device(profile, device):
+        warn(f"--gpu {gpu} is {profile.name}, but {data} was recorded on {describe_device(device)}; "
+             f"{verb} with {gpu}'s model")
+    return profile
+
+
+def gpu_of_this_machine() -> str:
+    """`--gpu` left out of a command that runs on this machine's GPU (tune, sweep): $ROOFTUNE_PROFILE where
+    set (as rooftune's PyTorch ops), else the shipped profile of the GPU NVML names (hwprofiles/gpus.py),
+    else DEFAULT_GPU where no GPU is visible (a cache hit needs none; the rest says there is no GPU).
+    ArgumentError for a GPU no shipped profile describes: `rooftune hwprobe` profiles it."""
+
+    if os.environ.get("ROOFTUNE_PROFILE"):
+        return os.environ["ROOFTUNE_PROFILE"]
+    name = hwprobe.nvml_gpu_name()
+    if name is None:
+        return DEFAULT_GPU
+    try:
+        return shipped_profile_name(name)
+    except ProfileError as exc:
+        raise ArgumentError(f"{exc}; or pass --gpu with a profile's name or JSON path") from None
+
+
+def check_this_gpu(profile, gpu: str) -> None:
+    """Warn where an explicit --gpu is not a profile of the GPU NVML sees (its legality and model are used).
+    A profile of an SM partition of this GPU (`rooftune hwprobe --sms N`: "NVIDIA H200 (66 SMs)") is one."""
+
+    name = hwprobe.nvml_gpu_name()
+    if name is not None and not profile.name.startswith(name.strip()):
+        warn(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: legality and the model follow --gpu")
+
+
+def live_gpu(gpu: str | None):
+    """The profile of a command that runs on this machine's GPU: --gpu's (warned where NVML names another
+    GPU), else `gpu_of_this_machine`'s."""
+    if gpu is None:
+        return load_gpu(gpu_of_this_machine())
+    profile = load_gpu(gpu)
+    check_this_gpu(profile, gpu)
+    return profile
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code EXIT_CODES gives `exc`, or None (a bug, not the user's to fix)."""
+    for module, name, code in EXIT_CODES:
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, getattr(loaded, name)):
+            return code
+    return None
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Run a command body (or decorate a command) so that a mapped error is printed as `error: ...`
+    and exits with its code, without a traceback; anything else propagates."""
+    try:
+        yield
+    except Exception as exc:
+        code = exit_code(exc)
+        if code is None:
+            raise
+        fail(str(exc), code)
+
+
+# The helpers below exit through `cli_errors` themselves, so a command that calls them reports bad
+# input the same way whether or not its own body runs under `cli_errors`.
+
+
+@cli_errors()
+def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16"):
+    """GemmShape for 'gemm' (MxNxK), AttentionShape for 'attention' (BxHxSxD); exits on bad input."""
+
+    parsers = {"gemm": lambda: parse_gemm_shape(text, layout=layout, dtype=dtype),
+               "attention": lambda: parse_attention_shape(text, dtype=dtype)}
+    if kernel not in parsers:
+        raise ArgumentError(f"unknown kernel {kernel!r}; expected {' or '.join(parsers)}")
+    return parsers[kernel]()
+
+
+@cli_errors()
+def parse_counts(text: str, option: str, least: int = 1) -> list[int]:
+    """'1,8,64' -> [1, 8, 64]: integers of at least `least` (1; 0 for GPU numbers), comma-separated,
+    each once; exits on bad input."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and int(p) >= least for p in parts):
+        kind = "positive integers" if least == 1 else f"integers from {least} up"
+        raise ArgumentError(f"{option} must be {kind} separated by commas, got {text!r}")
+    counts = [int(p) for p in parts]
+    if len(set(counts)) != len(counts):
+        raise ArgumentError(f"{option} names a value twice: {text!r}")
+    return counts
+
+
+@cli_errors()
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """--shard 'I/N' -> (I, N): shard I (0 .. N-1) of N; None when not given; exits on bad input."""
+    if text is None:
+        return None
+    index, slash, count = str(text).strip().partition("/")
+    if not (slash and index.strip().isdigit() and count.strip().isdigit()):
+        raise ArgumentError(f"--shard must be I/N (shard I of N, counted from 0, e.g. 0/2), got {text!r}")
+    index, count = int(index), int(count)
+    if not 0 <= index < count:
+        raise ArgumentError(f"--shard {text}: I must be between 0 and N-1 = {count - 1}" if count
+                            else f"--shard {text}: N must be at least 1")
+    return index, count
+
+
+@cli_errors()
+def load_gpu(name_or_path: str):
+    """A shipped profile by name or a profile JSON by path; exits with the validation error."""
+
+    return load_profile(name_or_path)
+
+
+@cli_errors()
+def check_sms(sms: int | None, profile=None) -> None:
+    """--sms (an SM partition) must be None or 1 .. the profile's SM count (>= 1 without a profile)."""
+    if sms is None:
+        return
+    most = profile.sm_count if profile is not None else None
+    if sms < 1 or (most is not None and sms > most):
+        limit = f"between 1 and {most} ({profile.name})" if most is not None else "at least 1"
+        raise ArgumentError(f"--sms must be {limit}, got {sms}")
+
+
+@cli_errors()
+def check_output(path: str | os.PathLike | None, option: str, folder: bool = False) -> None:
+    """Before any work: `path` (a file, or a folder to create or resume with `folder`) can be written.
+    A file must not be a folder, and its folder must exist and be writable; a folder must not be a
+    file, and the nearest existing folder above it must be writable. None: the option was not given."""
+    if path is None:
+        return
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise ArgumentError(f"{option} {path}: exists and is not a folder")
+        parent = next((p for p in (path, *path.absolute().parents) if p.exists()), Path("/"))
+    else:
+        if path.is_dir():
+            raise ArgumentError(f"{option} {path}: is a folder; give a file name")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise ArgumentError(f"{option} {path}: file is not writable")
+        parent = path.absolute().parent
+        if not parent.exists():
+            raise ArgumentError(f"{option} {path}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise ArgumentError(f"{option} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ArgumentError(f"{option} {path}: folder {parent} is not writable")
+
+
+# Help texts that several commands share, so that one option reads the same everywhere. Help is rich
+# markup: a literal "[" before a lowercase letter is written "\\[".
+PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".\\[plot]"'
+RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
+                 "or a residual JSON's path")
+GPU_HELP = "a profile name (`rooftune hwprofiles`) or a profile JSON's path"
+SHAPE_HELP = {"gemm": "MxNxK: C[M,N] = A[M,K] @ B",
+              "attention": "BxHxSxD (batch, heads, seq, head_dim), or BxHxSxDxKV with KV key/value heads "
+                           "(grouped-query)"}
+LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
+
+
+def residual_option(kernel: str, profile, choice: str, space_version: str | None):
+    """'shipped': the residual fitted for `profile`'s GPU, if any, where it was fitted on the same space
+    as the data's (`space_version`; None: data of another kernel); 'none': the model alone; else a
+    path, used as given (it must be a residual of `kernel`)."""
+
+    if choice == "none":
+        return None
+    if choice != "shipped":
+        residual = read_residual(choice)
+        if residual.kernel != kernel:
+            raise ResidualError(f"{choice}: a residual for {residual.kernel}, not {kernel}")
+        return residual
+    residual = load_residual(kernel, profile)
+    if residual is not None and not residual.applies_to(space_version):
+        warn(f"the shipped residual for {profile.name} was fitted on rooftune's kernel over "
+             f"{residual.fit.get('space_version')}; these data are "
+             f"{space_version or 'of another kernel'}: the model alone (--residual PATH to use it anyway)")
+        return None
+    return residual

@@ -1,0 +1,122 @@
+"""Replay commands of the CLI: `rooftune eval gemm|attention`, every method through `tune` on recorded data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rooftune.candidates import AttentionShape, GemmShape, parse_config
+from rooftune.eval.readers import load_records
+from rooftune.tuner.cli.args import (
+    GPU_HELP,
+    PLOT_EXTRA,
+    RESIDUAL_HELP,
+    check_output,
+    cli_errors,
+    data_profile,
+    fail,
+    residual_option,
+    warn,
+)
+from rooftune.tuner.cli.plots import check_plot, eval_cdf
+from rooftune.tuner.evaluation import evaluate
+from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods
+
+eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
+
+
+@cli_errors()
+def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path | None, residual_choice: str = "shipped",
+          only: str | None = None, plot: Path | None = None) -> None:
+    """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
+    (and, with `plot`, each method's CDF of per-shape scores)."""
+
+
+    shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
+                                "attention": (AttentionShape, attention_eval_methods)}[kernel]
+    profile = data_profile(gpu, data)
+    check_output(json_out, "--json")
+    check_plot(plot)
+    records = load_records(data, kernel=kernel)
+    records = [r for r in records if isinstance(r.shape, shape_type)]
+    if not records:
+        fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
+    residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"))
+    static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
+    methods = eval_methods(records, residual=residual, static=static)
+    if only:
+        wanted = [m.strip() for m in only.split(",") if m.strip()]
+        unknown = [m for m in wanted if m not in methods]
+        if unknown:
+            fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
+        methods = {m: methods[m] for m in wanted}
+    if residual is not None and Path(str(residual.fit.get("data", ""))).resolve() == Path(data).resolve():
+        cv = residual.fit.get("cv", {}).get(str(budget))
+        warn(f"{data} is the residual's training data: the rooftune row is in-sample"
+             + (f"; cross-validated at {budget}: mean {cv['mean']:.3f}, p10 {cv['p10']:.3f}, worst-decile mean "
+                f"{cv['worst_decile_mean']:.3f}" if cv else ""))
+    summary = evaluate(records, budget, profile, methods)
+    scores = summary.pop("scores")  # per shape and run: for the picture, not the JSON
+    summary["residual"] = None if residual is None else {"profile": residual.profile, "fit": residual.fit.get("data")}
+    table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
+                        f"(score = best recorded / pick)")
+    for col in ("method", "mean", "p10", "worst-decile mean"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for method, s in summary["methods"].items():
+        table.add_row(method, f"{s['mean']:.3f}", f"{s['p10']:.3f}", f"{s['worst_decile_mean']:.3f}")
+    console = Console()
+    console.print(table)
+    console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {summary['spearman']:.3f}")
+    if json_out is not None:
+        json_out.write_text(json.dumps(summary, indent=2) + "\n")
+    if plot is not None:
+        runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
+        eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget}",
+                 labels={m: f"{s['mean']:.3f} / {s['worst_decile_mean']:.3f}{runs[m]}"
+                         for m, s in summary["methods"].items()})
+        console.print(f"wrote {plot}")
+
+
+_DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}"
+_BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape")
+_GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
+                    "profile that fits what the data say about their GPU, else h200)", show_default=False)
+_JSON = typer.Option(None, "--json", help="also write the summary as JSON to this file")
+_RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
+_METHODS = typer.Option(None, "--methods", help="comma-separated subset of the methods to replay (default: all "
+                        "that apply)")
+_PLOT = typer.Option(None, "--plot", help=f"also draw each method's CDF of per-shape scores to this image "
+                     f"({PLOT_EXTRA})")
+
+
+@eval_app.command("gemm", short_help="Score each method on recorded GEMM timings.")
+def eval_gemm(
+    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
+    budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
+    methods: str = _METHODS, plot: Path = _PLOT,
+) -> None:
+    """Replay each method through `tune` (the code `rooftune tune` runs) with the dataset's recorded
+    measurer: rooftune (model + residual + search: the product), model (model order), static (a list
+    learned on train), random (10 independent runs, each summarized, summaries averaged), tutorial."""
+    _eval("gemm", data, budget, gpu, json_out, residual, methods, plot)
+
+
+@eval_app.command("attention", short_help="The same on recorded causal-attention timings.")
+def eval_attention(
+    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("attention", "the H200 attention probe "
+                                                                    "(folder or its CSV)")),
+    budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
+    methods: str = _METHODS, plot: Path = _PLOT,
+) -> None:
+    """Score strategies against recorded attention timings: rooftune (model + residual, where one
+    applies, + search), model order, random, static (the list learned on train with the residual;
+    without one, the tutorial-style list)."""
+    _eval("attention", data, budget, gpu, json_out, residual, methods, plot)
+
+
+def register(app) -> None:
+    app.add_typer(eval_app, name="eval")

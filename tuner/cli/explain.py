@@ -1,0 +1,258 @@
+"""Model commands of the CLI: `rooftune explain gemm|attention`, the configs as rooftune ranks them and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rooftune import roofline
+from rooftune.candidates import (
+    SPACES,
+    Config,
+    ConfigError,
+    check_in_grid,
+    config_legality,
+    configs_to_columns,
+    kernel_of,
+    legal_configs,
+    parse_config,
+)
+from rooftune.eval.readers import load_records
+from rooftune.eval.replay import RecordedMeasurer
+from rooftune.roofline.occupancy import LIMITERS
+from rooftune.tuner.cli.args import (
+    DEFAULT_GPU,
+    GPU_HELP,
+    LAYOUT_HELP,
+    PLOT_EXTRA,
+    RESIDUAL_HELP,
+    SHAPE_HELP,
+    cli_errors,
+    fail,
+    load_gpu,
+    parse_shape,
+    residual_option,
+    warn,
+)
+from rooftune.tuner.cli.plots import check_plot, explain_scatter
+from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table
+from rooftune.tuner.search.strategies import centred, corrected_prior, rooftune_strategy, zero_trial_pick
+from rooftune.tuner.tune import TuneError, tune
+
+# The explain table's columns: all of them from WIDE_COLUMNS terminal columns on, else the ranking.
+FULL_COLUMNS = ("#", "config", "µs", "model µs", "resid ×", "bound", "dominant", "CTA/SM", "occ", "waves",
+                "wave eff", "pad eff", "wgmma")
+NARROW_COLUMNS = ("#", "config", "µs", "resid ×", "dominant", "CTA/SM")
+WIDE_COLUMNS = 150
+
+explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
+
+_SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "TMA": "tma", "PERSISTENT": "p", "FIXUP": "fx",
+          "num_warps": "w", "num_stages": "s"}
+_TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+_EXPLAIN_PLOT_HELP = ("also draw predicted vs recorded time over the shape's space, with the configs a 20-config "
+                      "search measures there, the zero-trial pick and the best marked, to this image ("
+                      + PLOT_EXTRA + "); needs --data")
+_EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooftune eval` reads) holding this shape"
+
+
+
+def config_label(config) -> str:
+    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'; a composite tile (BLOCK_N2 > 0) '128x256+64x64'."""
+    tile = "x".join(str(config[k]) + (f"+{config['BLOCK_N2']}" if k == "BLOCK_N" and config.get("BLOCK_N2") else "")
+                    for k in _TILE if k in config)
+    rest = " ".join(f"{_SHORT.get(k, k)}{v}" for k, v in config.items() if k not in _TILE and k != "BLOCK_N2")
+    return f"{tile} {rest}"
+
+
+def complete_config(space, legal: list, text: str):
+    """The config `text` names, its missing parameters filled in where `legal` (the shape's legal configs)
+    leaves each one value given the rest (e.g. TMA from the rows' alignment, FIXUP from M and SPLIT_K),
+    with what was filled in; a clear error where a missing parameter could take several values, or none."""
+
+    given = parse_config(text)
+    unknown = set(given.kernel_params()) - set(space.param_names)
+    missing = [n for n in space.param_names if n not in given.kernel_params()]
+    if unknown or not missing:
+        return parse_config(text, space.param_names), {}
+    fits = {tuple(c[n] for n in missing) for c in legal if all(c[k] == v for k, v in given.items())}
+    if len(fits) != 1:
+        options = "; ".join(", ".join(f"{n}={v}" for n, v in zip(missing, f)) for f in sorted(fits)[:6])
+        raise ConfigError(f"missing parameter(s) {', '.join(missing)}: "
+                          + (f"legal here with {options}; name one" if fits else
+                             "no legal config of this shape has the others as given; name them all"))
+    filled = dict(zip(missing, fits.pop()))
+    values = {**given.kernel_params(), **filled}
+    return Config(tuple((n, values[n]) for n in space.param_names), given.num_warps, given.num_stages), filled
+
+
+@cli_errors()
+def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
+             residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None) -> None:
+
+
+    space = SPACES[kernel]
+    shape = parse_shape(kernel, shape_text, layout, dtype)
+    profile = load_gpu(gpu)
+    if plot is not None and data is None:
+        fail("--plot needs --data: a recorded dataset holding this shape, whose measured times it draws")
+    if data is not None and plot is None:
+        warn("--data is read only with --plot; ignoring it")
+    check_plot(plot)
+    legal = legal_configs(space, shape, profile)
+    named = None
+    if config_text is not None:
+        named, filled = complete_config(space, legal.configs, config_text)
+        if filled:
+            warn("filled in from the shape's legal configs: " + ", ".join(f"{k}={v}" for k, v in filled.items()))
+        check_in_grid(space, named)  # the model is defined on the grid only; illegal-but-in-grid is explained
+    configs = list(legal.configs)
+    if named is not None and named not in configs:
+        configs.append(named)
+    if not configs:
+        fail(f"no legal {kernel} config for {shape} on {profile.name}")
+    bd = roofline.predict(shape, configs_to_columns(configs), profile)
+    residual = residual_option(kernel, profile, residual_choice, space.version)
+    correction = residual.correction(shape, configs, bd) if residual else np.zeros(len(configs))
+    # Ranked as rooftune ranks; shown on the model's absolute scale, centred over the legal configs.
+    factor = np.exp(centred(correction, over=len(legal)))
+    corrected = bd.time_us * factor  # the model alone without a residual
+    order = [int(i) for i in corrected.argsort(kind="stable")]
+    terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
+
+    fitted = f"model × residual fitted on {residual.fit.get('data')}" if residual else "model alone (no residual)"
+    console = Console()
+    # The full breakdown needs ~150 columns; a narrower terminal gets the ranking and what drives it.
+    title = f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs; {fitted}"
+    table = width_table(console, title, FULL_COLUMNS, NARROW_COLUMNS, WIDE_COLUMNS,
+                        left=("config", "bound", "dominant", "CTA/SM"), wrap=("bound", "dominant", "CTA/SM"))
+    for rank, i in enumerate(order[:top], start=1):
+        add_cells(table, {
+            "#": str(rank), "config": config_label(configs[i]), "µs": f"{corrected[i]:.2f}",
+            "model µs": f"{bd.time_us[i]:.2f}", "resid ×": f"{factor[i]:.3f}", "bound": str(bd.bound[i]),
+            "dominant": terms[int(bd.dominant[i])],
+            "CTA/SM": f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}",
+            "occ": f"{bd.occupancy[i]:.0%}", "waves": f"{bd.waves[i]:.2f}", "wave eff": f"{bd.wave_efficiency[i]:.2f}",
+            "pad eff": f"{bd.padding_efficiency[i]:.2f}", "wgmma": "yes" if bd.uses_wgmma[i] else "no"})
+    console.print(table)
+    narrow_note(console, WIDE_COLUMNS, "the whole breakdown: bound, occupancy, waves, padding, wgmma")
+    best = order[0]
+    console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
+                  f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
+                  f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB)")
+    pick = zero_trial_pick(shape, list(legal.configs), profile, residual) if residual and residual.pick else None
+    if pick is not None and pick != configs[best]:
+        console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
+                      f"{config_label(pick)}, rank {order.index(configs.index(pick)) + 1} here")
+    if named is not None:
+        i = configs.index(named)
+        rank = order.index(i) + 1
+        reasons = config_legality(space, shape, named, profile)
+        detail = Table(title=f"named config: rank {rank} of {len(configs)}" + (f" (illegal: {'; '.join(reasons)})" if reasons else ""))
+        detail.add_column("term")
+        detail.add_column("value", justify="right")
+        for field in ("time_us", "bound", "compute_us", "memory_us", "latency_us", "launch_us", "splitk_us",
+                      "softmax_us", "smem_us", "l2_us", "dram_bytes", "l2_bytes", "padded_flops", "padding_efficiency",
+                      "ctas_per_sm", "occupancy", "waves", "wave_efficiency", "uses_wgmma", "load_path", "schedule",
+                      "splitk_sum", "store_path", "accumulators"):
+            if hasattr(bd, field):
+                value = getattr(bd, field)[i]
+                detail.add_row(field, _fmt(value))
+        detail.add_row("dominant", terms[int(bd.dominant[i])])
+        if residual is not None:
+            detail.add_row("residual factor", f"{factor[i]:.4g}")
+            for name, value in residual.contributions(shape, [named], roofline.predict(shape, configs_to_columns([named]), profile))[0]:
+                detail.add_row(f"  residual: {name}", f"×{np.exp(value):.4g}")
+        console.print(detail)
+    if plot is not None:
+        _explain_plot(shape, profile, residual, data, plot)
+        console.print(f"wrote {plot}")
+
+
+# The budget whose search `explain --plot` replays: the mission's.
+EXPLAIN_PLOT_BUDGET = 20
+
+
+def _explain_plot(shape, profile, residual, data: Path, plot: Path) -> None:
+    """Predicted (model × residual) vs recorded time over `shape`'s recorded space in `data`, with the
+    configs `tune` measures there at EXPLAIN_PLOT_BUDGET (replayed with the recorded measurer), the
+    zero-trial pick and the exhaustive best marked."""
+
+
+    records = next((r for r in load_records(data, kernel=kernel_of(shape).name) if r.shape == shape), None)
+    if records is None:
+        fail(f"{data}: {shape} is not recorded there (check --layout and --dtype)")
+    candidates = records.candidate_configs()
+    allowed = set(candidates)
+    measured = {t.config: t.time_us for t in records.trials if t.ok and t.config in allowed}
+    configs, prior = corrected_prior(shape, [c for c in candidates if c in measured], profile, residual)
+    if not configs:
+        fail(f"{data}: no config of {shape}'s space ran successfully there")
+    index = {c: i for i, c in enumerate(configs)}
+    times = [measured[c] for c in configs]
+    try:
+        result = tune(shape, RecordedMeasurer(records), rooftune_strategy(residual), EXPLAIN_PLOT_BUDGET,
+                      profile=profile, candidates=candidates)
+        tried, winner = [index[t.config] for t in result.trials if t.config in index], index.get(result.winner)
+    except TuneError:
+        tried, winner = [], None
+    zero = index.get(zero_trial_pick(shape, candidates, profile, residual))
+    best = int(np.argmin(times))
+    scores = [f"{name} {times[best] / times[i]:.3f}" for name, i in
+              (("zero-trial pick", zero), (f"search within {EXPLAIN_PLOT_BUDGET} configs", winner)) if i is not None]
+    predicted = "model × residual" if residual is not None else "model alone"
+    explain_scatter(np.exp(prior).tolist(), times, plot, tried=tried, zero_trial=zero, best=best, winner=winner,
+                    predicted_label=f"predicted µs ({predicted})",
+                    title=f"{shape} on {profile.name}: {len(configs)} recorded configs\n"
+                          + "score (best time ÷ pick's time): " + ", ".join(scores))
+
+
+def _fmt(value) -> str:
+    try:
+        return f"{float(value):.4g}" if not isinstance(value, (str, bool)) and str(value) not in ("True", "False") else str(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+_GPU = typer.Option(DEFAULT_GPU, "--gpu", help=f"the GPU to rank for: {GPU_HELP}")
+_TOP = typer.Option(5, "--top", min=1, help="how many predicted-best configs to show")
+_CONFIG_HELP = "also explain this config (NAME=VALUE pairs, the space's published values), e.g. '{}'"
+_DTYPE = typer.Option("bf16", "--dtype", help="element type: bf16, fp16, tf32 or fp32")
+_RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
+_PLOT = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP)
+_DATA = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP)
+
+
+@explain_app.command("gemm", short_help="The top GEMM configs as rooftune ranks them, and why.")
+def explain_gemm(
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
+    gpu: str = _GPU,
+    top: int = _TOP,
+    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=3")),
+    layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
+    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
+) -> None:
+    """Top configs as rooftune ranks them (model × residual) with the model's breakdown (dominant term,
+    waves, occupancy) and the residual's factor; with --config, that config's terms and the residual's
+    largest contributions; with --plot and --data, predicted vs recorded time over the shape's space."""
+    _explain("gemm", shape, gpu, top, config, layout, dtype, residual, plot, data)
+
+
+@explain_app.command("attention", short_help="The same for causal attention.")
+def explain_attention(
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
+    gpu: str = _GPU,
+    top: int = _TOP,
+    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=2")),
+    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
+) -> None:
+    """Top causal-attention configs as rooftune ranks them (model × residual, where one is fitted) with their breakdown."""
+    _explain("attention", shape, gpu, top, config, "kn", dtype, residual, plot, data)
+
+
+def register(app) -> None:
+    app.add_typer(explain_app, name="explain")

@@ -1,0 +1,327 @@
+"""GPU commands of the CLI: `hwprobe`, `sweep` and `tune` (thin: parse, call one library function, print)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rooftune.candidates import KERNELS, kernel_spec
+from rooftune.eval import backfill, sweep
+from rooftune.hwprofiles import hwprobe, profile_to_dict, save_profile
+from rooftune.tuner.cli.args import (
+    GPU_HELP,
+    LAYOUT_HELP,
+    SHAPE_HELP,
+    check_output,
+    check_sms,
+    cli_errors,
+    fail,
+    live_gpu,
+    parse_counts,
+    parse_shape,
+    parse_shard,
+)
+from rooftune.tuner.cli.explain import config_label
+from rooftune.tuner.cli.tables import add_cells, width_table
+from rooftune.tuner.models.shapes import load_model_config, model_shapes
+from rooftune.tuner.models.tables import shape_label, write_report, write_tables
+from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, tune_model
+from rooftune.tuner.pytorch.ops import library_faster
+from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
+
+console = Console()
+tune_app = typer.Typer(help="Tune a shape live on this GPU: at most --budget configs compiled, checked and timed.",
+                       no_args_is_help=True)
+sweep_app = typer.Typer(help="Time every legal config of the space for each shape: a dataset's ground truth.",
+                        no_args_is_help=True)
+
+
+class RichReporter:
+    """A sweep's progress as a rich progress bar: shapes done of listed, the current shape's phase."""
+
+    def __init__(self, progress: Progress):
+        self.progress, self.task = progress, None
+
+    def start(self, total: int, done: int) -> None:
+        self.task = self.progress.add_task("sweep", total=total, completed=done)
+
+    def phase(self, shape, text: str) -> None:
+        self.progress.update(self.task, description=f"{shape}: {text}")
+
+    def finished(self, shape, seconds: float) -> None:
+        self.progress.advance(self.task)
+        self.progress.console.print(f"{shape}  {seconds:.1f} s")
+
+
+@cli_errors()
+def hwprobe_cmd(
+    out: str = typer.Option(None, "--out", help="write the profile JSON here (default: print it)"),
+    name: str = typer.Option(None, "--name", help="profile name (default: the GPU's name)"),
+    sms: int = typer.Option(None, "--sms", help="profile a green context of this many SMs"),
+) -> None:
+    """Measure this machine's GPU and write a hardware profile."""
+
+
+    check_sms(sms)
+    check_output(out, "--out")
+    profile = hwprobe.probe(name=name, sms=sms, log=lambda line: console.print(line))
+    if out:
+        save_profile(profile, out)
+        console.print(f"wrote {out}")
+    else:
+        console.print_json(json.dumps(profile_to_dict(profile)))
+
+
+_SWEEP_HELP = """Time every legal config of the published space for each shape, beside {}; resumable.{}
+    Several GPUs: --gpus 0,1 runs one worker process per GPU, each on its share of the list, all
+    into the one --out folder. Several machines: --shard I/N on machine I of N (same list, --gpu and
+    rooftune version on each) sweeps shard I; with --gpus too, the shard is split over the GPUs.
+    Shards are of about equal estimated cost, fixed by the set of shapes (not their order).
+    Exit code 3: a config killed the CUDA context (it is quarantined: run again to continue) or the
+    compile workers hung. Exit code 4: the CUDA context died under no single config (the baseline, or
+    an interleaved round): nothing is quarantined and a rerun would repeat it. With --gpus, a failed
+    worker's code (1 if it died without an error), after the others have finished."""
+_SHAPES_HELP = "a JSON list of {} objects"
+_SWEEP_OUT = typer.Option(..., "--out", help="dataset folder (created, or resumed)")
+_SWEEP_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality: {GPU_HELP} (default: $ROOFTUNE_PROFILE, "
+                          "else the shipped profile of the GPU the driver names)", show_default=False)
+_SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs")
+_MAX_MINUTES = typer.Option(None, "--max-minutes", help="start no shape that would end later")
+_WORKERS = typer.Option(None, "--workers", help="compile processes per GPU (default: the CPU cores, shared "
+                        "among --gpus)")
+_SHARD = typer.Option(None, "--shard", help="I/N: sweep only shard I (0 .. N-1) of N, e.g. 0/2 on one machine "
+                      "and 1/2 on another")
+_GPUS = typer.Option(None, "--gpus", help="comma-separated GPU numbers (as CUDA numbers them, e.g. 0,1): one "
+                     "worker per GPU, each sweeping its share")
+
+
+@sweep_app.command("gemm", help=_SWEEP_HELP.format("cuBLAS and the Triton tutorial's configs", """ With
+    --backfill-extras, add the tutorial's configs outside the space to finished shapes swept without them
+    (timed beside their final configs, on the dataset's scale); resumable too."""),
+                   short_help="Time every legal GEMM config of each shape, beside cuBLAS.")
+def sweep_gemm_cmd(
+    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
+    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
+    backfill_extras: bool = typer.Option(
+        False, "--backfill-extras",
+        help="instead of sweeping: time the tutorial configs outside the space that finished shapes lack "
+             "(one GPU; not with --shard or --gpus)"),
+) -> None:
+    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_extras)
+
+
+@sweep_app.command("attention", help=_SWEEP_HELP.format("PyTorch's SDPA and each of its backends", """ With
+    --backfill-routes, time the SDPA backends that finished shapes were swept without (beside SDPA's own
+    choice, on the dataset's scale); resumable too."""),
+                   short_help="The same for the causal attention forward, beside SDPA.")
+def sweep_attention_cmd(
+    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format(
+        "{batch, heads, seq, head_dim[, kv_heads, causal, dtype]}")),
+    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
+    backfill_routes: bool = typer.Option(
+        False, "--backfill-routes",
+        help="instead of sweeping: time the SDPA backends that finished shapes have no time for (one GPU; "
+             "not with --shard or --gpus)"),
+) -> None:
+    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_routes)
+
+
+@cli_errors()
+def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None, max_minutes: float | None,
+           workers: int | None, shard: str | None, gpus: str | None, backfilling: bool = False) -> None:
+    """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras,
+    attention: the routes), print the summary."""
+
+    KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
+    shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
+    flag = {"gemm": "--backfill-extras", "attention": "--backfill-routes"}[kernel]
+    if backfilling and (shard_of or gpu_list):
+        fail(f"{flag} runs on one GPU: drop --shard and --gpus")
+    profile = live_gpu(gpu)
+    check_sms(sms, profile)
+    check_output(out, "--out", folder=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    backfills = {"gemm": backfill.backfill_gemm, "attention": backfill.backfill_attention_routes}
+    run = (backfills if backfilling else {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention})[kernel]
+    split = {} if backfilling else {"shard": shard_of, "gpus": gpu_list}
+    with Progress(*columns, console=console) as progress:
+        summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
+                      reporter=RichReporter(progress), **split)
+    if backfilling and kernel == "attention":
+        budget = " (time budget reached)" if summary.stopped_early else ""
+        console.print(f"backfilled {summary.done}, with nothing to time {summary.already}, failed (SDPA not "
+                      f"re-timed) {summary.failed}, left {summary.remaining}{budget}; {summary.seconds:.0f} s")
+        return
+    if backfilling:
+        budget = " (time budget reached)" if summary.stopped_early else ""
+        console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "
+                      f"{summary.not_needed}, failed (no final config re-timed) {summary.failed}, "
+                      f"left {summary.remaining}{budget}; {summary.seconds:.0f} s")
+        return
+    for number, part in summary.by_gpu.items():
+        console.print(f"gpu {number}: {part}")
+    console.print(str(summary))
+
+
+_TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen by the search (at most --budget
+    configs, each compiled in parallel, checked against the reference and timed beside the library
+    baseline); the fastest few are re-timed side by side to name the winner. Prints every trial, the
+    winner and the time each phase took. Exit code 1: every measured config failed; 3: a config killed
+    the CUDA context or the compile workers hung."""
+_BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
+_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
+                    "$ROOFTUNE_PROFILE, else the shipped profile of the GPU the driver names)", show_default=False)
+_SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
+_CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU (default: the "
+                      "per-user cache that rooftune's PyTorch ops read, $ROOFTUNE_CACHE or "
+                      "~/.cache/rooftune/tune.json); 'none' to tune without one")
+_JSON = typer.Option(None, "--json", help="also write the result as JSON to this file")
+
+
+def _cache_file(cache: str | None) -> str | None:
+    """--cache: by default the per-user cache (its folder made on first use); 'none': no cache."""
+
+
+    if cache is None:
+        cache = str(cache_path())
+        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+    cache = None if cache == "none" else cache
+    check_output(cache, "--cache")
+    return cache
+
+
+def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, cache: str | None, json_out: str | None) -> None:
+    """Check the options, tune, print the trials, the winner against the baseline and the phases."""
+
+
+
+    profile = live_gpu(gpu)
+    if budget < 1:
+        fail(f"--budget must be at least 1, got {budget}")
+    check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
+    check_output(json_out, "--json")
+    cache = _cache_file(cache)
+    label = kernel_spec(kernel).baseline_label
+    with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):
+        result = tune_shape(problem, profile, budget, cache=cache, sms=sms)
+    cached = " (from the cache)" if result.cached else ""
+    title = f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}"
+    table = width_table(console, title, ("#", "config", "predicted µs", "measured µs"), left=("config",),
+                        wrap=("measured µs",))  # an error wraps there
+    for i, t in enumerate(result.trials, start=1):
+        win = t.config == result.winner
+        add_cells(table, {"#": f"{i}{' *' if win else ''}", "config": config_label(t.config),
+                          "predicted µs": f"{t.predicted_us:.2f}" if t.predicted_us is not None else "-",
+                          "measured µs": f"{t.time_us:.2f}" if t.ok else f"[red]{escape(t.error[:60])}[/]"},
+                  style="bold green" if win else None)
+    console.print(table)
+    baseline = (f"{label} {result.baseline_us:.2f} µs, {label}/winner {result.baseline_us / result.time_us:.3f}"
+                if result.baseline_us else f"{label} not timed")
+    phases = ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in (result.phases_s or {}).items())
+    console.print(f"winner (*): {result.winner}  {result.time_us:.2f} µs = {result.tflops:.1f} TFLOP/s "
+                  f"(confirmed side by side with the runners-up); {baseline}")
+    if library_faster(result):
+        console.print(f"{label} is faster for this shape: rooftune's PyTorch ops (rooftune.{_OPS[kernel]}) run "
+                      f"{label} for it; ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel")
+    if phases and not result.cached:
+        console.print(f"time: {phases}")
+    if json_out:
+        Path(json_out).write_text(json.dumps({**result_to_dict(result), "cached": result.cached,
+                                              "tflops": result.tflops}, indent=2) + "\n")
+
+
+_OPS = {"gemm": "matmul, rooftune.linear", "attention": "attention"}  # what runs a kernel's shapes in PyTorch
+
+
+@tune_app.command("gemm", help=_TUNE_HELP, short_help="Tune one GEMM shape live, beside cuBLAS.")
+@cli_errors()
+def tune_gemm_cmd(
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
+    layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
+    budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+) -> None:
+
+    _tune("gemm", parse_shape("gemm", shape, layout), budget, gpu, sms, cache, json_out)
+
+
+@tune_app.command("attention", help=_TUNE_HELP,
+                  short_help="Tune one causal-attention shape live, beside SDPA.")
+@cli_errors()
+def tune_attention_cmd(
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
+    budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+) -> None:
+
+    _tune("attention", parse_shape("attention", shape), budget, gpu, sms, cache, json_out)
+
+
+@tune_app.command("model", short_help="Tune every GEMM and attention shape of a model's forward pass.")
+@cli_errors()
+def tune_model_cmd(
+    config: str = typer.Option(..., "--config", help="a Hugging Face style config.json (or the folder holding "
+                               "it), or a shipped name: llama-3-8b, qwen2.5-7b"),
+    batch: str = typer.Option("1,8,64,512,2048", "--batch", help="tokens per forward pass (the GEMMs' M), "
+                              "comma-separated"),
+    seq: int = typer.Option(2048, "--seq", help="prefill sequence length: the attention of M tokens is one "
+                            "sequence of M when M <= seq, else M/seq sequences of seq"),
+    budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE,
+    out: str = typer.Option(None, "--out", help="folder for the vLLM-style GEMM tables "
+                            "(N=..,K=..,device_name=...json) and the report (<model>.report.json, .md)"),
+) -> None:
+    """Tune every GEMM and causal attention shape of a model's prefill forward pass, for each token
+    count (shapes already in the cache are not measured again), and print each layer's time and the
+    forward pass's total (Σ time × runs) with rooftune's kernels and with torch's (cuBLAS, SDPA).
+    Exit code 1: some shape's measured configs all failed (the rest is written); 3: as `tune gemm`."""
+
+    model, tokens = load_model_config(config), parse_counts(batch, "--batch")
+    if seq < 1 or budget < 1:
+        fail(f"--seq and --budget must be at least 1, got {seq} and {budget}")
+    model_shapes(model, tokens, seq)  # a shape the kernels cannot take fails here, before any GPU work
+    profile = live_gpu(gpu)
+    check_sms(sms, profile)
+    check_output(out, "--out", folder=True)
+    cache = _cache_file(cache)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        tuned = tune_model(model, tokens, profile, budget, seq=seq, cache=cache, sms=sms,
+                           reporter=RichReporter(progress))
+    title = (f"{model.name} on {tuned.profile}: µs per call, forward = Σ time × runs ({tuned.tuned} shapes tuned, "
+             f"{tuned.cached} from the cache)")
+    table = width_table(console, title, ("tokens", "layer", "shape", "runs", "rooftune", "torch", "ratio"),
+                        left=("layer", "shape"), wrap=("layer", "shape"))
+    for f in tuned.forward_times():
+        for lt in (lt for lt in tuned.layers if lt.layer.tokens == f.tokens):
+            r, why = lt.result, "no config" if lt.skipped == NO_LEGAL_CONFIG else "failed"
+            add_cells(table, {"tokens": str(f.tokens), "layer": lt.layer.layer, "shape": shape_label(lt.layer.shape),
+                              "runs": str(lt.layer.count), "rooftune": f"{r.time_us:,.1f}" if r else f"[red]{why}[/]",
+                              "torch": f"{r.baseline_us:,.1f}" if r and r.baseline_us else "-",
+                              "ratio": f"{r.baseline_us / r.time_us:.3f}" if r and r.baseline_us else "-"})
+        add_cells(table, {"tokens": str(f.tokens), "layer": "forward" + ("*" if f.skipped else ""), "shape": "",
+                          "runs": "", "rooftune": f"{f.rooftune_us:,.1f}",
+                          "torch": f"{f.torch_us:,.1f}" if f.torch_us else "-",
+                          "ratio": f"{f.speedup:.3f}" if f.speedup else "-"}, style="bold", end_section=True)
+    console.print(table)
+    console.print("ratio: torch / rooftune (above 1: rooftune faster)")
+    if any(f.skipped for f in tuned.forward_times()):
+        console.print(f"forward*: without the layers marked 'no config' ({NO_LEGAL_CONFIG}: attention of "
+                      "fewer tokens than the smallest query tile) or 'failed'")
+    if out:
+        written = write_tables(tuned, out) + write_report(tuned, out)
+        console.print(f"wrote {len(written) - 2} GEMM tables and the report to {out}")
+    failed = [f"{lt.layer.layer} {shape_label(lt.layer.shape)}: {lt.skipped}" for lt in tuned.layers
+              if lt.skipped and lt.skipped != NO_LEGAL_CONFIG]
+    if failed:
+        fail("tuning failed for " + "; ".join(dict.fromkeys(failed)), 1)
+
+
+def register(app) -> None:
+    app.command("hwprobe")(hwprobe_cmd)
+    app.add_typer(sweep_app, name="sweep")
+    app.add_typer(tune_app, name="tune")

@@ -1,0 +1,162 @@
+"""`rooftune.autotune`: `@triton.autotune` for a user's own GEMM-like Triton kernel, benchmarking only
+the `budget` configs rooftune's model ranks fastest, in that order, and keeping the choice per key.
+
+On the first call for a new key (Triton's: the `key` arguments' values and the tensor arguments'
+dtypes) the user's configs, after their own `prune_configs_by`, are read as rooftune GEMM configs
+(`rooftune_config`) and ranked by the roofline model, with the shipped residual where one is fitted
+for this GPU (`corrected_prior`). rooftune's GEMM kernel is not the user's: the ranking is the model's
+view of a GEMM tile, blind to the user's epilogue. The GPU's profile is found as the ops find it
+(tuner/pytorch/ops.py `device_profile`: $ROOFTUNE_PROFILE, else the shipped one by GPU name; a ProfileError
+naming the fix on another GPU). The first `budget` are timed with Triton's own benchmarking
+(`do_bench`, `reset_to_zero`, `restore_value`, hooks: Triton's Autotuner, kernels/autotune.py).
+The fastest is kept in memory and in autotune.json beside the tune cache (`autotune_cache_path`):
+a file of its own, since its entries are a user kernel's configs, not `rooftune tune` results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from rooftune.candidates import Config, GemmShape, kernel_spec
+from rooftune.eval.dataset import atomic_write_bytes
+from rooftune.tuner.pytorch.ops import device_profile
+from rooftune.tuner.search.strategies import corrected_prior
+from rooftune.tuner.tune import cache_path, read_cache, shipped_residual
+
+AUTOTUNE_CACHE_FORMAT = "rooftune-autotune-cache-1"
+# rooftune's GEMM parameter <- the names a user's kernel may give it (the Triton tutorial's first)
+PARAM_NAMES = {
+    "BLOCK_M": ("BLOCK_SIZE_M", "BLOCK_M"),
+    "BLOCK_N": ("BLOCK_SIZE_N", "BLOCK_N"),
+    "BLOCK_K": ("BLOCK_SIZE_K", "BLOCK_K"),
+    "GROUP_M": ("GROUP_SIZE_M", "GROUP_M"),
+    "SPLIT_K": ("SPLIT_K", "SPLIT_SIZE_K"),
+}
+PARAM_DEFAULTS = {"GROUP_M": 1, "SPLIT_K": 1}  # absent: no grouped tile order, no split of K
+TORCH_DTYPE_NAMES = {"torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
+
+
+def rooftune_config(triton_config) -> Config | None:
+    """The rooftune GEMM config a `triton.Config` stands for: its tile parameters under rooftune's names
+    (PARAM_NAMES; GROUP_M and SPLIT_K default to 1), then its other integer parameters, kept as they
+    are and ignored by the model; None where a BLOCK_M, BLOCK_N or BLOCK_K is missing."""
+    kwargs = dict(triton_config.kwargs)
+    params: dict[str, int] = {}
+    for name, aliases in PARAM_NAMES.items():
+        given = next((kwargs.pop(a) for a in aliases if a in kwargs), PARAM_DEFAULTS.get(name))
+        if given is None:
+            return None
+        params[name] = int(given)
+    params.update((k, int(v)) for k, v in kwargs.items() if isinstance(v, int) and k not in params)
+    return Config.make(triton_config.num_warps, triton_config.num_stages, **params)
+
+
+def gemm_shape(args: dict, dims: tuple[str, str, str], layout) -> GemmShape:
+    """The GemmShape of a call: M, N, K from the arguments named `dims`; B's layout given ('kn', 'nk')
+    or read from the names of B's strides (stride along K, stride along N): 'kn' where the N stride is 1,
+    'nk' where the K stride is; the dtype of the first tensor argument (A)."""
+    m, n, k = (int(args[d]) for d in dims)
+    if not isinstance(layout, str):
+        stride_k, stride_n = (int(args[name]) for name in layout)
+        # Neither stride 1 (a strided view): the model has no such layout; 'kn' is the nearer guess.
+        layout = "nk" if stride_k == 1 and stride_n != 1 else "kn"
+    a = _first_tensor(args)
+    dtype = TORCH_DTYPE_NAMES.get(str(a.dtype))
+    if dtype is None:
+        raise ValueError(f"rooftune.autotune models fp16, bf16 and fp32 GEMMs; the first tensor argument is {a.dtype}")
+    return GemmShape(m, n, k, layout=layout, dtype=dtype)
+
+
+def _first_tensor(args: dict):
+    return next(v for v in args.values() if hasattr(v, "dtype"))
+
+
+def model_order(triton_configs: list, shape: GemmShape, profile) -> list:
+    """`triton_configs` fastest first by the model (+ the shipped residual); configs the model cannot
+    place (no tile size, or over a per-block limit of `profile`) after them, in their given order."""
+    views = [rooftune_config(c) for c in triton_configs]
+    known = [i for i, v in enumerate(views) if v is not None]
+    model_configs = [Config.make(views[i].num_warps, views[i].num_stages,
+                                 **{name: views[i][name] for name in PARAM_NAMES}) for i in known]
+    residual = shipped_residual(kernel_spec("gemm"), profile)
+    fitting, prior = corrected_prior(shape, model_configs, profile, residual)
+    log_us = dict(zip(fitting, prior.tolist()))
+    # stable: configs equal in the model's eyes (differing only in what it ignores) keep the user's order
+    scored = [(log_us[c], i) for i, c in zip(known, model_configs) if c in log_us]
+    ranked = [i for _, i in sorted(scored, key=lambda s: s[0])]
+    placed = set(ranked)
+    return [triton_configs[i] for i in ranked] + [c for i, c in enumerate(triton_configs) if i not in placed]
+
+
+# --- the persistent cache ------------------------------------------------------------------------------
+
+def autotune_cache_path() -> Path:
+    """autotune.json beside the tune cache (tuner/tune.py `cache_path`: $ROOFTUNE_CACHE's folder, else
+    ~/.cache/rooftune)."""
+    return cache_path().with_name("autotune.json")
+
+
+def _read(path: Path) -> dict:
+    return read_cache(path, AUTOTUNE_CACHE_FORMAT, kind="autotune")
+
+
+def entry_key(profile_name: str, kernel_id: str, tuning_key: tuple, configs: list) -> str:
+    """GPU profile | kernel (name and source digest) | Triton's key | digest of the configs benchmarked,
+    in order (which holds the user's configs, the model's order and the budget)."""
+    benched = hashlib.sha256("\n".join(str(c) for c in configs).encode()).hexdigest()[:12]
+    return "|".join((profile_name, kernel_id, repr(tuning_key), benched))
+
+
+def _median_ms(timing) -> float:
+    return float(timing[0] if isinstance(timing, (list, tuple)) else timing)
+
+
+# --- the decorator -------------------------------------------------------------------------------------
+
+def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 20, prune_configs_by=None,
+             reset_to_zero=None, restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None,
+             use_cuda_graph=False, do_bench=None, cache_results=False):
+    """`triton.autotune` (same arguments, same behaviour) that times at most `budget` of `configs` per new
+    key, in the model's order (module docstring). `gemm`: the names of the kernel's M, N and K arguments;
+    `layout`: B's layout, 'kn' ([K, N] row-major) or 'nk' ([N, K], an nn.Linear weight), or the names of
+    B's (K, N) strides to read it from each call. `cache_results` is accepted for Triton's signature; the
+    choice is always kept in autotune.json (`autotune_cache_path`)."""
+    if budget < 1:
+        raise ValueError(f"budget must be at least 1, got {budget}")
+    dims = tuple(gemm)
+
+    def order(candidates: list, args: dict) -> list:
+        shape = gemm_shape(args, dims, layout)
+        return model_order(candidates, shape, device_profile(_first_tensor(args).device))[:budget]
+
+    def entry_id(kernel_id, tuning_key, benched, args) -> str:
+        return entry_key(device_profile(_first_tensor(args).device).name, kernel_id, tuning_key, benched)
+
+    def recall(kernel_id, tuning_key, benched, args):
+        stored = _read(autotune_cache_path())["entries"].get(entry_id(kernel_id, tuning_key, benched, args))
+        if stored is None:
+            return None
+        return next((c for c in benched if str(c) == stored.get("config")), None)
+
+    def remember(kernel_id, tuning_key, benched, args, choice, timings):
+        times = {str(c): _median_ms(t) for c, t in timings.items()}
+        if not any(np.isfinite(t) for t in times.values()):  # every config failed: nothing worth keeping
+            return
+        path = autotune_cache_path()
+        data = _read(path)  # just before writing: another process may have written since
+        data["entries"][entry_id(kernel_id, tuning_key, benched, args)] = {"config": str(choice), "time_ms": times}
+        atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+
+    def decorator(fn):
+        from rooftune.kernels.autotune import OrderedAutotuner
+
+        return OrderedAutotuner(fn, configs, key, order=order, recall=recall, remember=remember,
+                                reset_to_zero=reset_to_zero, restore_value=restore_value, pre_hook=pre_hook,
+                                post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
+                                use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results)
+
+    return decorator

@@ -1,0 +1,97 @@
+"""Which config rooftune's PyTorch ops (kernels/ops.py) run: a tune cache entry, a tune on first use, or
+the zero-trial pick; resolved once per (shape, device) in a process.
+
+The cache is the one `rooftune tune` writes (tuner/tune.py's `cache_path`), keyed exactly as there for a budget of
+TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, residual), so a shape
+tuned from the command line is found by the ops and a shape the ops tune is found by the command.
+Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME for ~/.cache).
+The GPU's profile: $ROOFTUNE_PROFILE (a shipped name or a JSON path), else the shipped profile for
+the GPU's driver name (hwprofiles/gpus.py); CPU tensors run in Triton's interpreter, which has no
+GPU to name, and get INTERPRETER_PROFILE's configs.
+
+Where the tune (cached or on first use) timed the library's own op (cuBLAS through torch.matmul, SDPA)
+faster than its winner, side by side in its confirming pass, the answer is LIBRARY_ROUTE and the op runs
+the library's op for that shape: a tuned shape runs whichever of the two its tune timed faster. $ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel (to benchmark it, say). The zero-trial pick measures
+nothing, so it always runs the kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
+from rooftune.hwprofiles import HardwareProfile, load_profile
+from rooftune.hwprofiles.gpus import shipped_profile_name
+from rooftune.tuner.search.strategies import zero_trial_pick
+from rooftune.tuner.tune import CACHE_ENV, TuneResult, cache_path, cached_result, shipped_residual, tune_key, tune_shape
+
+PROFILE_ENV = "ROOFTUNE_PROFILE"
+KERNEL_ONLY_ENV = "ROOFTUNE_KERNEL_ONLY"
+TUNE_BUDGET = 20  # `rooftune tune`'s default: the cache key holds the budget
+INTERPRETER_PROFILE = "h200"
+
+# (shape, device, tune, the environment that locates cache and profile or keeps the kernel) -> the answer
+_memo: dict[tuple, Config | str] = {}
+
+
+def device_profile(device) -> HardwareProfile:
+    """The profile the model ranks configs with for a torch.device (module docstring)."""
+    if os.environ.get(PROFILE_ENV):
+        return load_profile(os.environ[PROFILE_ENV])
+    if device.type == "cpu":
+        return load_profile(INTERPRETER_PROFILE)
+    import torch
+
+    return load_profile(shipped_profile_name(torch.cuda.get_device_name(device)))
+
+
+def library_faster(result: TuneResult) -> bool:
+    """Whether `result`'s tune timed the library's op faster than its winner (side by side, live only)."""
+    return result.baseline_us is not None and result.baseline_us < result.time_us
+
+
+def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kernel_only: bool = False) -> Config | str:
+    """The cache's winner for `shape` on `profile`; else, with `tune`, the winner of a live tune
+    within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
+    residual, nothing measured). LIBRARY_ROUTE instead of a tune's winner where that tune timed the
+    library's op faster, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
+    spec = kernel_of(shape)
+    residual = shipped_residual(spec, profile)
+    result = cached_result(cache, tune_key(shape, profile, TUNE_BUDGET, residual))
+    if result is None and tune:
+        result = tune_shape(shape, profile, TUNE_BUDGET, cache=cache)
+    if result is not None:
+        return LIBRARY_ROUTE if library_faster(result) and not kernel_only else result.winner
+    configs = legal_configs(spec.space, shape, profile).configs
+    pick = zero_trial_pick(shape, configs, profile, residual)
+    if pick is None:
+        raise ValueError(f"no legal {spec.name} config for {shape} on {profile.name}")
+    return pick
+
+
+def resolve_config(shape, device, tune: bool) -> Config | str:
+    """`choose_config` for `shape` on a torch.device, once per process for each shape, device, `tune`
+    and setting of the environment variables that locate the cache and the profile or keep the kernel."""
+    env = tuple(os.environ.get(name) for name in (CACHE_ENV, PROFILE_ENV, "XDG_CACHE_HOME", KERNEL_ONLY_ENV))
+    key = (shape, str(device), tune, env)
+    config = _memo.get(key)
+    if config is None:
+        from rooftune.kernels.ops import flag  # loaded already: only the ops resolve configs
+
+        config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune,
+                                            flag(None, KERNEL_ONLY_ENV))
+    return config
+
+
+def clear_memo() -> None:
+    """Forget every resolved config (the next call of each op reads the cache again)."""
+    _memo.clear()
+
+
+def torch_ops():
+    """kernels/ops.py with `resolve_config` installed: what `rooftune.matmul` and the others come from."""
+    from rooftune.kernels import ops
+
+    ops.set_config_resolver(resolve_config)
+    return ops

@@ -1,0 +1,46 @@
+"""The methods `rooftune eval` compares, by kernel: the product (`rooftune`) and every baseline strategy."""
+
+from __future__ import annotations
+
+from rooftune.candidates import Config
+from rooftune.candidates.baselines import param_names, tutorial_configs
+from rooftune.tuner.search.external import external_gemm_methods
+from rooftune.tuner.search.strategies import (
+    RANDOM_SEEDS,
+    TUTORIAL_MIN_RECORDED,
+    model_order,
+    random_order,
+    rooftune_strategy,
+    static_attention,
+    static_list,
+    tutorial,
+)
+
+
+def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
+    """The methods `rooftune eval gemm` compares: `rooftune` (the product: model + residual + search),
+    `model` (model order alone), `static` (a list learned on training data, where one is given),
+    `random` (one strategy per seed, each summarized, summaries averaged), and `tutorial` where every
+    shape recorded most of the tutorial's configs (the probe; a rooftune dataset whose shapes carry the
+    tutorial's configs outside the space); not where some shapes lack them (an AutoHeuristic log holds
+    one or two), where the method would mostly measure unrecorded configs, as failures. Then the
+    outside libraries' baselines whose optional extra is installed (tuner/search/external.py: `tpe`, `nvmmh`)."""
+    methods: dict = {"rooftune": rooftune_strategy(residual), "model": model_order}
+    if static:
+        methods["static"] = static_list(static)
+    methods["random"] = [random_order(seed) for seed in seeds]
+    tutorial_set = set(tutorial_configs(param_names(records[0].lookup()) if records else ()))
+    fewest = min((len(tutorial_set & set(r.lookup())) for r in records), default=0)
+    if records and fewest >= TUTORIAL_MIN_RECORDED * len(tutorial_set):
+        methods["tutorial"] = tutorial
+    methods.update(external_gemm_methods())
+    return methods
+
+
+def attention_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
+    """The methods `rooftune eval attention` compares: `rooftune` (model + residual, where one applies,
+    + search), `model`, `random` (averaged over seeds) and `static`: the list learned on train where
+    one is given (as for GEMM), else the tutorial-style list."""
+    return {"rooftune": rooftune_strategy(residual), "model": model_order,
+            "random": [random_order(seed) for seed in seeds],
+            "static": static_list(static) if static else static_attention}
