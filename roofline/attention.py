@@ -156,8 +156,274 @@ def resident_smem_bytes(columns: dict[str, np.ndarray], head_dim: int, elem_byte
     return np.where(columns["num_stages"] <= 1, single, attention_smem_bytes(columns, head_dim, elem_bytes))
 
 
+@dataclass(frozen=True)
+class AttentionGrid:
+    """The programs and the key blocks they visit, per config (arrays)."""
+
+    bm: np.ndarray
+    bn: np.ndarray
+    order: np.ndarray
+    warps: np.ndarray
+    stages: np.ndarray
+    tma: np.ndarray
+    per_q_of: dict               # (BLOCK_M, BLOCK_N) -> key blocks of each query block
+    q_blocks: np.ndarray
+    programs: np.ndarray
+    key_blocks: np.ndarray       # all programs
+    masked_per_program: np.ndarray
+    flops: np.ndarray
+    padded_flops: np.ndarray
+
+
+def attention_grid(shape: AttentionShape, columns: dict[str, np.ndarray]) -> AttentionGrid:
+    """Key blocks per program, summarized per (BLOCK_M, BLOCK_N) pair. The blocks of each program that
+    run the masked loop: the diagonal (BLOCK_M / BLOCK_N blocks) under the causal mask, else the last
+    block where seq is not a multiple of BLOCK_N."""
+    bm, bn = np.asarray(columns["BLOCK_M"], np.int64), np.asarray(columns["BLOCK_N"], np.int64)
+    s, heads = shape.seq, shape.batch * shape.heads
+    total_blocks = np.zeros(bm.shape)
+    pairs = sorted(set(zip(bm.tolist(), bn.tolist())))
+    per_q_of = {(m_, n_): _key_blocks(s, m_, n_, shape.causal) for m_, n_ in pairs}
+    for (m_, n_), per_q in per_q_of.items():
+        total_blocks[(bm == m_) & (bn == n_)] = per_q.sum()
+    q_blocks = cdiv(s, bm)
+    key_blocks = total_blocks * heads
+    return AttentionGrid(
+        bm=bm, bn=bn, order=np.asarray(columns.get("ORDER", np.zeros_like(bm)), np.int64),
+        warps=np.asarray(columns["num_warps"], np.int64), stages=np.asarray(columns["num_stages"], np.int64),
+        tma=np.asarray(columns.get("TMA", np.zeros_like(bm)), np.int64), per_q_of=per_q_of, q_blocks=q_blocks,
+        programs=q_blocks * heads, key_blocks=key_blocks,
+        masked_per_program=cdiv(bm, bn) if shape.causal else (s % bn > 0).astype(np.int64),
+        flops=np.full(bm.shape, float(shape.flops)), padded_flops=4.0 * bm * bn * shape.head_dim * key_blocks)
+
+
+@dataclass(frozen=True)
+class AttentionResidency:
+    """The warps' layout, a CTA's registers and shared memory, and how many CTAs an SM holds."""
+
+    wgmma: np.ndarray
+    n_split: np.ndarray          # warps sharing a row block
+    b_readers: np.ndarray        # readers of each K or V tile from shared memory
+    chain_share: np.ndarray      # share of the SM's sub-partitions a CTA's warps span
+    rate_sm: np.ndarray          # matrix FLOP/s per SM
+    threads: np.ndarray
+    regs: np.ndarray
+    spilled: np.ndarray
+    tiles: dict[str, np.ndarray]
+    resident: np.ndarray
+    limiter: np.ndarray
+    slots: np.ndarray            # CTAs the whole GPU holds at once
+
+
+def attention_residency(shape: AttentionShape, g: AttentionGrid, profile: HardwareProfile) -> AttentionResidency:
+    """Warp layout. A warp owns ROWS_PER_WARP rows of the matrix fragment; warps beyond BLOCK_M /
+    ROWS_PER_WARP split the columns instead, so row max and row sum cross warps and P is re-laid out
+    through shared memory for PV. wgmma (BLOCK_M a multiple of 64, warps a multiple of 4) issues one
+    instruction per 64-row slab, each reading the K (QKᵀ) or V (PV) tile from shared memory again;
+    mma.sync reads them once per warp along M. A CTA's warps run the loop in lockstep (the K/V barriers
+    and the wait before the softmax), so a CTA is one serial chain.
+
+    Registers per thread: fp32 O (BLOCK_M·head_dim) and S (BLOCK_M·BLOCK_N), P packed in the input dtype
+    for PV, and with pointer loads and no pipeline (num_stages 1) the K and V tiles staged between their
+    global load and shared-memory store (TMA copies bypass registers). Above the per-thread limit the
+    rest spills. The driver reserves shared memory per resident CTA: what a block may not opt in to."""
+    bm, bn, warps, stages, tma = g.bm, g.bn, g.warps, g.stages, g.tma
+    elem, d = DTYPE_BYTES[shape.dtype], shape.head_dim
+    wgmma = uses_wgmma(shape.dtype, bm, warps, profile)
+    n_split = np.maximum(ROWS_PER_WARP * warps // bm, 1)
+    warps_m = np.maximum(warps // n_split, 1)
+    threads = warps * THREADS_PER_WARP
+    regs = (attention_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}, d)
+            + bm * bn * elem // (REGISTER_BYTES * threads) - np.where(stages <= 1, PIPELINE_REGS, 0)
+            + np.where((stages <= 1) & (tma == 0), 2 * bn * d * elem // (REGISTER_BYTES * threads), 0))
+    tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "num_stages": stages, "TMA": tma}
+    smem_cta = resident_smem_bytes(tiles, d, elem)
+    reserved = profile.smem_per_sm_bytes - profile.smem_per_block_bytes
+    resident, limiter = ctas_per_sm(smem_cta + reserved, np.minimum(regs, profile.regs_per_thread_max), warps, profile)
+    return AttentionResidency(
+        wgmma=wgmma, n_split=n_split, b_readers=np.where(wgmma, np.maximum(bm // WGMMA_ROWS, 1), warps_m),
+        chain_share=np.minimum(1.0, warps / SUBPARTITIONS_PER_SM), rate_sm=mma_flops_per_sm_s(shape.dtype, wgmma, profile),
+        threads=threads, regs=regs, spilled=np.maximum(regs - profile.regs_per_thread_max, 0), tiles=tiles,
+        resident=resident, limiter=limiter, slots=profile.sm_count * resident)
+
+
+@dataclass(frozen=True)
+class AttentionBlockWork:
+    """What one key block of one CTA costs each unit: issue slots, SFUs, shared memory, bytes loaded."""
+
+    flops_blk: np.ndarray
+    issue_blk: np.ndarray        # s on the SM's issue slots
+    mask_issue_blk: np.ndarray   # s of the causal mask's instructions
+    sfu_blk: np.ndarray          # s of exp2 on the SFUs
+    softmax_blk: np.ndarray      # the longer of the two, on the whole SM's pipes
+    kv_bytes: np.ndarray         # one K and one V tile
+    relayout: np.ndarray         # P and the row statistics through shared memory where warps split the columns
+    smem_blk: np.ndarray
+    spill_blk: np.ndarray
+
+
+def attention_block_work(shape: AttentionShape, g: AttentionGrid, r: AttentionResidency,
+                         profile: HardwareProfile) -> AttentionBlockWork:
+    """One key block of one CTA. Issue slots: every warp instruction of the loop takes one of the SM's
+    fp32_lanes_per_sm / 32 issue slots per clock (seconds = warps · 32 · instructions per warp /
+    (fp32_lanes_per_sm · clock)); exp2 runs on the SFUs. Shared memory: K and V written by the copies;
+    Q read by every warp column, K and V by every B-operand reader; P and the cross-warp row statistics
+    where warps split the columns. Spilled values are stored and reloaded once per block."""
+    bm, bn, threads, n_split = g.bm, g.bn, r.threads, r.n_split
+    elem, d, clock = DTYPE_BYTES[shape.dtype], shape.head_dim, clock_hz(profile)
+    scores_thread, acc_thread = bm * bn / threads, bm * d / threads
+    issue_warp = ISSUE_PER_SCORE * scores_thread + ISSUE_PER_ACC * acc_thread + ISSUE_PER_BLOCK
+    issue_blk = threads * issue_warp / (profile.fp32_lanes_per_sm * clock)
+    exps = bm * bn + bm * THREADS_PER_ROW  # P, and each row's rescale factor in every thread holding the row
+    sfu_blk = exps / (profile.sfu_ops_per_clock * clock)
+    kv_bytes = 2.0 * bn * d * elem
+    relayout = np.where(n_split > 1, bm * bn * elem * (1 + n_split) + 2 * 2 * bm * n_split * FP32_BYTES, 0)
+    return AttentionBlockWork(
+        flops_blk=4.0 * bm * bn * d, issue_blk=issue_blk,
+        mask_issue_blk=threads * MASK_ISSUE_PER_SCORE * scores_thread / (profile.fp32_lanes_per_sm * clock),
+        sfu_blk=sfu_blk, softmax_blk=np.maximum(sfu_blk, issue_blk), kv_bytes=kv_bytes, relayout=relayout,
+        smem_blk=kv_bytes + n_split * bm * d * elem + r.b_readers * kv_bytes + relayout,
+        spill_blk=r.spilled * REGISTER_BYTES * 2 * threads)
+
+
+@dataclass(frozen=True)
+class AttentionTraffic:
+    """Bytes through L2 and DRAM over the kernel, and a load's latency."""
+
+    l2_bytes: np.ndarray
+    dram_bytes: np.ndarray
+    latency_s: np.ndarray
+
+
+def attention_traffic(shape: AttentionShape, g: AttentionGrid, r: AttentionResidency, w: AttentionBlockWork,
+                      profile: HardwareProfile) -> AttentionTraffic:
+    """K/V traffic. Programs running at once read each K/V block of their head at about the same time, so
+    one DRAM read serves them all (L2 keeps the block between its first and last reader). A head's K/V is
+    streamed from DRAM again only by programs dispatched after its earlier ones finished (a later
+    generation of `slots` programs), and only where what the programs in between touch does not fit in
+    L2: the live heads' K/V for per-head orders, every head's for heads-fastest orders (a head's next
+    query blocks come after all other heads'). A causal generation reads on average half the sequence
+    (its heaviest programs' prefix). A load's latency: an L2 hit, or DRAM for the share of K/V bytes L2
+    does not serve."""
+    elem, d, s, heads = DTYPE_BYTES[shape.dtype], shape.head_dim, shape.seq, shape.batch * shape.heads
+    heads_fastest = (g.order & ORDER_HEADS_FASTEST) != 0
+    group = shape.heads // shape.kv_heads  # grouped-query attention: a K/V head serves `group` query heads
+    kv_head_bytes = 2.0 * s * d * elem
+    live_heads = np.where(heads_fastest, heads, cdiv(r.slots, g.q_blocks).clip(1, heads))
+    kv_reuse = cdiv(live_heads, group) * kv_head_bytes <= profile.l2_bytes * L2_REUSE_FRACTION
+    generations = np.where(heads_fastest, np.minimum(g.q_blocks, cdiv(g.programs, r.slots)), cdiv(g.q_blocks, r.slots))
+    prefix = CAUSAL_MEAN_PREFIX if shape.causal else 1.0
+    kv_passes = np.where(kv_reuse, 1.0, np.maximum(generations * prefix, 1.0))
+    kv_once = (heads // group) * kv_head_bytes
+    qo_bytes = 2.0 * heads * s * d * elem
+    kv_dram = np.minimum(kv_once * kv_passes, g.key_blocks * w.kv_bytes)
+    return AttentionTraffic(
+        l2_bytes=g.key_blocks * (w.kv_bytes + w.spill_blk) + qo_bytes, dram_bytes=kv_dram + qo_bytes,
+        latency_s=load_latency_s(profile, np.clip(kv_dram / (g.key_blocks * w.kv_bytes), 0, 1)))
+
+
+@dataclass(frozen=True)
+class AttentionStep:
+    """One step: every resident CTA of an SM advancing one key block."""
+
+    step_s: np.ndarray           # seconds per key block per program, `per_sm` sharing an SM
+    step_terms: np.ndarray       # the shared units' times and the chain's busy part (rows)
+    core_s: np.ndarray           # one CTA's busy chain per block
+    exposed_s: np.ndarray        # what the loads leave exposed per block
+    chain_s: np.ndarray          # core + exposed
+    active: np.ndarray           # SMs in use
+
+
+def attention_step(shape: AttentionShape, g: AttentionGrid, r: AttentionResidency, w: AttentionBlockWork,
+                   tr: AttentionTraffic, profile: HardwareProfile) -> AttentionStep:
+    """The step of one SM with per_sm CTAs resident on each of `active` SMs: each shared unit's time for
+    one key block of every CTA. One CTA's block in sequence: QKᵀ, the softmax and PV at the share of the
+    SM its warps span, the relayout, the dependent MMA latencies; then what the loads leave exposed. The
+    loop issues the next loads after PV is issued, into the buffer block j−1 freed: with S stages they
+    are for block j+S−1, so a load has PV and S−2 further blocks to land. Without a pipeline (num_stages
+    1) K and V share one buffer and each is waited on right after its copy is issued (pointer loads also
+    store the tiles from registers). A K/V tile arrives after the latency plus its transfer at this SM's
+    share of L2 bandwidth. The SM's units and one CTA's busy chain overlap imperfectly; its waits on
+    loads do not compete for anything (other CTAs fill them), so the whole chain only bounds the step
+    from below."""
+    warps, stages, tma, rate_sm = g.warps, g.stages, g.tma, r.rate_sm
+    clock = clock_hz(profile)
+    active = np.minimum(g.programs, profile.sm_count)
+    l2_bw, smem_bw = profile.l2_bw_gbps * 1e9, smem_bytes_per_sm_s(profile)
+    per_sm = np.minimum(r.resident, cdiv(g.programs, profile.sm_count))
+    load_s = tr.latency_s + w.kv_bytes / 2 * active / l2_bw  # one tile, K or V, at this SM's share of L2
+    sm_share = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
+    resources = np.stack([
+        per_sm * w.flops_blk / (rate_sm * sm_share),
+        per_sm * w.sfu_blk / sm_share,
+        per_sm * w.issue_blk / sm_share,
+        per_sm * (w.smem_blk + w.spill_blk) / smem_bw,
+        per_sm * (w.kv_bytes + w.spill_blk) * active / l2_bw,
+    ])
+    mma_pv_s = w.flops_blk / 2 / rate_sm / r.chain_share
+    core_s = ((w.flops_blk / rate_sm + np.maximum(w.sfu_blk, CHAIN_ISSUE_CPI * w.issue_blk)) / r.chain_share
+              + w.relayout / smem_bw + DEPENDENT_MMA_GROUPS_PER_BLOCK * profile.mma_latency_clocks / clock)
+    exposed_s = np.where(stages <= 1, 2 * load_s + np.where(tma == 0, w.kv_bytes / smem_bw, 0.0),
+                         np.maximum(load_s - mma_pv_s - np.maximum(stages - 2, 0) * core_s, 0.0))
+    chain_s = core_s + exposed_s
+    step_terms = np.concatenate([resources, core_s[None]])
+    return AttentionStep(step_s=np.maximum(_overlap(step_terms), chain_s), step_terms=step_terms, core_s=core_s,
+                         exposed_s=exposed_s, chain_s=chain_s, active=active)
+
+
+@dataclass(frozen=True)
+class AttentionSchedule:
+    """The programs on the GPU's slots: the span of the dispatch order and the kernel's main time."""
+
+    span_blocks: np.ndarray      # finish time in key blocks of one slot
+    scheduled_s: np.ndarray
+    dram_s: np.ndarray
+    main_s: np.ndarray
+    ideal_s: np.ndarray          # the same work spread evenly over the slots: the causal tail's yardstick
+
+
+def attention_schedule(shape: AttentionShape, g: AttentionGrid, r: AttentionResidency, w: AttentionBlockWork,
+                       tr: AttentionTraffic, st: AttentionStep, profile: HardwareProfile) -> AttentionSchedule:
+    """A program holds its slot for a fixed part plus its key blocks · step; the grid's dispatch order sets
+    the tail. The fixed part: the wait for its Q tile (and the first K/V tiles, loaded alongside) from
+    DRAM at this SM's share of bandwidth, the masks' instructions of its masked blocks, and at the end
+    the wait for its O tile's copy out of shared memory (an L2 write). DRAM moves Q, O and K/V (once per
+    head where L2 keeps them) over the whole kernel, overlapped with the schedule rather than charged per
+    block (a short grid is not a stream of blocks)."""
+    bm, order, slots = g.bm, g.order, r.slots
+    elem, d, heads = DTYPE_BYTES[shape.dtype], shape.head_dim, shape.batch * shape.heads
+    dram_bw = profile.dram_bw_gbps * 1e9
+    per_program_s = (tr.latency_s + bm * d * elem * st.active / dram_bw + profile.l2_latency_ns * 1e-9
+                     + g.masked_per_program * CHAIN_ISSUE_CPI * w.mask_issue_blk / r.chain_share)
+    span_blocks = np.zeros(bm.shape)
+    for (m_, n_), per_q in g.per_q_of.items():
+        sel = (bm == m_) & (g.bn == n_)
+        for o_, slots_ in set(zip(order[sel].tolist(), slots[sel].tolist())):
+            span_blocks[sel & (order == o_) & (slots == slots_)] = makespan_blocks(
+                program_sequence(per_q, heads, o_), slots_)
+    programs_per_slot = np.maximum(g.programs / slots, 1.0)
+    dram_s = tr.dram_bytes / dram_bw
+    scheduled_s = span_blocks * st.step_s + per_program_s * np.ceil(programs_per_slot)
+    ideal_s = overlap(np.stack([(g.key_blocks / np.minimum(slots, g.programs)) * st.step_s
+                                + per_program_s * programs_per_slot, dram_s]))
+    return AttentionSchedule(span_blocks=span_blocks, scheduled_s=scheduled_s, dram_s=dram_s,
+                             main_s=overlap(np.stack([scheduled_s, dram_s])), ideal_s=ideal_s)
+
+
+def attention_dominant(st: AttentionStep, sched: AttentionSchedule) -> np.ndarray:
+    """What binds (index into TERMS): DRAM where the whole-kernel traffic outlasts the schedule, else the
+    largest step term. The chain is "latency" where waiting on loads makes up most of it, else "serial"."""
+    step_names = np.array([TERMS.index(t) for t in ("tensor", "exp2", "issue", "smem", "l2", "serial")])
+    step_dominant = np.where(st.chain_s >= st.step_terms.max(axis=0), TERMS.index("serial"),
+                             step_names[st.step_terms.argmax(axis=0)])
+    step_dominant = np.where((step_dominant == TERMS.index("serial")) & (st.exposed_s > st.core_s),
+                             TERMS.index("latency"), step_dominant)
+    return np.where(sched.dram_s > sched.scheduled_s, TERMS.index("memory"), step_dominant)
+
+
 def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], profile: HardwareProfile) -> AttentionBreakdown:
-    """Cost of every config in `columns` for `shape` on `profile` (see AttentionBreakdown).
+    """Cost of every config in `columns` for `shape` on `profile` (see AttentionBreakdown): the grid, the
+    residency, one key block's work, the K/V traffic, the step and the schedule, each a named term above.
 
     One step = every resident CTA of an SM advancing one key block. A CTA's block is a serial chain
     (QKᵀ, the softmax, PV, the waits on their results and on loads the pipeline leaves exposed);
@@ -165,179 +431,33 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
     shared memory, L2) that all resident CTAs use, and is never shorter than the whole chain.
     Programs then hold a slot for their prologue and their key blocks in the grid's dispatch order;
     DRAM traffic overlaps the whole schedule."""
-    bm, bn = np.asarray(columns["BLOCK_M"], np.int64), np.asarray(columns["BLOCK_N"], np.int64)
-    order = np.asarray(columns.get("ORDER", np.zeros_like(bm)), np.int64)
-    warps, stages = np.asarray(columns["num_warps"], np.int64), np.asarray(columns["num_stages"], np.int64)
-    elem, d, s, heads = DTYPE_BYTES[shape.dtype], shape.head_dim, shape.seq, shape.batch * shape.heads
-    clock = clock_hz(profile)
-
-    # Key blocks per program, summarized per (BLOCK_M, BLOCK_N) pair.
-    total_blocks = np.zeros(bm.shape)
-    pairs = sorted(set(zip(bm.tolist(), bn.tolist())))
-    per_q_of = {(m_, n_): _key_blocks(s, m_, n_, shape.causal) for m_, n_ in pairs}
-    for (m_, n_), per_q in per_q_of.items():
-        total_blocks[(bm == m_) & (bn == n_)] = per_q.sum()
-    q_blocks = cdiv(s, bm)
-    programs = q_blocks * heads
-    key_blocks = total_blocks * heads
-    # Blocks of each program that run the masked loop: the diagonal (BLOCK_M / BLOCK_N blocks) under
-    # the causal mask, else the last block where seq is not a multiple of BLOCK_N.
-    masked_per_program = cdiv(bm, bn) if shape.causal else (s % bn > 0).astype(np.int64)
-    masked = masked_per_program * programs
-    flops = np.full(bm.shape, float(shape.flops))
-    padded_flops = 4.0 * bm * bn * d * key_blocks
-
-    # Warp layout. A warp owns ROWS_PER_WARP rows of the matrix fragment; warps beyond BLOCK_M /
-    # ROWS_PER_WARP split the columns instead, so row max and row sum cross warps and P is re-laid
-    # out through shared memory for PV. wgmma (BLOCK_M a multiple of 64, warps a multiple of 4)
-    # issues one instruction per 64-row slab, each reading the K (QKᵀ) or V (PV) tile from shared
-    # memory again; mma.sync reads them once per warp along M. A CTA's warps run the loop in
-    # lockstep (the K/V barriers and the wait before the softmax), so a CTA is one serial chain.
-    wgmma = uses_wgmma(shape.dtype, bm, warps, profile)
-    n_split = np.maximum(ROWS_PER_WARP * warps // bm, 1)
-    warps_m = np.maximum(warps // n_split, 1)
-    b_readers = np.where(wgmma, np.maximum(bm // WGMMA_ROWS, 1), warps_m)
-    chain_share = np.minimum(1.0, warps / SUBPARTITIONS_PER_SM)  # sub-partitions a CTA's warps span
-    rate_sm = mma_flops_per_sm_s(shape.dtype, wgmma, profile)
-
-    # Registers per thread: fp32 O (BLOCK_M·head_dim) and S (BLOCK_M·BLOCK_N), P packed in the
-    # input dtype for PV, and with pointer loads and no pipeline (num_stages 1) the K and V tiles
-    # staged between their global load and shared-memory store (TMA copies bypass registers).
-    # Above the per-thread limit the rest spills.
-    threads = warps * THREADS_PER_WARP
-    tma = np.asarray(columns.get("TMA", np.zeros_like(bm)), np.int64)
-    regs = (attention_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}, d)
-            + bm * bn * elem // (REGISTER_BYTES * threads) - np.where(stages <= 1, PIPELINE_REGS, 0)
-            + np.where((stages <= 1) & (tma == 0), 2 * bn * d * elem // (REGISTER_BYTES * threads), 0))
-    spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
-    tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "num_stages": stages, "TMA": tma}
-    smem_cta = resident_smem_bytes(tiles, d, elem)
-    # The driver reserves shared memory per resident CTA: what a block may not opt in to.
-    reserved = profile.smem_per_sm_bytes - profile.smem_per_block_bytes
-    resident, limiter = ctas_per_sm(smem_cta + reserved, np.minimum(regs, profile.regs_per_thread_max), warps, profile)
-    slots = profile.sm_count * resident
-
-    # One key block of one CTA. Issue slots: every warp instruction of the loop takes one of the
-    # SM's fp32_lanes_per_sm / 32 issue slots per clock (seconds = warps · 32 · instructions per warp /
-    # (fp32_lanes_per_sm · clock)); exp2 runs on the SFUs.
-    flops_blk = 4.0 * bm * bn * d
-    scores_thread, acc_thread = bm * bn / threads, bm * d / threads
-    issue_warp = ISSUE_PER_SCORE * scores_thread + ISSUE_PER_ACC * acc_thread + ISSUE_PER_BLOCK
-    issue_blk = threads * issue_warp / (profile.fp32_lanes_per_sm * clock)
-    mask_issue_blk = threads * MASK_ISSUE_PER_SCORE * scores_thread / (profile.fp32_lanes_per_sm * clock)
-    exps = bm * bn + bm * THREADS_PER_ROW  # P, and each row's rescale factor in every thread holding the row
-    sfu_blk = exps / (profile.sfu_ops_per_clock * clock)
-    softmax_blk = np.maximum(sfu_blk, issue_blk)  # the whole SM's pipes
-    kv_bytes = 2.0 * bn * d * elem
-    relayout = np.where(n_split > 1, bm * bn * elem * (1 + n_split) + 2 * 2 * bm * n_split * FP32_BYTES, 0)
-    # Shared memory: K and V written by the copies; Q read by every warp column, K and V by every
-    # B-operand reader; P and the cross-warp row statistics where warps split the columns.
-    smem_blk = kv_bytes + n_split * bm * d * elem + b_readers * kv_bytes + relayout
-    spill_blk = spilled * REGISTER_BYTES * 2 * threads  # spilled values stored and reloaded once per block
-
-    # K/V traffic. Programs running at once read each K/V block of their head at about the same
-    # time, so one DRAM read serves them all (L2 keeps the block between its first and last reader).
-    # A head's K/V is streamed from DRAM again only by programs dispatched after its earlier ones
-    # finished (a later generation of `slots` programs), and only where what the programs in between
-    # touch does not fit in L2: the live heads' K/V for per-head orders, every head's for heads-fastest
-    # orders (a head's next query blocks come after all other heads'). A causal generation reads on
-    # average half the sequence (its heaviest programs' prefix).
-    heads_fastest = (order & ORDER_HEADS_FASTEST) != 0
-    group = shape.heads // shape.kv_heads  # grouped-query attention: a K/V head serves `group` query heads
-    kv_head_bytes = 2.0 * s * d * elem
-    live_heads = np.where(heads_fastest, heads, cdiv(slots, q_blocks).clip(1, heads))
-    kv_reuse = cdiv(live_heads, group) * kv_head_bytes <= profile.l2_bytes * L2_REUSE_FRACTION
-    generations = np.where(heads_fastest, np.minimum(q_blocks, cdiv(programs, slots)), cdiv(q_blocks, slots))
-    prefix = CAUSAL_MEAN_PREFIX if shape.causal else 1.0
-    kv_passes = np.where(kv_reuse, 1.0, np.maximum(generations * prefix, 1.0))
-    kv_once = (heads // group) * kv_head_bytes
-    qo_bytes = 2.0 * heads * s * d * elem
-    kv_dram = np.minimum(kv_once * kv_passes, key_blocks * kv_bytes)
-    l2_bytes = key_blocks * (kv_bytes + spill_blk) + qo_bytes
-    dram_bytes = kv_dram + qo_bytes
-    # A load's latency: an L2 hit, or DRAM for the share of K/V bytes L2 does not serve.
-    latency_s = load_latency_s(profile, np.clip(kv_dram / (key_blocks * kv_bytes), 0, 1))
-    # A K/V tile arrives after the latency plus its transfer at this SM's share of L2 bandwidth.
-    active = np.minimum(programs, profile.sm_count)
-    l2_bw, dram_bw, smem_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9, smem_bytes_per_sm_s(profile)
-    per_sm = np.minimum(resident, cdiv(programs, profile.sm_count))
-    load_s = latency_s + kv_bytes / 2 * active / l2_bw  # one tile, K or V, at this SM's share of L2
-
-    # The step of one SM with per_sm CTAs resident on each of `active` SMs: each shared unit's time
-    # for one key block of every CTA.
-    sm_share = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
-    resources = np.stack([
-        per_sm * flops_blk / (rate_sm * sm_share),
-        per_sm * sfu_blk / sm_share,
-        per_sm * issue_blk / sm_share,
-        per_sm * (smem_blk + spill_blk) / smem_bw,
-        per_sm * (kv_bytes + spill_blk) * active / l2_bw,
-    ])
-    # One CTA's block in sequence: QKᵀ, the softmax and PV at the share of the SM its warps span,
-    # the relayout, the dependent MMA latencies; then what the loads leave exposed. The loop issues
-    # the next loads after PV is issued, into the buffer block j−1 freed: with S stages they are for
-    # block j+S−1, so a load has PV and S−2 further blocks to land. Without a pipeline (num_stages 1)
-    # K and V share one buffer and each is waited on right after its copy is issued (pointer loads
-    # also store the tiles from registers).
-    mma_pv_s = flops_blk / 2 / rate_sm / chain_share
-    core_s = ((flops_blk / rate_sm + np.maximum(sfu_blk, CHAIN_ISSUE_CPI * issue_blk)) / chain_share
-              + relayout / smem_bw + DEPENDENT_MMA_GROUPS_PER_BLOCK * profile.mma_latency_clocks / clock)
-    exposed_s = np.where(stages <= 1, 2 * load_s + np.where(tma == 0, kv_bytes / smem_bw, 0.0),
-                         np.maximum(load_s - mma_pv_s - np.maximum(stages - 2, 0) * core_s, 0.0))
-    chain_s = core_s + exposed_s
-    # The SM's units and one CTA's busy chain overlap imperfectly; its waits on loads do not compete
-    # for anything (other CTAs fill them), so the whole chain only bounds the step from below.
-    step_terms = np.concatenate([resources, core_s[None]])
-    step = np.maximum(_overlap(step_terms), chain_s)  # seconds per key block per program, per_sm sharing an SM
-
-    # A program holds its slot for a fixed part plus its key blocks · step; the grid's dispatch order
-    # sets the tail. The fixed part: the wait for its Q tile (and the first K/V tiles, loaded
-    # alongside) from DRAM at this SM's share of bandwidth, the masks' instructions of its masked
-    # blocks, and at the end the wait for its O tile's copy out of shared memory (an L2 write).
-    # The last programs' stores drain to DRAM after the schedule.
-    per_program_s = (latency_s + bm * d * elem * active / dram_bw + profile.l2_latency_ns * 1e-9
-                     + masked_per_program * CHAIN_ISSUE_CPI * mask_issue_blk / chain_share)
-    drain_s = profile.dram_latency_ns * 1e-9
-    span_blocks = np.zeros(bm.shape)
-    for (m_, n_), per_q in per_q_of.items():
-        sel = (bm == m_) & (bn == n_)
-        for o_, slots_ in set(zip(order[sel].tolist(), slots[sel].tolist())):
-            span_blocks[sel & (order == o_) & (slots == slots_)] = makespan_blocks(
-                program_sequence(per_q, heads, o_), slots_)
-    programs_per_slot = np.maximum(programs / slots, 1.0)
-    # DRAM moves Q, O and K/V (once per head where L2 keeps them) over the whole kernel, overlapped
-    # with the schedule rather than charged per block (a short grid is not a stream of blocks).
-    dram_s = dram_bytes / dram_bw
-    scheduled_s = span_blocks * step + per_program_s * np.ceil(programs_per_slot)
-    main_s = overlap(np.stack([scheduled_s, dram_s]))
-    ideal_s = overlap(np.stack([(key_blocks / np.minimum(slots, programs)) * step + per_program_s * programs_per_slot,
-                                dram_s]))
+    g = attention_grid(shape, columns)
+    r = attention_residency(shape, g, profile)
+    w = attention_block_work(shape, g, r, profile)
+    tr = attention_traffic(shape, g, r, w, profile)
+    st = attention_step(shape, g, r, w, tr, profile)
+    sched = attention_schedule(shape, g, r, w, tr, st, profile)
     launch_s = profile.launch_overhead_us * 1e-6
-    time_s = main_s + launch_s + drain_s
-    # What binds: DRAM where the whole-kernel traffic outlasts the schedule, else the largest step term.
-    # The chain is "latency" where waiting on loads makes up most of it, else "serial".
-    step_names = np.array([TERMS.index(t) for t in ("tensor", "exp2", "issue", "smem", "l2", "serial")])
-    step_dominant = np.where(chain_s >= step_terms.max(axis=0), TERMS.index("serial"),
-                             step_names[step_terms.argmax(axis=0)])
-    step_dominant = np.where((step_dominant == TERMS.index("serial")) & (exposed_s > core_s),
-                             TERMS.index("latency"), step_dominant)
-    dominant = np.where(dram_s > scheduled_s, TERMS.index("memory"), step_dominant)
+    time_s = sched.main_s + launch_s + profile.dram_latency_ns * 1e-9  # the last stores drain to DRAM
+    dominant = attention_dominant(st, sched)
+    elem, d = DTYPE_BYTES[shape.dtype], shape.head_dim
+    l2_bw, dram_bw, smem_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9, smem_bytes_per_sm_s(profile)
     us = 1e6
     return AttentionBreakdown(
-        flops=flops, padded_flops=padded_flops, padding_efficiency=flops / padded_flops,
-        key_blocks=key_blocks, masked_blocks=masked, dram_bytes=dram_bytes, l2_bytes=l2_bytes,
-        fits=attention_smem_bytes(tiles, d, elem) <= profile.smem_per_block_bytes, uses_wgmma=np.asarray(wgmma),
-        warps_along_n=n_split,
-        regs_per_thread=regs, programs=programs, ctas_per_sm=resident, occupancy_limiter=limiter,
-        occupancy=resident * warps * THREADS_PER_WARP / profile.max_threads_per_sm,
-        waves=programs / slots, wave_efficiency=np.minimum(ideal_s / main_s, 1.0),
-        compute_us=us * padded_flops / (rate_sm * profile.sm_count),
-        softmax_us=us * key_blocks * softmax_blk / profile.sm_count,
-        smem_us=us * key_blocks * (smem_blk + spill_blk) / (smem_bw * profile.sm_count),
-        l2_us=us * l2_bytes / l2_bw,
-        memory_us=us * dram_bytes / dram_bw,
-        latency_us=us * span_blocks * chain_s,
-        launch_us=np.full(bm.shape, us * launch_s),
+        flops=g.flops, padded_flops=g.padded_flops, padding_efficiency=g.flops / g.padded_flops,
+        key_blocks=g.key_blocks, masked_blocks=g.masked_per_program * g.programs, dram_bytes=tr.dram_bytes,
+        l2_bytes=tr.l2_bytes, fits=attention_smem_bytes(r.tiles, d, elem) <= profile.smem_per_block_bytes,
+        uses_wgmma=np.asarray(r.wgmma), warps_along_n=r.n_split,
+        regs_per_thread=r.regs, programs=g.programs, ctas_per_sm=r.resident, occupancy_limiter=r.limiter,
+        occupancy=r.resident * g.warps * THREADS_PER_WARP / profile.max_threads_per_sm,
+        waves=g.programs / r.slots, wave_efficiency=np.minimum(sched.ideal_s / sched.main_s, 1.0),
+        compute_us=us * g.padded_flops / (r.rate_sm * profile.sm_count),
+        softmax_us=us * g.key_blocks * w.softmax_blk / profile.sm_count,
+        smem_us=us * g.key_blocks * (w.smem_blk + w.spill_blk) / (smem_bw * profile.sm_count),
+        l2_us=us * tr.l2_bytes / l2_bw,
+        memory_us=us * tr.dram_bytes / dram_bw,
+        latency_us=us * sched.span_blocks * st.chain_s,
+        launch_us=np.full(g.bm.shape, us * launch_s),
         time_us=us * time_s, dominant=dominant,
         bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant],
     )

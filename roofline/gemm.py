@@ -15,6 +15,7 @@ from rooftune.roofline.lowering import (
     TENSOR_DTYPES,
     WARPS_PER_WARPGROUP,
     WGMMA_ROWS,
+    DotLowering,
     lower_dot,
     mma_flops_per_sm_s,
 )
@@ -173,82 +174,169 @@ def _dram_operand_bytes(shape: GemmShape, bm, bn, group_m, concurrent, k_split, 
     return a_bytes * a_passes + b_bytes * b_passes
 
 
-def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: HardwareProfile) -> GemmBreakdown:
-    """Cost of every config in `columns` for `shape` on `profile` (see GemmBreakdown)."""
-    # A composite tile (BLOCK_N2 > 0, space 7) is BLOCK_N + BLOCK_N2 columns wide; the model costs it as one
-    # tile of that width (its two accumulators issue the same matrix work and load the same B rows), except
-    # that each accumulator's matrix instructions read the A slice from shared memory: twice per k step.
+@dataclass(frozen=True)
+class GemmTiling:
+    """The grid: tiles, K splits and the work the tensor cores do, per config (arrays)."""
+
+    bm: np.ndarray
+    bn: np.ndarray               # the tile's columns: BLOCK_N + BLOCK_N2
+    bk: np.ndarray
+    composite: np.ndarray        # BLOCK_N2 > 0: two accumulators
+    group_m: np.ndarray
+    split_k: np.ndarray
+    warps: np.ndarray
+    stages: np.ndarray
+    tiles_m: np.ndarray
+    tiles_n: np.ndarray
+    tiles: np.ndarray
+    k_split: np.ndarray          # K elements one split covers
+    k_iters: np.ndarray          # BLOCK_K steps of one split
+    ctas: np.ndarray             # tiles × SPLIT_K
+    flops: np.ndarray            # useful 2·M·N·K
+    padded_flops: np.ndarray     # what the tensor cores compute, partial tiles padded
+
+
+def gemm_tiling(shape: GemmShape, columns: dict[str, np.ndarray]) -> GemmTiling:
+    """Tiles, splits and padding. A composite tile (BLOCK_N2 > 0, space 7) is BLOCK_N + BLOCK_N2 columns
+    wide; the model costs it as one tile of that width (its two accumulators issue the same matrix work
+    and load the same B rows), except that each accumulator's matrix instructions read the A slice from
+    shared memory: twice per k step (`gemm_traffic`)."""
     bm, bk = _col(columns, "BLOCK_M"), _col(columns, "BLOCK_K")
     bn2 = _col(columns, "BLOCK_N2", 0)
-    composite = bn2 > 0
     bn = _col(columns, "BLOCK_N") + bn2
-    group_m, split_k = _col(columns, "GROUP_M", 1), _col(columns, "SPLIT_K", 1)
-    warps, stages = _col(columns, "num_warps"), _col(columns, "num_stages")
-    elem = DTYPE_BYTES[shape.dtype]
+    split_k = _col(columns, "SPLIT_K", 1)
     m, n, k = shape.m, shape.n, shape.k
-
-    # Tiles, splits and padding.
     tiles_m, tiles_n = cdiv(m, bm), cdiv(n, bn)
-    tiles = tiles_m * tiles_n
     k_split = cdiv(k, split_k)
     k_iters = cdiv(k_split, bk)
-    ctas = tiles * split_k
-    flops = np.full(bm.shape, 2.0 * m * n * k)
-    padded_flops = 2.0 * (tiles_m * bm) * (tiles_n * bn) * (split_k * k_iters * bk)
+    return GemmTiling(
+        bm=bm, bn=bn, bk=bk, composite=bn2 > 0, group_m=_col(columns, "GROUP_M", 1), split_k=split_k,
+        warps=_col(columns, "num_warps"), stages=_col(columns, "num_stages"), tiles_m=tiles_m, tiles_n=tiles_n,
+        tiles=tiles_m * tiles_n, k_split=k_split, k_iters=k_iters, ctas=tiles_m * tiles_n * split_k,
+        flops=np.full(bm.shape, 2.0 * m * n * k),
+        padded_flops=2.0 * (tiles_m * bm) * (tiles_n * bn) * (split_k * k_iters * bk))
 
-    # Occupancy and waves.
-    # cp.async copies 16-byte vectors straight into shared memory; when a row stride is not a
-    # multiple of 16 bytes the loads are narrower and go through registers, so every prefetched
-    # stage also occupies registers: (stages-1)·(BLOCK_M + BLOCK_N)·BLOCK_K·bytes / 4 per CTA.
-    # TMA = 1 (tensor descriptors; legal only where the rows are 16-byte aligned): the copy engine
-    # writes shared memory directly, like aligned cp.async, and with the same pipelined buffers.
+
+@dataclass(frozen=True)
+class GemmResidency:
+    """What one CTA holds (shared memory, registers), how many fit an SM, and the waves they make."""
+
+    low: DotLowering             # the matrix instructions and operand buffers
+    persistent: np.ndarray
+    staged: np.ndarray           # operands loaded through registers (unaligned rows, no TMA)
+    smem_cta: np.ndarray
+    regs: np.ndarray
+    resident: np.ndarray         # CTAs per SM
+    limiter: np.ndarray          # index into roofline.occupancy.LIMITERS
+    occupancy: np.ndarray
+    full_waves: np.ndarray
+    last_per_sm: np.ndarray
+    last_active: np.ndarray
+    waves: np.ndarray
+    wave_eff: np.ndarray
+    concurrent: np.ndarray       # tiles in flight at once
+
+
+def gemm_residency(shape: GemmShape, columns: dict[str, np.ndarray], t: GemmTiling,
+                   profile: HardwareProfile) -> GemmResidency:
+    """Occupancy and waves.
+
+    cp.async copies 16-byte vectors straight into shared memory; when a row stride is not a multiple of
+    16 bytes the loads are narrower and go through registers, so every prefetched stage also occupies
+    registers: (stages-1)·(BLOCK_M + BLOCK_N)·BLOCK_K·bytes / 4 per CTA. TMA = 1 (tensor descriptors;
+    legal only where the rows are 16-byte aligned): the copy engine writes shared memory directly, like
+    aligned cp.async, and with the same pipelined buffers. A persistent CTA keeps its epilogue's C buffer
+    beside the operand buffers (candidates/gemm_space.py)."""
+    elem = DTYPE_BYTES[shape.dtype]
+    bm, bn, bk, warps, stages = t.bm, t.bn, t.bk, t.warps, t.stages
     aligned = all(stride * elem % CP_ASYNC_BYTES == 0 for stride in _row_strides(shape))
     staged = (_col(columns, "TMA", 0) == 0) & (not aligned)
     low = lower_dot(shape, bm, bn, bk, warps, stages, elem, profile)
-    # A persistent CTA keeps its epilogue's C buffer beside the operand buffers (candidates/gemm_space.py).
     persistent = _col(columns, "PERSISTENT", 0) == 1
     smem_cta = low.smem_bytes + persistent_epilogue_bytes({"PERSISTENT": persistent.astype(np.int64), "BLOCK_M": bm,
-                                                           "BLOCK_N": bn, "num_warps": warps}, elem, n)
+                                                           "BLOCK_N": bn, "num_warps": warps}, elem, shape.n)
     regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}) + low.staged_regs
     regs = regs + np.where(staged, (stages - 1) * (bm + bn) * bk * elem // (REGISTER_BYTES * warps * THREADS_PER_WARP), 0)
     resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
-    occupancy = resident * warps * THREADS_PER_WARP / profile.max_threads_per_sm
-    full_waves, last_per_sm, last_active, waves, wave_eff = wave_split(ctas, resident, profile.sm_count)
-    concurrent = np.minimum(tiles, profile.sm_count * resident)
+    full_waves, last_per_sm, last_active, waves, wave_eff = wave_split(t.ctas, resident, profile.sm_count)
+    return GemmResidency(
+        low=low, persistent=persistent, staged=staged, smem_cta=smem_cta, regs=regs, resident=resident,
+        limiter=limiter, occupancy=resident * warps * THREADS_PER_WARP / profile.max_threads_per_sm,
+        full_waves=full_waves, last_per_sm=last_per_sm, last_active=last_active, waves=waves, wave_eff=wave_eff,
+        concurrent=np.minimum(t.tiles, profile.sm_count * resident))
 
-    # Matrix-unit rate per SM by instruction kind (sub-partitions left idle by too few warps: wave_terms).
-    tensor_dtype = shape.dtype in TENSOR_DTYPES
-    wgmma = low.wgmma
-    rate_sm = mma_flops_per_sm_s(shape.dtype, wgmma, profile)  # FLOP/s
 
-    # Bytes per CTA per k iteration.
+@dataclass(frozen=True)
+class GemmTraffic:
+    """Bytes per CTA per k iteration through each path, and in all."""
+
+    flops_iter: np.ndarray
+    transpose_iter: np.ndarray   # an operand loaded through registers, stored transposed
+    smem_iter: np.ndarray        # shared-memory bytes: the matrix instructions' reads and the fills
+    l2_total: np.ndarray         # operand bytes every CTA loads through L2 (and spills)
+    l2_iter: np.ndarray
+    dram_operands: np.ndarray    # A and B from DRAM with L2 reuse
+    dram_iter: np.ndarray
+    out_elem: np.ndarray         # bytes per output element: fp32 partials with split-K
+    dram_bytes: np.ndarray       # operands and C (or the partials)
+    latency_s: np.ndarray        # a load's latency: an L2 hit, or DRAM for what L2 cannot reuse
+
+
+def gemm_traffic(shape: GemmShape, t: GemmTiling, r: GemmResidency, profile: HardwareProfile) -> GemmTraffic:
+    """Bytes per CTA per k iteration.
+
+    A tile loaded into registers passes the same L1/shared data path (one pass, as the fill counts), then
+    its transposed store occupies the banks `*_transpose_ways` times as long. Accumulators beyond the
+    per-thread register limit spill to local memory, loaded and stored once per matrix-instruction k step;
+    these kernels carve nearly all of L1 into shared memory, so the spill traffic goes to L2."""
+    elem = DTYPE_BYTES[shape.dtype]
+    m, n, k = shape.m, shape.n, shape.k
+    bm, bn, bk, warps = t.bm, t.bn, t.bk, t.warps
+    low = r.low
     flops_iter = 2.0 * bm * bn * bk
     rows_loaded, cols_loaded = np.minimum(bm, m), np.minimum(bn, n)
     fill_iter = (rows_loaded + cols_loaded) * bk * elem  # global -> smem, also an smem write
-    # A tile loaded into registers passes the same L1/shared data path (one pass, as fill_iter
-    # counts), then its transposed store occupies the banks `*_transpose_ways` times as long.
     transpose_iter = (low.a_transpose_ways * rows_loaded + low.b_transpose_ways * cols_loaded) * bk * elem
     fill_iter = fill_iter + transpose_iter
     k16_steps = (bk // MMA_K).clip(1)
-    # Accumulators beyond the per-thread register limit spill to local memory, loaded and stored
-    # once per matrix-instruction k step. These kernels carve nearly all of L1 into shared memory,
-    # so the spill traffic goes to L2.
-    spilled = np.maximum(regs - profile.regs_per_thread_max, 0)
+    spilled = np.maximum(r.regs - profile.regs_per_thread_max, 0)
     spill_iter = spilled.astype(float) * REGISTER_BYTES * 2 * warps * THREADS_PER_WARP * k16_steps
-    smem_iter = _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor_dtype, 1 + composite) * k16_steps + fill_iter
-    l2_total = (tiles_n * m + tiles_m * n) * float(k) * elem
-    dram_operands = split_k * _dram_operand_bytes(shape, bm, bn, group_m, concurrent, k_split, elem, profile)
-    cta_iters = ctas * k_iters
+    tensor_dtype = shape.dtype in TENSOR_DTYPES
+    smem_iter = (_smem_read_bytes_per_k16(bm, bn, warps, low.wgmma, elem, tensor_dtype, 1 + t.composite) * k16_steps
+                 + fill_iter)
+    l2_total = (t.tiles_n * m + t.tiles_m * n) * float(k) * elem
+    dram_operands = t.split_k * _dram_operand_bytes(shape, bm, bn, t.group_m, r.concurrent, t.k_split, elem, profile)
+    cta_iters = t.ctas * t.k_iters
     l2_total = l2_total + spill_iter * cta_iters
-    l2_iter = l2_total / cta_iters
-    dram_iter = dram_operands / cta_iters
-    out_elem = np.where(split_k > 1, SPLIT_K_PARTIAL_BYTES, elem)
-    out_bytes = split_k * m * n * out_elem
-    dram_bytes = dram_operands + out_bytes
-
-    # A load's latency: an L2 hit, or a DRAM access for the fraction of bytes L2 cannot reuse.
+    out_elem = np.where(t.split_k > 1, SPLIT_K_PARTIAL_BYTES, elem)
     miss = np.clip(dram_operands / l2_total, 0.0, 1.0)
-    latency_s = load_latency_s(profile, miss)
+    return GemmTraffic(
+        flops_iter=flops_iter, transpose_iter=transpose_iter, smem_iter=smem_iter, l2_total=l2_total,
+        l2_iter=l2_total / cta_iters, dram_operands=dram_operands, dram_iter=dram_operands / cta_iters,
+        out_elem=out_elem, dram_bytes=dram_operands + t.split_k * m * n * out_elem,
+        latency_s=load_latency_s(profile, miss))
+
+
+@dataclass(frozen=True)
+class GemmMainLoop:
+    """The main loop's time over every wave (s), which term binds it, and the waves and prologues paid."""
+
+    main_s: np.ndarray
+    dominant: np.ndarray         # index into TERMS
+    n_waves: np.ndarray
+    prologues: np.ndarray
+
+
+def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTraffic,
+                   profile: HardwareProfile) -> GemmMainLoop:
+    """The full waves and the last partial one, each from its per-iteration terms (tensor cores, shared
+    memory, L2, DRAM, the unpipelined path, load latency over the pipeline depth) combined by `overlap`,
+    plus a load latency and the epilogue's C stores per wave. Persistent: the flattened tile loop issues
+    the next tile's first copies during this tile's epilogue, so of each wave's prologue (one load
+    latency) and epilogue only the last wave's remain."""
+    bm, bn, warps, stages, k_iters = t.bm, t.bn, t.warps, t.stages, t.k_iters
+    latency_s = tr.latency_s
+    rate_sm = mma_flops_per_sm_s(shape.dtype, r.low.wgmma, profile)  # FLOP/s
     smem_bw = smem_bytes_per_sm_s(profile)
     l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
 
@@ -256,20 +344,20 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs, per term."""
         per_sm = np.maximum(per_sm, 1)
         warps_busy = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
-        tensor = flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
+        tensor = tr.flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
         return np.stack([
-            per_sm * flops_iter / (rate_sm * warps_busy),
-            per_sm * smem_iter / smem_bw,
-            per_sm * l2_iter * active / l2_bw,
-            per_sm * dram_iter * active / dram_bw,
+            per_sm * tr.flops_iter / (rate_sm * warps_busy),
+            per_sm * tr.smem_iter / smem_bw,
+            per_sm * tr.l2_iter * active / l2_bw,
+            per_sm * tr.dram_iter * active / dram_bw,
             # One CTA's unpipelined operand loads (issued together: one latency), transposed
             # stores and matrix work, in sequence.
-            np.where(low.via_registers, latency_s + transpose_iter / smem_bw + tensor, 0.0),
+            np.where(r.low.via_registers, latency_s + tr.transpose_iter / smem_bw + tensor, 0.0),
         ])
 
     def epilogue_s(per_sm, active):
         """Seconds a wave with `per_sm` CTAs on each of `active` SMs spends writing its C tiles."""
-        return np.maximum(per_sm, 1) * bm * bn * out_elem * active / dram_bw
+        return np.maximum(per_sm, 1) * bm * bn * tr.out_elem * active / dram_bw
 
     def wave_time(per_sm, active):
         """A stage's buffer is refilled only after the matrix instructions reading it finish, so
@@ -280,51 +368,71 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         terms = np.concatenate([resources, pipelined[None]])
         return k_iters * overlap(terms) + latency_s + epilogue_s(per_sm, active), terms
 
-    full_time, full_terms = wave_time(resident, profile.sm_count)
-    last_time, last_terms = wave_time(last_per_sm, last_active)
-    has_last = last_per_sm > 0
-    n_waves = full_waves + has_last
-    # Persistent: the flattened tile loop issues the next tile's first copies during this tile's
-    # epilogue, so of each wave's prologue (one load latency) and epilogue only the last wave's remain.
-    hidden = np.where(persistent, np.maximum(n_waves - 1, 0) * (latency_s + epilogue_s(resident, profile.sm_count)),
-                      0.0)
-    main_s = full_waves * full_time + np.where(has_last, last_time, 0.0) - hidden
-    binding_terms = np.where(full_waves > 0, full_terms, last_terms)
-    dominant = binding_terms.argmax(axis=0)
+    full_time, full_terms = wave_time(r.resident, profile.sm_count)
+    last_time, last_terms = wave_time(r.last_per_sm, r.last_active)
+    has_last = r.last_per_sm > 0
+    n_waves = r.full_waves + has_last
+    hidden = np.where(r.persistent,
+                      np.maximum(n_waves - 1, 0) * (latency_s + epilogue_s(r.resident, profile.sm_count)), 0.0)
+    main_s = r.full_waves * full_time + np.where(has_last, last_time, 0.0) - hidden
+    binding_terms = np.where(r.full_waves > 0, full_terms, last_terms)
+    return GemmMainLoop(main_s=main_s, dominant=binding_terms.argmax(axis=0), n_waves=n_waves,
+                        prologues=np.where(r.persistent, 1, n_waves))
 
-    # Split-K's sum: a second kernel reads every partial and writes C, after a launch of its own; with
-    # FIXUP the last split of each tile reads its tile's partials from L2 (one latency, then at one
-    # SM's share of L2 bandwidth; the tiles' fix-ups run side by side) and stores the C tile.
+
+def gemm_split_k_sum_s(shape: GemmShape, columns: dict[str, np.ndarray], t: GemmTiling, tr: GemmTraffic,
+                       profile: HardwareProfile) -> np.ndarray:
+    """Seconds summing split-K's fp32 partials: a second kernel reads every partial and writes C, after a
+    launch of its own; with FIXUP the last split of each tile reads its tile's partials from L2 (one
+    latency, then at one SM's share of L2 bandwidth; the tiles' fix-ups run side by side) and stores the
+    C tile. 0 without split-K."""
+    elem = DTYPE_BYTES[shape.dtype]
+    m, n, split_k = shape.m, shape.n, t.split_k
     fixup = _col(columns, "FIXUP", 0) == 1
+    l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
     reduction_s = (split_k * m * n * SPLIT_K_PARTIAL_BYTES + m * n * elem) / dram_bw + profile.launch_overhead_us * 1e-6
-    fixup_s = latency_s + split_k * bm * bn * SPLIT_K_PARTIAL_BYTES / (l2_bw / profile.sm_count)
-    splitk_s = np.where(split_k > 1, np.where(fixup, fixup_s, reduction_s), 0.0)
-    launch_s = profile.launch_overhead_us * 1e-6
-    time_s = main_s + splitk_s + launch_s
-    prologues = np.where(persistent, 1, n_waves)
+    fixup_s = tr.latency_s + split_k * t.bm * t.bn * SPLIT_K_PARTIAL_BYTES / (l2_bw / profile.sm_count)
+    return np.where(split_k > 1, np.where(fixup, fixup_s, reduction_s), 0.0)
 
+
+def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: HardwareProfile) -> GemmBreakdown:
+    """Cost of every config in `columns` for `shape` on `profile` (see GemmBreakdown): the tiling, the
+    residency, the traffic, the main loop and the split-K sum, each a named term above, composed."""
+    t = gemm_tiling(shape, columns)
+    r = gemm_residency(shape, columns, t, profile)
+    tr = gemm_traffic(shape, t, r, profile)
+    loop = gemm_main_loop(shape, t, r, tr, profile)
+    splitk_s = gemm_split_k_sum_s(shape, columns, t, tr, profile)
+    launch_s = profile.launch_overhead_us * 1e-6
+    time_s = loop.main_s + splitk_s + launch_s
+    elem = DTYPE_BYTES[shape.dtype]
+    fixup = _col(columns, "FIXUP", 0) == 1
+    rate_sm = mma_flops_per_sm_s(shape.dtype, r.low.wgmma, profile)
+    smem_bw = smem_bytes_per_sm_s(profile)
+    cta_iters = t.ctas * t.k_iters
     us = 1e6
     return GemmBreakdown(
-        flops=flops, padded_flops=padded_flops, padding_efficiency=flops / padded_flops,
-        dram_bytes=dram_bytes, l2_bytes=l2_total, smem_bytes_per_cta=smem_cta, regs_per_thread=regs,
-        fits=smem_cta <= profile.smem_per_block_bytes,
-        uses_wgmma=wgmma, load_path=np.where(_col(columns, "TMA", 0) == 1, LOAD_PATHS[0],
-                                             np.where(staged, LOAD_PATHS[2], LOAD_PATHS[1])),
-        schedule=np.where(persistent, SCHEDULES[1], SCHEDULES[0]),
-        splitk_sum=np.where(split_k > 1, np.where(fixup, SPLIT_K_SUMS[2], SPLIT_K_SUMS[1]), SPLIT_K_SUMS[0]),
-        store_path=np.where(persistent & c_rows_tma(n, elem), STORE_PATHS[1], STORE_PATHS[0]),
-        accumulators=1 + composite.astype(np.int64),
-        ctas=ctas, ctas_per_sm=resident, occupancy_limiter=limiter, occupancy=occupancy,
-        waves=waves, wave_efficiency=wave_eff,
-        compute_us=us * padded_flops / (rate_sm * profile.sm_count),
-        smem_us=us * cta_iters * smem_iter / (smem_bw * profile.sm_count),
-        l2_us=us * l2_total / l2_bw,
-        memory_us=us * dram_bytes / dram_bw,
-        latency_us=us * (n_waves * k_iters * latency_s / np.maximum(stages - 1, 1) + prologues * latency_s),
-        prologue_us=us * prologues * latency_s,
+        flops=t.flops, padded_flops=t.padded_flops, padding_efficiency=t.flops / t.padded_flops,
+        dram_bytes=tr.dram_bytes, l2_bytes=tr.l2_total, smem_bytes_per_cta=r.smem_cta, regs_per_thread=r.regs,
+        fits=r.smem_cta <= profile.smem_per_block_bytes,
+        uses_wgmma=r.low.wgmma, load_path=np.where(_col(columns, "TMA", 0) == 1, LOAD_PATHS[0],
+                                                   np.where(r.staged, LOAD_PATHS[2], LOAD_PATHS[1])),
+        schedule=np.where(r.persistent, SCHEDULES[1], SCHEDULES[0]),
+        splitk_sum=np.where(t.split_k > 1, np.where(fixup, SPLIT_K_SUMS[2], SPLIT_K_SUMS[1]), SPLIT_K_SUMS[0]),
+        store_path=np.where(r.persistent & c_rows_tma(shape.n, elem), STORE_PATHS[1], STORE_PATHS[0]),
+        accumulators=1 + t.composite.astype(np.int64),
+        ctas=t.ctas, ctas_per_sm=r.resident, occupancy_limiter=r.limiter, occupancy=r.occupancy,
+        waves=r.waves, wave_efficiency=r.wave_eff,
+        compute_us=us * t.padded_flops / (rate_sm * profile.sm_count),
+        smem_us=us * cta_iters * tr.smem_iter / (smem_bw * profile.sm_count),
+        l2_us=us * tr.l2_total / (profile.l2_bw_gbps * 1e9),
+        memory_us=us * tr.dram_bytes / (profile.dram_bw_gbps * 1e9),
+        latency_us=us * (loop.n_waves * t.k_iters * tr.latency_s / np.maximum(t.stages - 1, 1)
+                         + loop.prologues * tr.latency_s),
+        prologue_us=us * loop.prologues * tr.latency_s,
         splitk_us=us * splitk_s,
-        launch_us=np.full(bm.shape, us * launch_s),
+        launch_us=np.full(t.bm.shape, us * launch_s),
         time_us=us * time_s,
-        dominant=dominant,
-        bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant],
+        dominant=loop.dominant,
+        bound=np.array([TERM_BOUND[term] for term in TERMS])[loop.dominant],
     )
