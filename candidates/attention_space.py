@@ -24,7 +24,7 @@ ORDERS = {0: "query blocks first-to-last, per head", 1: "query blocks last-to-fi
 TMA_MIN_CAPABILITY = (9, 0)
 TMA_BARRIER_BYTES = 1024
 
-# Measured on the H200 (datasets/h200/attention/NOTES.md, space attention-rules-2: 14 training shapes
+# Measured on the H200 (datasets/h200/attention/README.md, space attention-rules-2: 14 training shapes
 # swept over 504 configs and 10 outside shapes over 64): the space now holds what won there.
 # - Pointer loads won on 1 of 24 shapes, by 0.3%: where TMA is available they are left out, so a GPU
 #   of compute capability 9.0 sweeps TMA configs and an older one pointer configs.

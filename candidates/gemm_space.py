@@ -22,7 +22,7 @@ TMA_STRIDE_BYTES = 16
 # wgmma takes 64-row slices: a smaller BLOCK_M runs mma.sync (roofline/lowering.py).
 WGMMA_MIN_BLOCK_M = 64
 # Where M is above this (and below 64), 64-row tiles over M's rows are in the space on sm_90. Measured on
-# the H200's training shapes (datasets/h200/gemm/v5/compare.py wgmma, each within one sweep): with
+# the H200's training shapes (docs/history.md: v5/compare.py wgmma, each within one sweep): with
 # M of 17 to 32 one was the fastest config on 3 of 17 shapes (32x768x768 by 4.4%; 1.003 in geometric mean);
 # with M of 1 to 16 on none of 37, so 16 or fewer rows keep their 16-row tiles.
 WGMMA_PAD_MIN_M = 16
@@ -36,7 +36,7 @@ WGMMA_PAD_MIN_M = 16
 # of a pointer store: at most the whole C tile (compiled for sm_90 on the CPU: tests/kernels/test_alignment.py).
 FP32_BYTES = 4
 # Where a persistent launch can differ from the one-tile-per-program grid: the tiles must fill at least
-# this many waves of one CTA per SM (the H200 measurements of datasets/h200/gemm/v2/streamk: +1-3% with
+# this many waves of one CTA per SM (the H200 measurements of docs/history.md: v2/streamk: +1-3% with
 # 2 or more waves of 128x256 tiles, within the noise on 1.7 waves) ...
 PERSISTENT_MIN_WAVES = 2
 # ... and tiles of at least 128x128 elements. Smaller tiles were not measured, and every persistent
@@ -45,7 +45,7 @@ PERSISTENT_MIN_TILE_ELEMS = 128 * 128
 # FIXUP = 1 (kernels/gemm.py): the split of K that arrives last sums the fp32 partials inside the GEMM
 # kernel, so no reduction kernel follows it. The path is chosen by M: up to FIXUP_ONLY_MAX_M split-K
 # sums only in the kernel, up to FIXUP_MAX_M (decode) both ways, above it only in the reduction kernel.
-# On 48 H200 training shapes with M <= 64 (datasets/h200/gemm/v3/fixup_bench.py: each shape's 12
+# On 48 H200 training shapes with M <= 64 (docs/history.md: v3/fixup_bench.py: each shape's 12
 # fastest split-K configs both ways) the fastest FIXUP config beat the fastest reduction-kernel one on
 # 42, by up to 1.31x, and was the shape's fastest config on 18; the margin shrinks with M (M = 48:
 # 1.008, 1.006 and 0.973 on its three shapes); on the 8 with M of 87 to 256 it was never the fastest
@@ -55,7 +55,7 @@ FIXUP_ONLY_MAX_M = 32
 FIXUP_MAX_M = 64
 # BLOCK_N2 > 0 (kernels/gemm.py, space 7): a composite tile BLOCK_N + BLOCK_N2 columns wide (160, 192, 288,
 # 320), which Triton's power-of-two blocks cannot make alone, run as two accumulators. Measured on 18 H200
-# training shapes (datasets/h200/gemm/v6/levers/cntiles.py, each variant beside the shape's space-6 best
+# training shapes (docs/history.md: v6/levers/cntiles.py, each variant beside the shape's space-6 best
 # configs and cuBLAS in one pass): a composite tile that turns a partial wave into a nearly full one wins,
 # 256x10240x8192 at 64x320 (128 tiles on 132 SMs, where 64x256 makes 160) by 1.17x, 4096x1280x8192 at
 # 128x320 by 1.13x; where the waves were already full it lost (up to 0.80x at the same tile count), 256-row

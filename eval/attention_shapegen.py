@@ -1,6 +1,6 @@
 """Seeded generator of the causal-attention shape lists (LLM prefill) the attention ground truth is swept over.
 
-Two kinds of shapes, all causal bf16 (datasets/h200/attention/NOTES.md says the same for readers):
+Two kinds of shapes, all causal bf16 (datasets/h200/attention/README.md says the same for readers):
 - LLM families: (heads, kv_heads, head_dim) of real models' attention layers, some as a tensor-parallel
   shard would see them (heads / TP), with a prefill sequence length (64-16384: half powers of two,
   half arbitrary counts, log-uniform) and batch (log-uniform from 1 to 64, or to the largest batch

@@ -45,7 +45,7 @@ class ShapeRow:
 
 def _sources(dataset: Path, kind: ReportKind) -> dict[Hashable, str]:
     """Shape key -> the shape list's `source` label, from the list the manifest names: beside the
-    dataset's folder, or one level up (a later space's datasets, datasets/h200/gemm/v2/*, share the lists)."""
+    dataset's folder, or one level up (where datasets of several spaces share the lists)."""
     try:
         listed = read_manifest(dataset).get("shapes_file")
     except Exception:

@@ -304,7 +304,7 @@ def _sweep_part(kernel: str, shapes: list[Shape], reporter: Reporter | None, *, 
     The compile workers start first and compile for the GPU's compute capability without torch or a
     CUDA context of their own (`compile_pool.gpu_pool`), while this process loads torch and its context: a
     worker process on a two-GPU machine began its first shape ~7 s after spawning and its pool's
-    per-worker contexts took seconds more to tear down (datasets/h200/gemm/logs/x2_check-v7a)."""
+    per-worker contexts took seconds more to tear down (docs/history.md: logs/x2_check-v7a)."""
 
     spec = KERNELS[kernel]
     with compile_pool.gpu_pool(spec.module, workers) as pool:

@@ -16,7 +16,7 @@ written only on request (constexpr STORE_LSE, another binary); launchers and com
 Loads (constexpr TMA): pointer tiles, or host-built tensor descriptors [batch, heads, seq, head_dim]
 for Q, K, V and O whose blocks the copy engine moves (Hopper's TMA; rows past seq read as zeros and
 are not stored, so any seq works unmasked at the loads). Measured on an H200 (datasets/h200/attention/
-NOTES.md), TMA took the space's best from 0.81x to 0.92x the fastest SDPA backend. Grouped-query
+README.md), TMA took the space's best from 0.81x to 0.92x the fastest SDPA backend. Grouped-query
 attention: K and V have kv_heads heads, and query head h reads K/V head h // (heads // kv_heads).
 The unmasked loop scales and subtracts the row max in one multiply-add (scale > 0 is required).
 

@@ -251,7 +251,7 @@ def _gemm_tma_persistent_kernel(
     # once per tile. Loads and the tile order are _gemm_tma_kernel's. C_TMA = 1 (C's rows 16-byte aligned:
     # `c_tma`): C is stored through the descriptor `c_desc` in two halves along N, so the epilogue stages
     # half a tile in shared memory and the second half's conversion overlaps the first half's copy-engine
-    # store (H200, datasets/h200/gemm/v5/levers: up to 1.11x over pointer stores on multi-wave shapes, at
+    # store (H200, docs/history.md: v5/levers: up to 1.11x over pointer stores on multi-wave shapes, at
     # least 1.002x at each measured shape's best persistent config). C_TMA = 0 (c_desc None): pointer stores.
     if ALIGN_N > 1 and ALIGN_N < 16:
         N = _multiple_of(N, ALIGN_N)

@@ -10,7 +10,7 @@ the benches, so this module loads without them.
 Baselines: GEMM is timed beside cuBLAS (`torch.mm`, key "cublas"); attention beside PyTorch's
 `scaled_dot_product_attention` with `is_causal` as the shape says and `enable_gqa` where kv_heads < heads
 (key "sdpa", whatever backend PyTorch picks: with torch 2.11 on an H200, cuDNN for bf16, the fastest
-backend there; datasets/h200/attention/NOTES.md). A shape's `baselines_us` and its meta's
+backend there; datasets/h200/attention/README.md). A shape's `baselines_us` and its meta's
 `<key>_first_us` (the screening pass) carry the key. A sweep also times the library's other routes
 beside them (`extra_baselines`): for attention, SDPA held to each backend that runs the shape
 ("sdpa:cudnn", "sdpa:flash", "sdpa:efficient"; meta `baseline_errors` says why one is absent).

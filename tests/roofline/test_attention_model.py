@@ -223,8 +223,8 @@ def test_masked_blocks_per_program():
     assert list(predict(AttentionShape(2, 4, 1024, 64, causal=False), columns, H200).masked_blocks) == [0, 0]
 
 
-# Best of the space timed on the H200 for shapes outside the project's lists (datasets/h200/attention/
-# NOTES.md, "Kernel vs each SDPA backend": best TMA config, µs).
+# Best of the space timed on the H200 for shapes outside the project's lists (docs/history.md:
+# the attention notes, "Kernel vs each SDPA backend": best TMA config, µs).
 MEASURED_BEST_US = {(4, 64, 4096, 128, 64): 2248.9, (1, 32, 8192, 128, 8): 991.4, (16, 12, 1024, 64, 12): 88.1,
                     (1, 8, 16384, 64, 8): 602.8}
 
