@@ -269,6 +269,8 @@ def open_dataset(root: str | os.PathLike, manifest: dict) -> dict:
 
 
 def read_dataset(root: str | os.PathLike) -> list[ShapeRecords]:
-    """Every finished shape of a dataset folder, as ShapeRecords (the replay evaluation's input)."""
-    read_manifest(root)
-    return [to_records(read_shape(p)) for p in shape_files(root)]
+    """Every finished shape of a dataset folder, as ShapeRecords (the replay evaluation's input), each
+    shape's meta with the Triton version the dataset was measured under (`triton`, from the manifest)."""
+    triton = (read_manifest(root).get("device") or {}).get("triton")
+    records = [to_records(read_shape(p)) for p in shape_files(root)]
+    return [replace(r, meta={**r.meta, "triton": triton}) for r in records] if triton else records

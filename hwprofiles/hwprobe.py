@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import importlib.metadata
 import os
 import statistics
 from collections.abc import Callable, Iterator
@@ -325,6 +326,15 @@ def _nvml_facts(device: int) -> dict[str, object]:
     except Exception as exc:
         facts["error"] = f"pynvml: {exc}"
     return facts
+
+
+def installed_triton() -> str | None:
+    """The installed Triton's version (e.g. '3.6.0'), read from its package metadata without importing it;
+    None where Triton is not installed."""
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def software_versions(device: int = 0) -> dict[str, str]:

@@ -51,6 +51,11 @@ _SHAPE_CENTRES = {"m": 7.0, "n": 12.0, "k": 12.0}
 _SHAPE_SCALE = 7.0
 
 
+def triton_release(version: str) -> str:
+    """'3.6.0' -> '3.6': the release a residual is keyed by (a patch release keeps the code generator)."""
+    return ".".join(str(version).split("+")[0].split(".")[:2])
+
+
 def is_pick_feature(name: str) -> bool:
     """The features the pick may re-weigh: the base ones, not their products with a shape scale."""
     return "*" not in name
@@ -194,10 +199,28 @@ class Residual:
     fit: dict = field(default_factory=dict)                    # data, settings, cross-validated scores
     pick: dict[str, float] = field(default_factory=dict)       # the zero-trial pick's change to coefficients
 
-    def applies_to(self, space_version: str | None) -> bool:
-        """Fitted on measurements of this space (rooftune's kernel over it)? Data of another kernel or
-        space (the H200 probe, AutoHeuristic logs) get the model alone."""
-        return space_version is not None and self.fit.get("space_version") == space_version
+    @property
+    def tritons(self) -> tuple[str, ...]:
+        """The Triton releases (major.minor) this residual ranks for: the one its training data were
+        measured under, then any that `rooftune fit --check` found it still ranks well under. Empty for a
+        residual that records none (fitted before versions were recorded): then no version is refused."""
+        return tuple(self.fit.get("triton", ()))
+
+    def mismatch(self, space_version: str | None, triton: str | None = None) -> str | None:
+        """Why this residual does not apply to measurements of `space_version` under Triton `triton`
+        (None: any version), or None where it does. Data of another kernel or space (the H200 probe,
+        AutoHeuristic logs) get the model alone; so does a Triton release it was neither fitted nor
+        checked under (a new compiler can move the configs' order)."""
+        if space_version is None or self.fit.get("space_version") != space_version:
+            return (f"fitted on rooftune's kernel over {self.fit.get('space_version')}; these measurements are "
+                    f"{space_version or 'of another kernel'}")
+        if triton is not None and self.tritons and triton_release(triton) not in self.tritons:
+            return (f"fitted under Triton {', '.join(self.tritons)}, not checked under {triton_release(triton)} "
+                    f"(`rooftune fit {self.kernel} --check` on a training sweep made under it)")
+        return None
+
+    def applies_to(self, space_version: str | None, triton: str | None = None) -> bool:
+        return self.mismatch(space_version, triton) is None
 
     def corrections(self, shape, configs, breakdown) -> tuple[np.ndarray, np.ndarray]:
         """Additive corrections to log(predicted time) per config, from one pass over the features: the
@@ -282,7 +305,6 @@ def load_residual(kernel: str, profile: HardwareProfile) -> Residual | None:
 
 def write_residual(residual: Residual, path: str | os.PathLike) -> None:
     """Write atomically (a temporary file renamed into place)."""
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")

@@ -31,8 +31,10 @@ from rooftune.roofline.fit import (
     make_residual,
     prepare,
 )
-from rooftune.roofline.residual import Residual, pick_coefficients
+from rooftune.roofline.residual import Residual, pick_coefficients, triton_release
+from rooftune.tuner.evaluation import evaluate
 from rooftune.tuner.search.gp import SearchSettings, search
+from rooftune.tuner.search.strategies import rooftune_strategy
 
 CV_BUDGETS = (1, 5, 10, 20)
 FOLDS = 5
@@ -196,3 +198,45 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
            "cv": {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in cv.items()}}
     residual = make_residual(kernel, profile, fitted.coefficients, chosen.search.to_dict(), fit, fitted.pick)
     return FitReport(residual, chosen, cv, tried)
+
+
+@dataclass(frozen=True)
+class ResidualCheck:
+    """How a residual ranks on training data measured under another Triton release: the search replayed
+    with it and with the model alone at CV_BUDGETS (mean score per budget), and whether it ranks well:
+    at least as well as the model alone on average over the budgets."""
+
+    triton: str
+    residual_mean: dict[int, float]
+    model_mean: dict[int, float]
+
+    @property
+    def ranks_well(self) -> bool:
+        return np.mean(list(self.residual_mean.values())) >= np.mean(list(self.model_mean.values()))
+
+    def as_dict(self, data_label: str) -> dict:
+        return {"data": data_label, "ranks_well": bool(self.ranks_well),
+                "residual": {str(b): round(v, 4) for b, v in self.residual_mean.items()},
+                "model": {str(b): round(v, 4) for b, v in self.model_mean.items()}}
+
+
+def check_residual(residual: Residual, records, profile: HardwareProfile, triton: str) -> ResidualCheck:
+    """Replay `rooftune`'s search on `records` (training data measured under Triton `triton`) with
+    `residual` and with the model alone, at every CV budget."""
+    methods = {"residual": rooftune_strategy(residual), "model": rooftune_strategy(None)}
+    means = {name: {} for name in methods}
+    for budget in CV_BUDGETS:
+        summary = evaluate(records, budget, profile, methods)["methods"]
+        for name in methods:
+            means[name][budget] = summary[name]["mean"]
+    return ResidualCheck(triton_release(triton), means["residual"], means["model"])
+
+
+def with_check(residual: Residual, check: ResidualCheck, data_label: str) -> Residual:
+    """`residual` recording `check`; where it ranks well, its Triton releases gain the checked one, so
+    `tune` and the PyTorch ops use it under that release too."""
+    fit = dict(residual.fit)
+    fit["triton_checks"] = {**fit.get("triton_checks", {}), check.triton: check.as_dict(data_label)}
+    if check.ranks_well and check.triton not in residual.tritons:
+        fit["triton"] = [*residual.tritons, check.triton]
+    return replace(residual, fit=fit)

@@ -18,6 +18,7 @@ from pathlib import Path
 from rooftune.candidates import Config, Measurer, Trial, kernel_of, kernel_spec, legal_configs, parse_config
 from rooftune.eval.dataset import atomic_write_bytes, shape_id
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.kernels.harness import live
 from rooftune.kernels.harness.measure import file_digest  # no torch at import
 from rooftune.roofline.residual import load_residual, residual_to_dict
@@ -52,6 +53,8 @@ class TuneResult:
     baseline_us: float | None = None
     phases_s: dict | None = None  # live: start-up, compile, measure, confirm seconds
     kernel: str = "gemm"
+    triton: str | None = None  # the Triton version a live tune compiled with (None: replayed)
+    residual_note: str | None = None  # which correction ranked the configs, and why (live tunes)
     cached: bool = False
 
     @property
@@ -144,38 +147,55 @@ def tune(shape, measurer: Measurer, strategy, budget: int, *, profile: HardwareP
 
 def kernel_digest(module: str = "rooftune.kernels.gemm") -> str:
     """Digest of a kernel's source, found without importing it (that would import torch and triton)."""
-
     return file_digest(importlib.util.find_spec(module).origin)
 
 
 def residual_digest(residual) -> str:
+    """Digest of what in `residual` moves a ranking (its features, coefficients, pick and search constants),
+    not of its record of how it was fitted: a check under another Triton keeps the cached tunes."""
     if residual is None:
         return "model-only"
-
-    return hashlib.sha256(json.dumps(residual_to_dict(residual), sort_keys=True).encode()).hexdigest()[:12]
+    ranking = {k: v for k, v in residual_to_dict(residual).items() if k != "fit"}
+    return hashlib.sha256(json.dumps(ranking, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def cache_key(shape, profile: HardwareProfile, budget: int, sms: int | None = None, *, space_version: str,
-              digest: str, tuner: str) -> str:
+              digest: str, tuner: str, triton: str | None) -> str:
     """GPU (the profile's name, with the SM partition), shape id, space version, kernel digest, the
-    tuner (strategy and residual digest), budget."""
+    Triton version that compiles it (a tune under another Triton is not reused: a new compiler can move
+    the configs' order), the tuner (strategy and residual digest), budget."""
     gpu = profile.name if sms is None else f"{profile.name} ({sms} SMs)"
-    return "|".join((gpu, shape_id(shape), space_version, digest, tuner, f"budget={budget}"))
+    return "|".join((gpu, shape_id(shape), space_version, digest, f"triton={triton or 'none'}", tuner,
+                     f"budget={budget}"))
 
 
-def shipped_residual(spec, profile: HardwareProfile):
-    """The residual `tune_shape` uses by default: the one fitted for `spec`'s kernel on this GPU over
-    this version of its space, or None (the model alone)."""
-
+def residual_choice(spec, profile: HardwareProfile, triton: str | None) -> tuple[object, str]:
+    """The residual a live tune under Triton `triton` uses by default, and a line saying which and why: the
+    one fitted for `spec`'s kernel on this GPU over this version of its space, where it was fitted or
+    checked under this Triton release; else None (the model alone)."""
     residual = load_residual(spec.name, profile)
-    return residual if residual is not None and residual.applies_to(spec.space.version) else None
+    if residual is None:
+        return None, f"the model alone: no residual is fitted for {spec.name} on {profile.name}"
+    why = residual.mismatch(spec.space.version, triton)
+    if why:
+        return None, f"the model alone: the shipped residual was {why}"
+    under = f" under Triton {', '.join(residual.tritons)}" if residual.tritons else ""
+    return residual, f"the model × the residual fitted on {residual.fit.get('data')}{under}"
 
 
-def tune_key(shape, profile: HardwareProfile, budget: int, residual, sms: int | None = None) -> str:
-    """The cache key under which `tune_shape` stores a `rooftune`-strategy tune of `shape` over `residual`."""
+def shipped_residual(spec, profile: HardwareProfile, triton: str | None = None):
+    """`residual_choice`'s residual (under Triton `triton`; None: the installed one)."""
+    return residual_choice(spec, profile, triton or installed_triton())[0]
+
+
+def tune_key(shape, profile: HardwareProfile, budget: int, residual, sms: int | None = None,
+             triton: str | None = None) -> str:
+    """The cache key under which `tune_shape` stores a `rooftune`-strategy tune of `shape` over `residual`
+    compiled by Triton `triton` (None: the installed one)."""
     spec = kernel_of(shape)
     return cache_key(shape, profile, budget, sms, space_version=spec.space.version,
-                     digest=kernel_digest(spec.module), tuner=f"rooftune:{residual_digest(residual)}")
+                     digest=kernel_digest(spec.module), tuner=f"rooftune:{residual_digest(residual)}",
+                     triton=triton or installed_triton())
 
 
 CACHE_ENV = "ROOFTUNE_CACHE"
@@ -253,14 +273,16 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     spec = kernel_of(shape)
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
+    triton = installed_triton()
+    note = None
     if residual == "shipped":
-        residual = shipped_residual(spec, profile)
+        residual, note = residual_choice(spec, profile, triton)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
     model_profile = profile if sms is None else replace(profile, sm_count=sms)
     path = Path(cache) if cache is not None else None
     key = None
     if path:
-        key = tune_key(shape, profile, budget, residual, sms)
+        key = tune_key(shape, profile, budget, residual, sms, triton)
         hit = cached_result(path, key)
         if hit is not None:
             return hit
@@ -281,7 +303,8 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
                       "compile_s": round(gpu.compile_s, 3), **(result.phases_s or {})}
             phases["measure_s"] = round(phases["measure_s"] - gpu.compile_s - cuda_s, 3)
             result = replace(result, phases_s=phases)
-    result = replace(result, phases_s={**(result.phases_s or {}), "total_s": round(time.perf_counter() - t_start, 3)})
+    result = replace(result, phases_s={**(result.phases_s or {}), "total_s": round(time.perf_counter() - t_start, 3)},
+                     triton=triton, residual_note=note)
     if path:
         store_result(path, key, result)
     return result

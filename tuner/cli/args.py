@@ -57,14 +57,12 @@ class ArgumentError(ValueError):
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a clear error on stderr and exit with `code` (2: bad input), for every CLI command."""
-
     Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code=code)
 
 
 def warn(message: str) -> None:
     """Print a warning on stderr; the command goes on."""
-
     Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}")
 
 
@@ -83,7 +81,6 @@ def gpu_of_data(data, device: dict | None, *, strict: bool = False) -> str:
     """--gpu left out: the one shipped profile that fits the data's GPU; where several fit, DEFAULT_GPU if it
     is one of them (else the first), with a warning; where the data say nothing, DEFAULT_GPU. Where the data
     name a GPU no shipped profile fits: DEFAULT_GPU with a warning, or with `strict` an ArgumentError."""
-
     fitting = profiles_fitting(device) if device is not None else []
     if len(fitting) == 1:
         return fitting[0]
@@ -103,7 +100,6 @@ def gpu_of_data(data, device: dict | None, *, strict: bool = False) -> str:
 def data_profile(gpu: str | None, data, *, strict: bool = False, verb: str = "scoring"):
     """The profile of a command that reads recorded data (eval, fit): --gpu's, warned where the data say
     their GPU was another (eval/readers.py `recorded_device`), else `gpu_of_data`'s."""
-
     device = recorded_device(data)
     if gpu is None:
         return load_gpu(gpu_of_data(data, device, strict=strict))
@@ -119,7 +115,6 @@ def gpu_of_this_machine() -> str:
     set (as rooftune's PyTorch ops), else the shipped profile of the GPU NVML names (hwprofiles/gpus.py),
     else DEFAULT_GPU where no GPU is visible (a cache hit needs none; the rest says there is no GPU).
     ArgumentError for a GPU no shipped profile describes: `rooftune hwprobe` profiles it."""
-
     if os.environ.get("ROOFTUNE_PROFILE"):
         return os.environ["ROOFTUNE_PROFILE"]
     name = hwprobe.nvml_gpu_name()
@@ -134,7 +129,6 @@ def gpu_of_this_machine() -> str:
 def check_this_gpu(profile, gpu: str) -> None:
     """Warn where an explicit --gpu is not a profile of the GPU NVML sees (its legality and model are used).
     A profile of an SM partition of this GPU (`rooftune hwprobe --sms N`: "NVIDIA H200 (66 SMs)") is one."""
-
     name = hwprobe.nvml_gpu_name()
     if name is not None and not profile.name.startswith(name.strip()):
         warn(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: legality and the model follow --gpu")
@@ -179,7 +173,6 @@ def cli_errors() -> Iterator[None]:
 @cli_errors()
 def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16"):
     """GemmShape for 'gemm' (MxNxK), AttentionShape for 'attention' (BxHxSxD); exits on bad input."""
-
     parsers = {"gemm": lambda: parse_gemm_shape(text, layout=layout, dtype=dtype),
                "attention": lambda: parse_attention_shape(text, dtype=dtype)}
     if kernel not in parsers:
@@ -219,7 +212,6 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 @cli_errors()
 def load_gpu(name_or_path: str):
     """A shipped profile by name or a profile JSON by path; exits with the validation error."""
-
     return load_profile(name_or_path)
 
 
@@ -272,11 +264,11 @@ SHAPE_HELP = {"gemm": "MxNxK: C[M,N] = A[M,K] @ B",
 LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
 
 
-def residual_option(kernel: str, profile, choice: str, space_version: str | None):
+def residual_option(kernel: str, profile, choice: str, space_version: str | None, triton: str | None = None):
     """'shipped': the residual fitted for `profile`'s GPU, if any, where it was fitted on the same space
-    as the data's (`space_version`; None: data of another kernel); 'none': the model alone; else a
-    path, used as given (it must be a residual of `kernel`)."""
-
+    as the measurements' (`space_version`; None: data of another kernel) under their Triton release
+    (`triton`: a dataset's, or the installed one for a live ranking; None: any); 'none': the model alone;
+    else a path, used as given (it must be a residual of `kernel`)."""
     if choice == "none":
         return None
     if choice != "shipped":
@@ -284,6 +276,12 @@ def residual_option(kernel: str, profile, choice: str, space_version: str | None
         if residual.kernel != kernel:
             raise ResidualError(f"{choice}: a residual for {residual.kernel}, not {kernel}")
         return residual
+    residual = load_residual(kernel, profile)
+    why = residual.mismatch(space_version, triton) if residual is not None else None
+    if why:
+        warn(f"the shipped residual for {profile.name} was {why}: the model alone (--residual PATH to use it anyway)")
+        return None
+    return residual
     residual = load_residual(kernel, profile)
     if residual is not None and not residual.applies_to(space_version):
         warn(f"the shipped residual for {profile.name} was fitted on rooftune's kernel over "

@@ -34,8 +34,6 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
           only: str | None = None, plot: Path | None = None) -> None:
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
     (and, with `plot`, each method's CDF of per-shape scores)."""
-
-
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
                                 "attention": (AttentionShape, attention_eval_methods)}[kernel]
     profile = data_profile(gpu, data)
@@ -45,7 +43,8 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
-    residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"))
+    residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"),
+                               records[0].meta.get("triton"))
     static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
     methods = eval_methods(records, residual=residual, static=static)
     if only:

@@ -23,6 +23,7 @@ from rooftune.candidates import (
 )
 from rooftune.eval.readers import load_records
 from rooftune.eval.replay import RecordedMeasurer
+from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.roofline.occupancy import LIMITERS
 from rooftune.tuner.cli.args import (
     DEFAULT_GPU,
@@ -73,7 +74,6 @@ def complete_config(space, legal: list, text: str):
     """The config `text` names, its missing parameters filled in where `legal` (the shape's legal configs)
     leaves each one value given the rest (e.g. TMA from the rows' alignment, FIXUP from M and SPLIT_K),
     with what was filled in; a clear error where a missing parameter could take several values, or none."""
-
     given = parse_config(text)
     unknown = set(given.kernel_params()) - set(space.param_names)
     missing = [n for n in space.param_names if n not in given.kernel_params()]
@@ -116,7 +116,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if not configs:
         fail(f"no legal {kernel} config for {shape} on {profile.name}")
     bd = roofline.predict(shape, configs_to_columns(configs), profile)
-    residual = residual_option(kernel, profile, residual_choice, space.version)
+    residual = residual_option(kernel, profile, residual_choice, space.version, installed_triton())
     correction = residual.correction(shape, configs, bd) if residual else np.zeros(len(configs))
     # Ranked as rooftune ranks; shown on the model's absolute scale, centred over the legal configs.
     factor = np.exp(centred(correction, over=len(legal)))
@@ -124,7 +124,8 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     order = [int(i) for i in corrected.argsort(kind="stable")]
     terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
 
-    fitted = f"model × residual fitted on {residual.fit.get('data')}" if residual else "model alone (no residual)"
+    under = f" under Triton {', '.join(residual.tritons)}" if residual and residual.tritons else ""
+    fitted = f"model × residual fitted on {residual.fit.get('data')}{under}" if residual else "model alone (no residual)"
     console = Console()
     # The full breakdown needs ~150 columns; a narrower terminal gets the ranking and what drives it.
     title = f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs; {fitted}"
@@ -181,8 +182,6 @@ def _explain_plot(shape, profile, residual, data: Path, plot: Path) -> None:
     """Predicted (model × residual) vs recorded time over `shape`'s recorded space in `data`, with the
     configs `tune` measures there at EXPLAIN_PLOT_BUDGET (replayed with the recorded measurer), the
     zero-trial pick and the exhaustive best marked."""
-
-
     records = next((r for r in load_records(data, kernel=kernel_of(shape).name) if r.shape == shape), None)
     if records is None:
         fail(f"{data}: {shape} is not recorded there (check --layout and --dtype)")

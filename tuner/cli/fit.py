@@ -9,9 +9,9 @@ from rich.console import Console
 
 from rooftune.eval.dataset import read_manifest
 from rooftune.eval.readers import load_records
-from rooftune.roofline.residual import shipped_residual_path, write_residual
+from rooftune.roofline.residual import read_residual, shipped_residual_path, triton_release, write_residual
 from rooftune.tuner.cli.args import GPU_HELP, check_output, cli_errors, data_profile, fail
-from rooftune.tuner.fitting import fit_kernel, fit_shapes_from_records, refuse_held_out
+from rooftune.tuner.fitting import check_residual, fit_kernel, fit_shapes_from_records, refuse_held_out, with_check
 from rooftune.tuner.search.static import learn_static
 
 fit_app = typer.Typer(help="Fit the residual correction on a training dataset (cross-validated).",
@@ -22,34 +22,37 @@ _GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU
                     "profile of the GPU the dataset names; none fitting is an error)", show_default=False)
 _OUT = typer.Option(None, "--out", help="where to write the residual JSON (default: beside the shipped profiles, "
                     "where `tune`, `eval` and `explain` find it)")
+_CHECK = typer.Option(None, "--check", help="instead of fitting: check this residual (a path, or 'shipped') on a "
+                      "training dataset measured under another Triton release, and where it still ranks at least "
+                      "as well as the model alone, write it with that release added (to --out, default: in place)")
 
 
 @fit_app.command("gemm", short_help="Fit the GEMM residual and the search's constants.")
 def fit_gemm(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep gemm`"),
-    gpu: str | None = _GPU, out: Path = _OUT,
+    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
 ) -> None:
     """Choose the ridge penalty, the near-best weighting, whether the zero-trial pick gets its own
     correction, and the search constants by 5-fold cross-validation over shapes (the search replayed
     at budgets 1, 5, 10, 20), refit on every training shape, learn the `static` baseline list, and
-    write it all as one JSON. Refuses held-out data. About a minute on 120 shapes with 2 cores."""
-    _fit("gemm", data, gpu, out)
+    write it all as one JSON. Refuses held-out data. About a minute on 120 shapes with 2 cores.
+    A residual ranks for the Triton release its data were measured under; --check extends it to another."""
+    _fit("gemm", data, gpu, out, check)
 
 
 @fit_app.command("attention", short_help="The same for causal attention.")
 def fit_attention(
     data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep attention`"),
-    gpu: str | None = _GPU, out: Path = _OUT,
+    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
 ) -> None:
     """The same for the causal attention forward: its residual (attention's features), search
     constants and static list, cross-validated on the training shapes. Refuses held-out data."""
-    _fit("attention", data, gpu, out)
+    _fit("attention", data, gpu, out, check)
 
 
-def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None) -> None:
-    """`rooftune fit KERNEL`: cross-validate, refit, learn the static list, write the residual, print the figures."""
-
-
+def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str | None = None) -> None:
+    """`rooftune fit KERNEL`: cross-validate, refit, learn the static list, write the residual, print the
+    figures; with `check`, check a residual under the data's Triton release instead (`_check`)."""
     console = Console()
     with cli_errors():
         # the residual is written as the profile's (its shipped path by default): never a default the data contradict
@@ -58,6 +61,8 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None) -> None:
         refuse_held_out(manifest, str(data))
         if manifest.get("kernel", "gemm") != kernel:
             fail(f"{data} holds {manifest.get('kernel', 'gemm')} measurements, not {kernel}")
+        if check is not None:
+            return _check(kernel, data, profile, manifest, check, out, console)
         target = out or shipped_residual_path(kernel, profile)
         check_output(str(target), "--out")
         shapes = fit_shapes_from_records(load_records(data, kernel=kernel))
@@ -73,6 +78,10 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None) -> None:
         residual.fit["static_list"] = [str(c) for c in static]  # the `static` baseline of `rooftune eval`
         # The residual describes rooftune's kernel over this space: it applies to data of that space only.
         residual.fit["space_version"] = manifest.get("space_version")
+        # ... compiled by this Triton release: `tune` uses it under another only once `--check` says so.
+        triton = (manifest.get("device") or {}).get("triton")
+        if triton:
+            residual.fit["triton"] = [triton_release(triton)]
         write_residual(residual, target)
     console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
                   f"{report.chosen.search}")
@@ -80,6 +89,34 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None) -> None:
         console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
                       f"worst-decile mean {s['worst_decile_mean']:.3f}")
     console.print(f"wrote {target} ({len(residual.coefficients)} coefficients)")
+
+
+def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Path | None, console: Console) -> None:
+    """`fit --check`: replay the residual and the model alone on the training data; write the residual with
+    the data's Triton release added where it ranks well (exit 1 where it does not: nothing written)."""
+    source = shipped_residual_path(kernel, profile) if check == "shipped" else Path(check)
+    residual = read_residual(source)
+    if residual.kernel != kernel:
+        fail(f"{source}: a residual for {residual.kernel}, not {kernel}")
+    if residual.fit.get("space_version") != manifest.get("space_version"):
+        fail(f"{source} was fitted over {residual.fit.get('space_version')}; {data} is over "
+             f"{manifest.get('space_version')}: fit a new residual instead")
+    triton = (manifest.get("device") or {}).get("triton")
+    if not triton:
+        fail(f"{data}: its manifest records no Triton version to check the residual under")
+    target = out or source
+    check_output(str(target), "--out")
+    result = check_residual(residual, load_records(data, kernel=kernel), profile, triton)
+    for budget in result.residual_mean:
+        console.print(f"  {budget:>2} configs: with the residual {result.residual_mean[budget]:.3f}, "
+                      f"the model alone {result.model_mean[budget]:.3f}")
+    if not result.ranks_well:
+        console.print(f"under Triton {result.triton} the residual ranks worse than the model alone: not written; "
+                      f"fit a new one on {data} instead")
+        raise typer.Exit(code=1)
+    checked = with_check(residual, result, str(data))
+    write_residual(checked, target)
+    console.print(f"wrote {target}: the residual now ranks for Triton {', '.join(checked.tritons)}")
 
 
 def register(app) -> None:

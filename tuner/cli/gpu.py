@@ -65,8 +65,6 @@ def hwprobe_cmd(
     sms: int = typer.Option(None, "--sms", help="profile a green context of this many SMs"),
 ) -> None:
     """Measure this machine's GPU and write a hardware profile."""
-
-
     check_sms(sms)
     check_output(out, "--out")
     profile = hwprobe.probe(name=name, sms=sms, log=lambda line: console.print(line))
@@ -138,7 +136,6 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
            workers: int | None, shard: str | None, gpus: str | None, backfilling: bool = False) -> None:
     """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras,
     attention: the routes), print the summary."""
-
     KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
     flag = {"gemm": "--backfill-extras", "attention": "--backfill-routes"}[kernel]
@@ -187,8 +184,6 @@ _JSON = typer.Option(None, "--json", help="also write the result as JSON to this
 
 def _cache_file(cache: str | None) -> str | None:
     """--cache: by default the per-user cache (its folder made on first use); 'none': no cache."""
-
-
     if cache is None:
         cache = str(cache_path())
         Path(cache).parent.mkdir(parents=True, exist_ok=True)
@@ -199,9 +194,6 @@ def _cache_file(cache: str | None) -> str | None:
 
 def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, cache: str | None, json_out: str | None) -> None:
     """Check the options, tune, print the trials, the winner against the baseline and the phases."""
-
-
-
     profile = live_gpu(gpu)
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
@@ -230,6 +222,8 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     if library_faster(result):
         console.print(f"{label} is faster for this shape: rooftune's PyTorch ops (rooftune.{_OPS[kernel]}) run "
                       f"{label} for it; ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel")
+    if result.residual_note:
+        console.print(f"ranked by {result.residual_note}; compiled by Triton {result.triton}")
     if phases and not result.cached:
         console.print(f"time: {phases}")
     if json_out:
@@ -279,7 +273,6 @@ def tune_model_cmd(
     count (shapes already in the cache are not measured again), and print each layer's time and the
     forward pass's total (Σ time × runs) with rooftune's kernels and with torch's (cuBLAS, SDPA).
     Exit code 1: some shape's measured configs all failed (the rest is written); 3: as `tune gemm`."""
-
     model, tokens = load_model_config(config), parse_counts(batch, "--batch")
     if seq < 1 or budget < 1:
         fail(f"--seq and --budget must be at least 1, got {seq} and {budget}")

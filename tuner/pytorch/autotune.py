@@ -23,6 +23,7 @@ import numpy as np
 
 from rooftune.candidates import Config, GemmShape, kernel_spec
 from rooftune.eval.dataset import atomic_write_bytes
+from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.tuner.pytorch.ops import device_profile
 from rooftune.tuner.search.strategies import corrected_prior
 from rooftune.tuner.tune import cache_path, read_cache, shipped_residual
@@ -105,10 +106,11 @@ def _read(path: Path) -> dict:
 
 
 def entry_key(profile_name: str, kernel_id: str, tuning_key: tuple, configs: list) -> str:
-    """GPU profile | kernel (name and source digest) | Triton's key | digest of the configs benchmarked,
-    in order (which holds the user's configs, the model's order and the budget)."""
+    """GPU profile | kernel (name and source digest) | the installed Triton (a choice made under another
+    compiler is made again) | Triton's key | digest of the configs benchmarked, in order (which holds the
+    user's configs, the model's order and the budget)."""
     benched = hashlib.sha256("\n".join(str(c) for c in configs).encode()).hexdigest()[:12]
-    return "|".join((profile_name, kernel_id, repr(tuning_key), benched))
+    return "|".join((profile_name, kernel_id, f"triton={installed_triton()}", repr(tuning_key), benched))
 
 
 def _median_ms(timing) -> float:

@@ -2,7 +2,7 @@
 the zero-trial pick; resolved once per (shape, device) in a process.
 
 The cache is the one `rooftune tune` writes (tuner/tune.py's `cache_path`), keyed exactly as there for a budget of
-TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, residual), so a shape
+TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, Triton version, residual), so a shape
 tuned from the command line is found by the ops and a shape the ops tune is found by the command.
 Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME for ~/.cache).
 The GPU's profile: $ROOFTUNE_PROFILE (a shipped name or a JSON path), else the shipped profile for

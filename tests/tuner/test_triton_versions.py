@@ -1,0 +1,135 @@
+"""Results keyed by the Triton they were measured under: the tune cache, the shipped residuals (and
+`fit --check`), the datasets' manifests, the autotune cache."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.candidates import kernel_of, parse_gemm_shape
+from rooftune.eval.dataset import read_dataset
+from rooftune.hwprofiles import hwprobe, load_profile
+from rooftune.roofline.fit import make_residual
+from rooftune.roofline.residual import load_residual, read_residual, triton_release
+from rooftune.tuner import tune
+from rooftune.tuner.cli.app import app
+from rooftune.tuner.pytorch import autotune
+
+runner = CliRunner()
+PROFILE = load_profile("h200")
+SHAPE = parse_gemm_shape("512x512x512")
+TRAIN = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "gemm" / "train"
+
+
+def _installed(monkeypatch, version):
+    monkeypatch.setattr(tune, "installed_triton", lambda: version)
+    monkeypatch.setattr(hwprobe, "installed_triton", lambda: version)
+
+
+def test_release_is_major_minor():
+    assert triton_release("3.6.0") == "3.6" and triton_release("3.10.1+gitabc") == "3.10"
+
+
+def test_a_cached_tune_from_another_triton_is_tuned_again(synthetic, counting, tmp_path, monkeypatch):
+    cache = tmp_path / "tune.json"
+    records = synthetic(SHAPE, PROFILE)
+    _installed(monkeypatch, "3.6.0")
+    first = tune.tune_shape(SHAPE, PROFILE, 4, measurer=counting(records), cache=cache, residual=None)
+    assert first.triton == "3.6.0"
+    again = counting(records)
+    assert tune.tune_shape(SHAPE, PROFILE, 4, measurer=again, cache=cache, residual=None).winner == first.winner
+    assert again.batches == []  # same Triton: the cache answers
+    _installed(monkeypatch, "3.9.0")
+    newer = counting(records)
+    result = tune.tune_shape(SHAPE, PROFILE, 4, measurer=newer, cache=cache, residual=None)
+    assert newer.batches and result.triton == "3.9.0"  # another Triton: measured again, not reused
+    keys = list(json.loads(cache.read_text())["entries"])
+    assert len(keys) == 2 and {"triton=3.6.0", "triton=3.9.0"} == {k.split("|")[4] for k in keys}
+
+
+def test_the_shipped_residual_ranks_only_under_the_release_it_was_fitted_or_checked_under():
+    spec = kernel_of(SHAPE)
+    shipped = load_residual("gemm", PROFILE)
+    assert shipped.tritons == ("3.6",)
+    residual, note = tune.residual_choice(spec, PROFILE, "3.6.0")
+    assert residual is not None and "Triton 3.6" in note
+    residual, note = tune.residual_choice(spec, PROFILE, "3.9.0")
+    assert residual is None and "not checked under 3.9" in note and "fit gemm --check" in note
+    assert shipped.applies_to(spec.space.version, None)  # no version given: replay of data that name none
+
+
+def test_a_residual_that_records_no_release_refuses_none():
+    residual = make_residual("gemm", PROFILE, {"compute_frac": 0.1}, {}, {"space_version": "gemm-x"})
+    assert residual.tritons == () and residual.applies_to("gemm-x", "3.9.0")
+
+
+def test_eval_takes_the_datasets_triton(tmp_path):
+    data = tmp_path / "train"
+    shutil.copytree(TRAIN, data)
+    assert {r.meta["triton"] for r in read_dataset(data)} == {"3.6.0"}
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["device"]["triton"] = "3.9.0"
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "1", "--gpu", "h200",
+                                 "--methods", "rooftune"])
+    assert result.exit_code == 0, result.output
+    assert "not checked under 3.9" in " ".join(result.output.split())  # the model alone ranks there
+
+
+@pytest.fixture
+def train_under_39(tmp_path):
+    """12 training shapes, their manifest saying Triton 3.9.0."""
+    data = tmp_path / "train39"
+    (data / "shapes").mkdir(parents=True)
+    manifest = json.loads((TRAIN / "manifest.json").read_text())
+    manifest["device"]["triton"] = "3.9.0"
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(TRAIN.parent / "shapes_train.json", tmp_path / "shapes_train.json")
+    for path in sorted((TRAIN / "shapes").glob("*.csv.gz"))[::10]:
+        shutil.copy(path, data / "shapes" / path.name)
+    return data
+
+
+def test_fit_check_adds_the_release_where_the_residual_still_ranks_well(train_under_39, tmp_path):
+    out = tmp_path / "checked.json"
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200",
+                                 "--check", "shipped", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    checked = read_residual(out)
+    assert checked.tritons == ("3.6", "3.9")
+    assert checked.fit["triton_checks"]["3.9"]["ranks_well"] is True
+    assert checked.coefficients == load_residual("gemm", PROFILE).coefficients
+    assert tune.residual_digest(checked) == tune.residual_digest(load_residual("gemm", PROFILE))  # caches kept
+
+
+def test_fit_check_writes_nothing_where_the_residual_ranks_worse(train_under_39, tmp_path):
+    shipped = load_residual("gemm", PROFILE)
+    bad = tmp_path / "bad.json"
+    data = json.loads(Path(hwprobe.__file__).with_name("residuals").joinpath("gemm-NVIDIA_H200.json").read_text())
+    data["coefficients"] = {k: -40 * v for k, v in shipped.coefficients.items()}  # a residual that misranks
+    data["pick"] = {}
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "out.json"
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200",
+                                 "--check", str(bad), "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "ranks worse than the model alone" in " ".join(result.output.split()) and not out.exists()
+
+
+def test_fit_check_refuses_another_space(train_under_39, tmp_path):
+    manifest = json.loads((train_under_39 / "manifest.json").read_text())
+    manifest["space_version"] = "gemm-000000000000"
+    (train_under_39 / "manifest.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--check", "shipped",
+                                 "--out", str(tmp_path / "x.json")])
+    assert result.exit_code == 2 and "fit a new residual" in " ".join(result.output.split())
+
+
+def test_the_autotune_cache_key_names_the_triton(monkeypatch):
+    monkeypatch.setattr(autotune, "installed_triton", lambda: "3.6.0")
+    old = autotune.entry_key("NVIDIA H200", "k:abc", (64, 64), ["c1"])
+    monkeypatch.setattr(autotune, "installed_triton", lambda: "3.9.0")
+    new = autotune.entry_key("NVIDIA H200", "k:abc", (64, 64), ["c1"])
+    assert "triton=3.6.0" in old and "triton=3.9.0" in new and old != new
