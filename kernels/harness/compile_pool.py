@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
@@ -94,13 +95,25 @@ def offline_warmup_by_name(module: str, arch: int) -> Warmup:
     return warmup
 
 
+class _NoTorch(types.ModuleType):
+    """What an offline compile worker finds as `torch`: a `Tensor` class nothing is an instance of (all
+    Triton's argument specializer asks of torch), and an ImportError for anything else."""
+
+    Tensor = type("Tensor", (), {})
+
+    def __getattr__(self, name: str):
+        raise ImportError(f"torch.{name}: an offline compile worker runs without torch (kernels/harness/compile_pool.py)")
+
+
 def _forgo_torch() -> None:
     """Start a worker whose warmup needs no torch (an offline one: Triton's MockTensors and dtypes).
     Triton's argument specializer imports torch on its first call, only to recognise torch.Tensor
-    arguments, and goes on without it where that import fails (python/src/specialize.cc, init_globals):
-    a worker would otherwise load torch on its first compile, seconds of CPU in every worker while the
-    parent is starting CUDA. The binaries and their cache keys are the same either way."""
-    sys.modules.setdefault("torch", None)  # `import torch` now raises ImportError in this worker
+    arguments (python/src/specialize.cc): a worker would otherwise load torch on its first compile,
+    seconds of CPU in every worker while the parent is starting CUDA. Triton 3.6 goes on without torch
+    where the import fails; 3.9 needs the module, so the worker gets a stand-in whose Tensor class no
+    argument is an instance of: MockTensors are specialized as they are without torch, and the binaries
+    and their cache keys are the same either way."""
+    sys.modules.setdefault("torch", _NoTorch("torch"))
 
 
 # How often a worker checks that the process that started it is still alive.

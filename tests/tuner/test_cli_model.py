@@ -126,7 +126,7 @@ def test_eval_attention_needs_attention_shapes(tmp_path):
     assert result.exit_code == 2 and "no attention shapes" in " ".join(result.output.split())
 
 
-def test_explain_shows_the_residual_and_ranks_by_it():
+def test_explain_shows_the_residual_and_ranks_by_it(shipped_triton):
     config = "BLOCK_M=64,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,BLOCK_N2=0,num_warps=4,num_stages=3"
     args = ["explain", "gemm", "--shape", "256x10240x8192", "--layout", "nk", "--top", "3", "--config", config]
     with_residual = runner.invoke(app, args)
@@ -139,7 +139,7 @@ def test_explain_shows_the_residual_and_ranks_by_it():
     assert rank[0] != rank[1]  # the residual moves this config
 
 
-def test_explain_fits_80_columns_and_shows_everything_when_wide(monkeypatch):
+def test_explain_fits_80_columns_and_shows_everything_when_wide(shipped_triton):
     narrow = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3"], env={"COLUMNS": "80"})
     assert narrow.exit_code == 0 and max(len(line) for line in narrow.output.splitlines()) <= 80, narrow.output
     assert "resid ×" in narrow.output and "wave eff" not in narrow.output
