@@ -1,0 +1,26 @@
+#!/bin/bash
+# One device call of a resumable sweep: `rooftune sweep KERNEL` over datasets/h200/KERNEL/shapes_LIST.json
+# (or DATASET_ROOT/KERNEL/shapes_LIST.json where that exists) into DATASET_ROOT/KERNEL/LIST, stopping in
+# time to pack the folder into $OUT/KERNEL_LIST.tgz for the next call's commit. A shape already there is
+# skipped, so each call goes on where the last stopped. The console log is $OUT/sweep_KERNEL_LIST.log.
+# usage (repository root, on the GPU machine): bash scripts/device/sweep.sh KERNEL LIST SECONDS [DATASET_ROOT]
+#   e.g. bash scripts/device/sweep.sh gemm heldout 540            (KERNEL: gemm or attention; LIST: train, heldout)
+set -u
+K=$1; L=$2; T=$3; ROOT=${4:-datasets/h200}; end=$((SECONDS + T))
+S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json
+D=$ROOT/$K/$L
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+listed=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))))" "$S")
+done_=$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$')
+if [ "$done_" -ge "$listed" ]; then
+  echo "sweep $K $L: all $listed shapes there"
+else
+  l=$(( end - SECONDS - 20 ))   # leave time to pack
+  timeout $l rooftune sweep "$K" --shapes "$S" --out "$D" --gpu h200 \
+    --max-minutes "$(python3 -c "print(($l - 25) / 60)")" > "$OUT/sweep_${K}_$L.log" 2>&1
+  echo "sweep $K $L rc=$? (3: a config killed the CUDA context, quarantined: call again)"
+  grep -v "measuring" "$OUT/sweep_${K}_$L.log" | tail -2
+  echo "$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$') of $listed shapes done"
+fi
+[ -d "$D" ] && tar czf "$OUT/${K}_$L.tgz" --exclude='*.tmp' --exclude='.manifest.lock' "$D"
