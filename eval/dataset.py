@@ -30,7 +30,6 @@ import gzip
 import io
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -40,6 +39,7 @@ from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.candidates.baselines import gemm_baseline_aliases
 from rooftune.candidates.records import ShapeRecords
 from rooftune.candidates.shapes import shape_id
+from rooftune.outputs import write_atomic
 
 FORMAT = "rooftune-dataset-1"
 MANIFEST = "manifest.json"
@@ -71,32 +71,6 @@ def _header_shape(fields: dict) -> GemmShape | AttentionShape:
     return AttentionShape(**fields) if "head_dim" in fields else GemmShape(**fields)
 
 
-def _read_umask() -> int:
-    mask = os.umask(0)  # the only way to read it is to set it: once, at import, before any threads
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a reader (or a killed writer) never sees a partial file. The file
-    gets the permissions a plain `open(path, "w")` would (0666 less the umask), not mkstemp's 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _num(value: float | int | None) -> str:
     if value is None:
         return ""
@@ -124,7 +98,7 @@ def encode_shape(result: ShapeRecords) -> bytes:
 def write_shape(root: str | os.PathLike, result: ShapeRecords) -> Path:
     """Write one finished shape atomically; returns its path."""
     path = Path(root) / SHAPES_DIR / f"{shape_id(result.shape)}.csv.gz"
-    atomic_write_bytes(path, encode_shape(result))
+    write_atomic(path, encode_shape(result))
     return path
 
 
@@ -215,7 +189,7 @@ def read_manifest(root: str | os.PathLike) -> dict:
 def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
     """Write `manifest` (one as `read_manifest` returned it, or without its format) atomically."""
     data = json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True) + "\n"
-    atomic_write_bytes(Path(root) / MANIFEST, data.encode())
+    write_atomic(Path(root) / MANIFEST, data)
 
 
 # Manifest keys that must agree for a resumed sweep to add shapes to an existing dataset.

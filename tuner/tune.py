@@ -16,10 +16,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rooftune.candidates import Config, Measurer, Trial, kernel_of, kernel_spec, legal_configs, parse_config
-from rooftune.eval.dataset import atomic_write_bytes, shape_id
+from rooftune.eval.dataset import shape_id
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.kernels.harness import live
 from rooftune.kernels.harness.measure import file_digest  # no torch at import
+from rooftune.outputs import write_atomic
 from rooftune.roofline.residual import load_residual, residual_to_dict
 from rooftune.tuner.search.strategies import rooftune_strategy
 
@@ -235,7 +236,7 @@ def cached_result(path: Path, key: str) -> TuneResult | None:
 def store_result(path: Path, key: str, result: TuneResult) -> None:
     data = read_cache(path)  # again: another run may have written since
     data["entries"][key] = result_to_dict(result)
-    atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+    write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
 # --- live tuning ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape
-from rooftune.eval.dataset import atomic_write_bytes
+from rooftune.outputs import write_atomic
 from rooftune.tuner.models.tune import ModelTune
 
 # rooftune's GEMM parameter -> its name in vLLM's tables.
@@ -100,7 +100,7 @@ def write_tables(tuned: ModelTune, out: str | Path) -> list[Path]:
                              f"--out") from exc
         merged.update({int(m): c for m, c in table.items()})
         text = json.dumps({str(m): merged[m] for m in sorted(merged)}, indent=4) + "\n"
-        atomic_write_bytes(path, text.encode())
+        write_atomic(path, text.encode())
         written.append(path)
     return written
 
@@ -161,6 +161,6 @@ def write_report(tuned: ModelTune, out: str | Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{tuned.config.name}.report.json", out / f"{tuned.config.name}.report.md"]
-    atomic_write_bytes(paths[0], (json.dumps(report_dict(tuned), indent=1) + "\n").encode())
-    atomic_write_bytes(paths[1], report_markdown(tuned).encode())
+    write_atomic(paths[0], (json.dumps(report_dict(tuned), indent=1) + "\n").encode())
+    write_atomic(paths[1], report_markdown(tuned).encode())
     return paths

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from rooftune.candidates import Config, GemmShape, kernel_spec
-from rooftune.eval.dataset import atomic_write_bytes
+from rooftune.outputs import write_atomic
 from rooftune.tuner.pytorch.ops import device_profile
 from rooftune.tuner.search.strategies import corrected_prior
 from rooftune.tuner.tune import cache_path, read_cache, shipped_residual
@@ -149,7 +149,7 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
         path = autotune_cache_path()
         data = _read(path)  # just before writing: another process may have written since
         data["entries"][entry_id(kernel_id, tuning_key, benched, args)] = {"config": str(choice), "time_ms": times}
-        atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+        write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
 
     def decorator(fn):
         from rooftune.kernels.autotune import OrderedAutotuner
