@@ -29,6 +29,7 @@ import fcntl
 import gzip
 import io
 import json
+import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -102,12 +103,29 @@ def write_shape(root: str | os.PathLike, result: ShapeRecords) -> Path:
     return path
 
 
-def _opt_float(text: str) -> float | None:
-    return float(text) if text else None
+# A shape file's measured columns: times in µs must be finite and > 0; compile seconds and the spread
+# finite and >= 0. NaN, an infinity, a negative or a zero time is a damaged record, never data.
+POSITIVE_COLUMNS = ("time_us", "screen_us", "retime_us", "retime2_us")
+NONNEGATIVE_COLUMNS = ("compile_s", "spread")
+
+
+def check_measured(value: float, what: str, positive: bool = True) -> float:
+    """`value` where it is a finite time > 0 (with `positive` False: a finite figure >= 0); else a
+    ValueError saying which (`what`) and what it should be."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+            and (value > 0 if positive else value >= 0):
+        return float(value)
+    raise ValueError(f"{what} = {value!r} is not {'a finite, positive time' if positive else 'finite and >= 0'}")
+
+
+def _measured(stats: dict[str, str], column: str) -> float | None:
+    text = stats[column]
+    return check_measured(float(text), column, column in POSITIVE_COLUMNS) if text else None
 
 
 def read_shape(path: str | os.PathLike) -> ShapeRecords:
-    """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it."""
+    """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it
+    (and the row, where one row is: a bad value, or a time that is not finite and positive)."""
     try:
         lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
@@ -124,26 +142,39 @@ def read_shape(path: str | os.PathLike) -> ShapeRecords:
         raise DatasetError(f"{path}: malformed shape file ({exc})") from None
 
 
+def _parse_trial(names: list[str], columns: list[str], row: list[str]) -> Trial:
+    params, stats = row[: len(names)], dict(zip(columns[len(names):], row[len(names):]))
+    values = dict(zip(names, map(int, params)))
+    config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
+                    values["num_warps"], values["num_stages"])
+    return Trial(
+        config=config, time_us=_measured(stats, "time_us"), error=stats["error"] or None,
+        compile_s=_measured(stats, "compile_s"), rounds=int(stats["rounds"] or 0),
+        spread=_measured(stats, "spread"), screen_us=_measured(stats, "screen_us"),
+        retime_us=_measured(stats, "retime_us"), retime2_us=_measured(stats, "retime2_us"),
+        retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None,
+        in_space=stats.get("in_space", "1") != "0")
+
+
 def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
     header = json.loads(lines[0][len(_PREFIX):])
+    for name, value in header["baselines_us"].items():
+        try:
+            check_measured(value, f"baseline {name}")
+        except ValueError as exc:
+            raise DatasetError(f"{path}: header line: {exc}") from None
     rows = list(csv.reader(lines[1:]))
     columns = rows[0]
     if "time_us" not in columns:
         raise DatasetError(f"{path}: no time_us column")
     names = columns[: columns.index("time_us")]
     results = []
-    for row in rows[1:]:
-        params, stats = row[: len(names)], dict(zip(columns[len(names):], row[len(names):]))
-        values = dict(zip(names, map(int, params)))
-        config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
-                        values["num_warps"], values["num_stages"])
-        results.append(Trial(
-            config=config, time_us=_opt_float(stats["time_us"]), error=stats["error"] or None,
-            compile_s=_opt_float(stats["compile_s"]), rounds=int(stats["rounds"] or 0),
-            spread=_opt_float(stats["spread"]), screen_us=_opt_float(stats["screen_us"]),
-            retime_us=_opt_float(stats["retime_us"]), retime2_us=_opt_float(stats["retime2_us"]),
-            retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None,
-            in_space=stats.get("in_space", "1") != "0"))
+    for number, row in enumerate(rows[1:], start=1):
+        try:
+            results.append(_parse_trial(names, columns, row))
+        except ValueError as exc:  # the header comment and the CSV header are lines 1 and 2
+            raise DatasetError(f"{path}: row {number} (line {number + 2}): {exc}; a damaged record: fix the row, "
+                               f"or remove the file (a resumed sweep measures its shape again)") from None
     return ShapeRecords(shape=_header_shape(header["shape"]), trials=tuple(results),
                        baselines_us=header["baselines_us"], meta=header["meta"])
 
