@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
+from rooftune.eval.readers import load_records
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
@@ -228,3 +229,55 @@ def test_fit_without_gpu_refuses_a_gpu_no_profile_fits(tmp_path):
     _bad_input(["fit", "gemm", "--data", str(root), "--out", str(tmp_path / "r.json")],
                "no shipped profile fits", "RTX 9090", "pass --gpu")
     assert not (tmp_path / "r.json").exists()
+
+
+def _set_value(path: Path, row: int, column: str, value: str) -> None:
+    """Set `column` of data row `row` (from 1) of a shape file."""
+    header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+    lines = body.split("\n")
+    index = lines[0].split(",").index(column)
+    cells = lines[row].split(",")
+    cells[index] = value
+    lines[row] = ",".join(cells)
+    path.write_bytes(gzip.compress(f"{header}\n{chr(10).join(lines)}".encode()))
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "nan", "inf"])
+def test_a_dataset_time_that_is_not_finite_and_positive_is_refused_naming_file_and_row(tmp_path, value):
+    """A negative time ended eval, report and fit in a math domain error; NaN gave a silent nan mean and a fit
+    on fewer shapes. Every command refuses the damaged file, naming it, the row and the column."""
+    root = _dataset(tmp_path, shapes=2)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["shapes_file"] = "shapes_train.json"  # fit reads training data only
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    victim = sorted((root / "shapes").iterdir())[1]
+    _set_value(victim, 3, "time_us", value)
+    for args in (["eval", "gemm", "--data", str(root), "--budget", "5"], ["report", "gemm", "--data", str(root)],
+                 ["fit", "gemm", "--data", str(root), "--out", str(tmp_path / "r.json")]):
+        _bad_input(args, victim.name, "row 3 (line 5): time_us", "finite, positive")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_report_says_none_for_a_group_without_shapes(tmp_path):
+    root = _dataset(tmp_path, shapes=1)  # no shape list beside it: no decode, prefill or random shapes
+    result = runner.invoke(app, ["report", "gemm", "--data", str(root), "--no-rows",
+                                 "--json", str(tmp_path / "r.json")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "decode none (0)" in text and "random none (0)" in text and "nan" not in text
+    summary = json.loads((tmp_path / "r.json").read_text())["summary"]  # strict JSON: null, never NaN
+    assert summary["vs_cublas_geomean_random"] is None and summary["random_shapes"] == 0
+
+
+def test_eval_caps_a_budget_larger_than_the_space_and_says_so(tmp_path):
+    """`eval --budget 100000` on 5 shapes ran 509 s with no word: a budget past the largest space measures
+    nothing more, so it is replayed at the space's size, with a warning."""
+    root = _dataset(tmp_path, shapes=2)
+    largest = max(len(r.candidate_configs()) for r in load_records(root))
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "100000", "--methods", "model",
+                                 "--json", str(tmp_path / "e.json")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert f"--budget 100000 is more than any shape here has configs (at most {largest}): replaying at {largest}" \
+        in text
+    assert json.loads((tmp_path / "e.json").read_text())["budget"] == largest

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rooftune.candidates import KERNELS, kernel_spec
 from rooftune.eval import backfill, sweep
 from rooftune.hwprofiles import hwprobe, profile_to_dict, save_profile
+from rooftune.outputs import OutputError, json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import (
     GPU_HELP,
     LAYOUT_HELP,
@@ -29,7 +30,7 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.explain import config_label
 from rooftune.tuner.cli.tables import add_cells, width_table
 from rooftune.tuner.models.shapes import load_model_config, model_shapes
-from rooftune.tuner.models.tables import shape_label, write_report, write_tables
+from rooftune.tuner.models.tables import model_outputs, shape_label
 from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
 from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
@@ -71,7 +72,11 @@ def hwprobe_cmd(
     check_output(out, "--out")
     profile = hwprobe.probe(name=name, sms=sms, log=lambda line: console.print(line))
     if out:
-        save_profile(profile, out)
+        try:
+            save_profile(profile, out)
+        except OutputError:  # the probe's figures are not lost: printed, then the error (exit 2)
+            console.print_json(json.dumps(profile_to_dict(profile)))
+            raise
         console.print(f"wrote {out}")
     else:
         console.print_json(json.dumps(profile_to_dict(profile)))
@@ -232,9 +237,11 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
                       f"{label} for it; ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel")
     if phases and not result.cached:
         console.print(f"time: {phases}")
-    if json_out:
-        Path(json_out).write_text(json.dumps({**result_to_dict(result), "cached": result.cached,
-                                              "tflops": result.tflops}, indent=2) + "\n")
+    writes = [(json_out, lambda: write_atomic(json_out, json_text({**result_to_dict(result), "cached": result.cached,
+                                                                    "tflops": result.tflops})))] if json_out else []
+    write_all(writes, done=lambda path: console.print(f"wrote {path}"))
+    if result.cache_error:
+        fail(f"the result was not stored in the cache: {result.cache_error}")
 
 
 _OPS = {"gemm": "matmul, rooftune.linear", "attention": "attention"}  # what runs a kernel's shapes in PyTorch
@@ -313,8 +320,11 @@ def tune_model_cmd(
         console.print(f"forward*: without the layers marked 'no config' ({NO_LEGAL_CONFIG}: attention of "
                       "fewer tokens than the smallest query tile) or 'failed'")
     if out:
-        written = write_tables(tuned, out) + write_report(tuned, out)
+        written = write_all(model_outputs(tuned, out))
         console.print(f"wrote {len(written) - 2} GEMM tables and the report to {out}")
+    not_cached = {lt.result.cache_error for lt in tuned.layers if lt.result and lt.result.cache_error}
+    if not_cached:
+        fail(f"{len(not_cached)} results were not stored in the cache: " + "; ".join(sorted(not_cached)))
     failed = [f"{lt.layer.layer} {shape_label(lt.layer.shape)}: {lt.skipped}" for lt in tuned.layers
               if lt.skipped and lt.skipped != NO_LEGAL_CONFIG]
     if failed:
