@@ -203,7 +203,8 @@ def _backends(totals: dict) -> str:
 
 def attention_line(totals: dict) -> str:
     """The attention summary as `rooftune report` prints it."""
-    return (f"{totals['shapes']} shapes; SDPA time / best time, geometric mean: all {figure(totals['vs_sdpa_geomean'])}; "
+    return (f"{totals['shapes']} shapes; SDPA time / best time, geometric mean: all "
+            f"{figure(totals['vs_sdpa_geomean'])}; "
             f"{_by_tag(totals)}{_backends(totals)}; errors {totals['errors']}")
 
 
