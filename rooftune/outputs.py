@@ -35,14 +35,14 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def _target(path: Path) -> tuple[Path, int]:
-    """The file to replace (through symbolic links) and the permissions the new one gets; OutputError
-    where something other than a regular file is there."""
+def _target(path: Path) -> tuple[Path, int | None]:
+    """The file to replace (through symbolic links) and its permissions (None: there is none yet);
+    OutputError where something other than a regular file is there."""
     target = path.resolve() if path.is_symlink() else path
     try:
         st = os.stat(target)
     except FileNotFoundError:
-        return target, 0o666 & ~_UMASK
+        return target, None
     except OSError as exc:
         raise OutputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
     if stat.S_ISDIR(st.st_mode):
@@ -58,6 +58,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
     if needed; returns the path written. Raises OutputError on any failure of the system's."""
     path = Path(path)
     target, mode = _target(path)
+    kept = "left as it was" if mode is not None else "nothing written"
     payload = data.encode() if isinstance(data, str) else data
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +67,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
         raise OutputError(f"{path}: cannot create a file in {target.parent} ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK if mode is None else mode)
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())  # a full disk may refuse only here
@@ -74,7 +75,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> Path:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise OutputError(f"{path}: could not be written ({exc.strerror or exc}); left as it was") from None
+            raise OutputError(f"{path}: could not be written ({exc.strerror or exc}); {kept}") from None
         raise
     return path
 
