@@ -60,6 +60,19 @@ def test_explain_config_outside_the_grid(kernel, override, field):
     _bad_input(["explain", kernel, "--shape", shape, "--config", _config(space, **override)], field, allowed)
 
 
+@pytest.mark.parametrize("override, field", [({"num_warps": 3}, "num_warps=3"), ({"BLOCK_M": -128}, "BLOCK_M=-128"),
+                                             ({"SPLIT_K": 0}, "SPLIT_K=0")])
+def test_a_bad_value_is_named_before_a_missing_parameter(override, field):
+    """A config written without BLOCK_N2 (as the README wrote it before space 7) with one bad value was
+    reported as "missing parameter(s) BLOCK_N2": the bad value comes first."""
+    config = ",".join(f"{k}={v}" for k, v in {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1,
+                                                "TMA": 1, "PERSISTENT": 1, "FIXUP": 0, "num_warps": 8, "num_stages": 4,
+                                                **override}.items())
+    text = _bad_input(["explain", "gemm", "--shape", "4096x4096x4096", "--config", config], field,
+                      "is not in the gemm space")
+    assert "missing" not in text and "BLOCK_N2" not in text
+
+
 def test_explain_config_in_the_grid_but_illegal_is_still_explained():
     config = _config(GEMM_SPACE, BLOCK_M=256, BLOCK_N=256, BLOCK_K=256, num_stages=5)
     result = runner.invoke(app, ["explain", "gemm", "--shape", "64x64x64", "--config", config])

@@ -79,6 +79,7 @@ def complete_config(space, legal: list, text: str):
     missing = [n for n in space.param_names if n not in given.kernel_params()]
     if unknown or not missing:
         return parse_config(text, space.param_names), {}
+    check_in_grid(space, given, complete=False)  # a bad value first: no legal config could have it
     fits = {tuple(c[n] for n in missing) for c in legal if all(c[k] == v for k, v in given.items())}
     if len(fits) != 1:
         options = "; ".join(", ".join(f"{n}={v}" for n, v in zip(missing, f)) for f in sorted(fits)[:6])
