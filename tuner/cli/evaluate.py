@@ -24,6 +24,7 @@ from rooftune.tuner.cli.args import (
     residual_option,
     warn,
 )
+from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, evaluate
 from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods
@@ -93,19 +94,22 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
 _DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}; " + DAMAGED_HELP
 _BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape (more than the "
                        "largest space here has is replayed at that size, with a warning)")
-_GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
+_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                    help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
                     "profile that fits what the data say about their GPU, else h200)", show_default=False)
-_JSON = typer.Option(None, "--json", help="also write the summary as JSON to this file")
-_RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
+_JSON = typer.Option(None, "--json", metavar=PATH, help="also write the summary as JSON to this file")
+_RESIDUAL = typer.Option("shipped", "--residual", metavar=NAME_OR_PATH, help=RESIDUAL_HELP)
 _METHODS = typer.Option(None, "--methods", help="comma-separated subset of the methods to replay (default: all "
                         "that apply)")
-_PLOT = typer.Option(None, "--plot", help=f"also draw each method's CDF of per-shape scores to this image "
+_PLOT = typer.Option(None, "--plot", metavar=PATH,
+                     help=f"also draw each method's CDF of per-shape scores to this image "
                      f"({PLOT_EXTRA})")
 
 
 @eval_app.command("gemm", short_help="Score each method on recorded GEMM timings.")
 def eval_gemm(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
+    data: Path = typer.Option(..., "--data", metavar=PATH,
+                              help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
     budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
     methods: str = _METHODS, plot: Path = _PLOT,
 ) -> None:
@@ -117,7 +121,8 @@ def eval_gemm(
 
 @eval_app.command("attention", short_help="The same on recorded causal-attention timings.")
 def eval_attention(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("attention", "the H200 attention probe "
+    data: Path = typer.Option(..., "--data", metavar=PATH,
+                              help=_DATA_HELP.format("attention", "the H200 attention probe "
                                                                     "(folder or its CSV)")),
     budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
     methods: str = _METHODS, plot: Path = _PLOT,

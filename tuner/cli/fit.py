@@ -11,6 +11,7 @@ from rooftune.eval.dataset import read_manifest
 from rooftune.eval.readers import load_records
 from rooftune.roofline.residual import shipped_residual_path, write_residual
 from rooftune.tuner.cli.args import DAMAGED_HELP, GPU_HELP, check_output, cli_errors, data_profile, fail
+from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import fit_kernel, fit_shapes_from_records, refuse_held_out
 from rooftune.tuner.search.static import learn_static
 
@@ -18,16 +19,18 @@ fit_app = typer.Typer(help="Fit the residual correction on a training dataset (c
                       no_args_is_help=True)
 
 
-_GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
+_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                    help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
                     "profile of the GPU the dataset names; none fitting is an error)", show_default=False)
 _DATA_HELP = "a training dataset folder written by `rooftune sweep {}`; " + DAMAGED_HELP
-_OUT = typer.Option(None, "--out", help="where to write the residual JSON (default: beside the shipped profiles, "
+_OUT = typer.Option(None, "--out", metavar=PATH,
+                    help="where to write the residual JSON (default: beside the shipped profiles, "
                     "where `tune`, `eval` and `explain` find it)")
 
 
 @fit_app.command("gemm", short_help="Fit the GEMM residual and the search's constants.")
 def fit_gemm(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("gemm")),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("gemm")),
     gpu: str | None = _GPU, out: Path = _OUT,
 ) -> None:
     """Choose the ridge penalty, the near-best weighting, whether the zero-trial pick gets its own
@@ -39,7 +42,7 @@ def fit_gemm(
 
 @fit_app.command("attention", short_help="The same for causal attention.")
 def fit_attention(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("attention")),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("attention")),
     gpu: str | None = _GPU, out: Path = _OUT,
 ) -> None:
     """The same for the causal attention forward: its residual (attention's features), search

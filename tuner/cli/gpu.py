@@ -28,6 +28,7 @@ from rooftune.tuner.cli.args import (
     parse_shard,
 )
 from rooftune.tuner.cli.explain import config_label
+from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.tables import add_cells, width_table
 from rooftune.tuner.models.shapes import load_model_config, model_shapes
 from rooftune.tuner.models.tables import model_outputs, shape_label
@@ -61,7 +62,7 @@ class RichReporter:
 
 @cli_errors()
 def hwprobe_cmd(
-    out: str = typer.Option(None, "--out", help="write the profile JSON here (default: print it)"),
+    out: str = typer.Option(None, "--out", metavar=PATH, help="write the profile JSON here (default: print it)"),
     name: str = typer.Option(None, "--name", help="profile name (default: the GPU's name)"),
     sms: int = typer.Option(None, "--sms", help="profile a green context of this many SMs"),
 ) -> None:
@@ -92,8 +93,9 @@ _SWEEP_HELP = """Time every legal config of the published space for each shape, 
     an interleaved round): nothing is quarantined and a rerun would repeat it. With --gpus, a failed
     worker's code (1 if it died without an error), after the others have finished."""
 _SHAPES_HELP = "a JSON list of {} objects"
-_SWEEP_OUT = typer.Option(..., "--out", help="dataset folder (created, or resumed)")
-_SWEEP_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality: {GPU_HELP} (default: $ROOFTUNE_PROFILE, "
+_SWEEP_OUT = typer.Option(..., "--out", metavar=PATH, help="dataset folder (created, or resumed)")
+_SWEEP_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                          help=f"this GPU, for legality: {GPU_HELP} (default: $ROOFTUNE_PROFILE, "
                           "else the shipped profile of the GPU the driver names)", show_default=False)
 _SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs")
 _MAX_MINUTES = typer.Option(None, "--max-minutes", help="start no shape that would end later")
@@ -110,7 +112,7 @@ _GPUS = typer.Option(None, "--gpus", help="comma-separated GPU numbers (as CUDA 
     (timed beside their final configs, on the dataset's scale); resumable too."""),
                    short_help="Time every legal GEMM config of each shape, beside cuBLAS.")
 def sweep_gemm_cmd(
-    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
+    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
     out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
     workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
     backfill_extras: bool = typer.Option(
@@ -126,7 +128,7 @@ def sweep_gemm_cmd(
     choice, on the dataset's scale); resumable too."""),
                    short_help="The same for the causal attention forward, beside SDPA.")
 def sweep_attention_cmd(
-    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format(
+    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format(
         "{batch, heads, seq, head_dim[, kv_heads, causal, dtype]}")),
     out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
     workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
@@ -181,13 +183,15 @@ _TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen 
     winner and the time each phase took. Exit code 1: every measured config failed; 3: a config killed
     the CUDA context or the compile workers hung."""
 _BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
-_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
+_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                    help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
                     "$ROOFTUNE_PROFILE, else the shipped profile of the GPU the driver names)", show_default=False)
 _SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
-_CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU (default: the "
+_CACHE = typer.Option(None, "--cache", metavar=PATH,
+                      help="JSON cache file: a hit is returned without the GPU (default: the "
                       "per-user cache that rooftune's PyTorch ops read, $ROOFTUNE_CACHE or "
                       "~/.cache/rooftune/tune.json); 'none' to tune without one")
-_JSON = typer.Option(None, "--json", help="also write the result as JSON to this file")
+_JSON = typer.Option(None, "--json", metavar=PATH, help="also write the result as JSON to this file")
 
 
 def _cache_file(cache: str | None) -> str | None:
@@ -272,14 +276,15 @@ def tune_attention_cmd(
 @tune_app.command("model", short_help="Tune every GEMM and attention shape of a model's forward pass.")
 @cli_errors()
 def tune_model_cmd(
-    config: str = typer.Option(..., "--config", help="a Hugging Face style config.json (or the folder holding "
+    config: str = typer.Option(..., "--config", metavar=NAME_OR_PATH,
+                               help="a Hugging Face style config.json (or the folder holding "
                                "it), or a shipped name: llama-3-8b, qwen2.5-7b"),
     batch: str = typer.Option("1,8,64,512,2048", "--batch", help="tokens per forward pass (the GEMMs' M), "
                               "comma-separated"),
     seq: int = typer.Option(2048, "--seq", help="prefill sequence length: the attention of M tokens is one "
                             "sequence of M when M <= seq, else M/seq sequences of seq"),
     budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE,
-    out: str = typer.Option(None, "--out", help="folder for the vLLM-style GEMM tables "
+    out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the vLLM-style GEMM tables "
                             "(N=..,K=..,device_name=...json) and the report (<model>.report.json, .md)"),
 ) -> None:
     """Tune every GEMM and causal attention shape of a model's prefill forward pass, for each token

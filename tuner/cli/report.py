@@ -20,6 +20,7 @@ from rooftune.eval.reports import (
 )
 from rooftune.outputs import json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import DAMAGED_HELP, PLOT_EXTRA, check_output, cli_errors, fail
+from rooftune.tuner.cli.help import PATH
 from rooftune.tuner.cli.plots import check_plot, report_scatter
 from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table
 
@@ -31,16 +32,18 @@ report_app = typer.Typer(help="Report a swept dataset: best config vs the librar
 REPORT_WIDE_COLUMNS = 120
 
 _DATA_HELP = "a dataset folder written by `rooftune sweep {}`; " + DAMAGED_HELP
-_JSON = typer.Option(None, "--json", help="also write the summary and rows as JSON to this file")
-_MARKDOWN = typer.Option(None, "--markdown", help="also write the per-shape table as Markdown to this file")
+_JSON = typer.Option(None, "--json", metavar=PATH, help="also write the summary and rows as JSON to this file")
+_MARKDOWN = typer.Option(None, "--markdown", metavar=PATH,
+                         help="also write the per-shape table as Markdown to this file")
 _ROWS = typer.Option(True, "--rows/--no-rows", help="print one row per shape (--no-rows: the summary only)")
-_PLOT = typer.Option(None, "--plot", help="also draw baseline time ÷ best time against the problem's FLOPs by "
+_PLOT = typer.Option(None, "--plot", metavar=PATH,
+                     help="also draw baseline time ÷ best time against the problem's FLOPs by "
                      f"shape class, to this image ({PLOT_EXTRA})")
 
 
 @report_app.command("gemm", short_help="A GEMM dataset: best config vs cuBLAS per shape.")
 def report_gemm(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("gemm")),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("gemm")),
     json_out: Path = _JSON, markdown: Path = _MARKDOWN, rows: bool = _ROWS, plot: Path = _PLOT,
 ) -> None:
     """Report a swept GEMM dataset: per shape the space's best config vs cuBLAS, the configs that
@@ -51,7 +54,7 @@ def report_gemm(
 
 @report_app.command("attention", short_help="An attention dataset: best config vs SDPA per shape.")
 def report_attention(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("attention")),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("attention")),
     json_out: Path = _JSON, markdown: Path = _MARKDOWN, rows: bool = _ROWS, plot: Path = _PLOT,
 ) -> None:
     """Report a swept causal-attention dataset: per shape the space's best config vs SDPA (its own
