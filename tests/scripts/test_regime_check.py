@@ -118,3 +118,76 @@ def test_the_totals_and_the_table():
     assert lines[0].startswith("shape") and len(lines) == 2 + 3 + 1
     assert "s1" in lines[2] and " yes " in lines[2] and " NO " in lines[3] and lines[4].split()[1] == "-"
     assert "within 2% of the burst-best in 1 of 2 shapes" in lines[-1]
+
+
+def test_a_whole_run_with_a_fake_gpu_writes_the_json_and_prints_the_table(tmp_path, monkeypatch, capsys):
+    """main() end to end with the harness, the bursts and the GPU faked: 2 shapes, the recorded best slower in
+    bursts on the first."""
+    import contextlib
+    import json
+    from types import SimpleNamespace
+
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels.harness import live, timing
+
+    class Bench:
+        def bytes_per_set(self, shape):
+            return 1 << 30
+
+        def inputs(self, shape, device, seed):
+            return ()
+
+        def output(self, shape, device):
+            return None
+
+        def check(self, config, shape, device, seed):
+            return None
+
+        def launcher(self, config, shape, inputs, out):
+            return config
+
+        def baseline(self, shape, inputs, out):
+            return "cublas"
+
+    class Measurer:
+        km = SimpleNamespace(bench=Bench())
+
+        def __init__(self):
+            self.prefetched, self.shape = [], None
+
+        def prefetch(self, shape, configs):
+            self.prefetched.append((shape, list(configs)))
+
+        def measure(self, shape, configs):
+            self.shape = shape
+            return [Trial(c, 100.0 + i) for i, c in enumerate(configs)]
+
+        def baseline_us(self):
+            return 95.0
+
+    measurer = Measurer()
+    monkeypatch.setattr(live, "live_measurer", lambda *a, **kw: contextlib.nullcontext(measurer))
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: SimpleNamespace(cuda=SimpleNamespace(
+        get_device_name=lambda i: "NVIDIA H200")))
+    monkeypatch.setattr(hwprobe, "nvml_index", lambda device: 0)
+    monkeypatch.setattr(timing, "NvmlClock", lambda index: lambda: timing.ClockSample(1980.0))
+    ranks = {}
+
+    def capture(launch, burst_ms, replays):  # in bursts the second recorded config is fastest
+        if launch == "cublas":
+            return lambda: 80.0
+        rank = ranks.setdefault(measurer.shape, []).__len__()
+        ranks[measurer.shape].append(launch)
+        return lambda: 90.0 - (5.0 if rank == 1 else 0.0)
+
+    monkeypatch.setattr(rc, "capture_burst", capture)
+    assert rc.main(["--out", str(tmp_path), "--shapes", "2", "--bursts", "2", "--idle-ms", "0"]) == 0
+    report = json.loads((tmp_path / "regime_check.json").read_text())
+    assert len(measurer.prefetched) == 2 and all(len(c) == 5 for _, c in measurer.prefetched)
+    assert [s["shape"] for s in report["shapes"]] == ["2048x8192x8192 (nk, bf16)", "8540x4800x3344"]
+    first = report["shapes"][0]["summary"]
+    assert first["stays"] is False and first["recorded_best_vs_burst_best"] == pytest.approx(90 / 85)
+    assert first["cublas_over_best"]["harness"] == pytest.approx(0.95) and report["totals"]["stays"] == 0
+    assert report["shapes"][0]["burst_clocks"] == {"clock_mhz_min": 1980.0, "clock_mhz_max": 1980.0}
+    out = capsys.readouterr().out
+    assert "within 2% of the burst-best in 0 of 2 shapes" in out and "wrote" in out
