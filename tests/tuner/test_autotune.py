@@ -223,3 +223,17 @@ def test_arguments_that_cannot_work_are_refused_at_decoration(kwargs, kernel, er
 def test_good_arguments_still_decorate():
     assert isinstance(rooftune.autotune(SMALL, ["M"], budget=np.int64(2), layout=("stride_bk", "stride_bn"))(
         _plain_kernel), OrderedAutotuner)
+
+
+def test_a_choice_the_cache_cannot_keep_still_runs_and_warns(inputs, benched, monkeypatch):
+    from rooftune.outputs import OutputError
+    from rooftune.tuner.pytorch import autotune as rooftune_autotune
+
+    def full(path, data):
+        raise OutputError(f"{path}: could not be written (No space left on device); nothing written")
+
+    monkeypatch.setattr(rooftune_autotune, "write_atomic", full)
+    x, weight, bias = inputs
+    with pytest.warns(RuntimeWarning, match="the choice was not kept: .*autotune.json: could not be written"):
+        y = _launch(_tuned(restore_value=["c_ptr"]), x, weight, bias)
+    torch.testing.assert_close(y, example.reference(x, weight, bias), atol=2e-2, rtol=2e-2)

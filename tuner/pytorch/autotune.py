@@ -18,12 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from rooftune.candidates import Config, GemmShape, kernel_spec
-from rooftune.outputs import write_atomic
+from rooftune.outputs import OutputError, write_atomic
 from rooftune.tuner.pytorch.ops import device_profile
 from rooftune.tuner.search.strategies import corrected_prior
 from rooftune.tuner.tune import cache_path, read_cache, shipped_residual
@@ -192,7 +193,10 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
         path = autotune_cache_path()
         data = _read(path)  # just before writing: another process may have written since
         data["entries"][entry_id(kernel_id, tuning_key, benched, args)] = {"config": str(choice), "time_ms": times}
-        write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
+        try:
+            write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
+        except OutputError as exc:  # the choice stands for this process; only its keeping failed
+            warnings.warn(f"rooftune.autotune: the choice was not kept: {exc}", RuntimeWarning, stacklevel=2)
 
     def decorator(fn):
         from rooftune.kernels.autotune import OrderedAutotuner
