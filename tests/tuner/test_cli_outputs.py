@@ -210,3 +210,18 @@ def test_every_shape_gets_its_own_cache_error_in_a_model_tune(tmp_path, monkeypa
     errors = [lt.result.cache_error for lt in tuned.layers if lt.result]
     assert errors and all("No space left on device" in e for e in errors)
     assert isinstance(tuned.layers[0].layer.shape, GemmShape)
+
+
+def test_a_device_or_pipe_is_refused_before_the_work_by_every_command(tmp_path):
+    root = _dataset(tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for args, option in [(["eval", "gemm", "--data", str(root), "--budget", "2"], "--json"),
+                         (["report", "gemm", "--data", str(root)], "--json"),
+                         (["report", "gemm", "--data", str(root)], "--markdown"),
+                         (["tune", "gemm", "--shape", "64x64x64"], "--json"),
+                         (["tune", "gemm", "--shape", "64x64x64"], "--cache"),
+                         (["hwprobe"], "--out")]:
+        result = runner.invoke(app, [*args, option, str(fifo)])
+        _write_fails(result, f"{option} {fifo}: is not a regular file")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
