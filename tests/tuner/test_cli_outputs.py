@@ -225,3 +225,14 @@ def test_a_device_or_pipe_is_refused_before_the_work_by_every_command(tmp_path):
         result = runner.invoke(app, [*args, option, str(fifo)])
         _write_fails(result, f"{option} {fifo}: is not a regular file")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_tune_model_writes_its_tables_when_the_cache_cannot_be_written(tmp_path, monkeypatch, live):
+    cache = _unwritable(tmp_path, monkeypatch, "c.json")
+    out = tmp_path / "tables"
+    result = runner.invoke(app, ["tune", "model", "--config", "qwen2.5-7b", "--batch", "8", "--budget", "3",
+                                 "--cache", str(cache), "--out", str(out)], env={"COLUMNS": "100"})
+    _write_fails(result, "wrote 5 GEMM tables and the report", "the tunes of 6 shapes were not stored in the cache",
+                 "c.json: could not be written (No space left on device)")
+    assert len(list(out.iterdir())) == 7 and not cache.exists()
+    _no_temporary_files(tmp_path)

@@ -241,9 +241,9 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
                       f"{label} for it; ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel")
     if phases and not result.cached:
         console.print(f"time: {phases}")
-    writes = [(json_out, lambda: write_atomic(json_out, json_text({**result_to_dict(result), "cached": result.cached,
-                                                                    "tflops": result.tflops})))] if json_out else []
-    write_all(writes, done=lambda path: console.print(f"wrote {path}"))
+    document = {**result_to_dict(result), "cached": result.cached, "tflops": result.tflops}
+    write_all([(json_out, lambda: write_atomic(json_out, json_text(document)))] if json_out else [],
+              done=lambda path: console.print(f"wrote {path}"))
     if result.cache_error:
         fail(f"the result was not stored in the cache: {result.cache_error}")
 
@@ -324,12 +324,19 @@ def tune_model_cmd(
     if any(f.skipped for f in tuned.forward_times()):
         console.print(f"forward*: without the layers marked 'no config' ({NO_LEGAL_CONFIG}: attention of "
                       "fewer tokens than the smallest query tile) or 'failed'")
+    unwritten = []  # what could not be written, said once everything else was
     if out:
-        written = write_all(model_outputs(tuned, out))
-        console.print(f"wrote {len(written) - 2} GEMM tables and the report to {out}")
-    not_cached = {lt.result.cache_error for lt in tuned.layers if lt.result and lt.result.cache_error}
+        try:
+            written = write_all(model_outputs(tuned, out))
+            console.print(f"wrote {len(written) - 2} GEMM tables and the report to {out}")
+        except OutputError as exc:
+            unwritten.append(str(exc))
+    not_cached = {lt.layer.shape: lt.result.cache_error for lt in tuned.layers if lt.result and lt.result.cache_error}
     if not_cached:
-        fail(f"{len(not_cached)} results were not stored in the cache: " + "; ".join(sorted(not_cached)))
+        unwritten.append(f"the tunes of {len(not_cached)} shapes were not stored in the cache: "
+                         + "; ".join(sorted(set(not_cached.values()))))
+    if unwritten:
+        fail(" and ".join(unwritten))
     failed = [f"{lt.layer.layer} {shape_label(lt.layer.shape)}: {lt.skipped}" for lt in tuned.layers
               if lt.skipped and lt.skipped != NO_LEGAL_CONFIG]
     if failed:
