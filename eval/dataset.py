@@ -20,6 +20,12 @@ existed read as all in the space. Columns are read by name.
 config's `time_us` is its screening median times the shape's `screen_scale` (meta), the median
 ratio final / screening over the final configs, so that all times of a shape share one scale.
 Gzip headers carry no time stamp, so the same results give the same bytes (clean git diffs).
+
+`read_shape` refuses a damaged file whole, naming it, the row and the column: a time that is not finite and
+positive (NaN, an infinity, zero or negative), a compile time or spread below zero, a baseline that is not a
+finite positive time. The commands that read datasets (eval, report, fit, explain) then stop with exit 2
+rather than leave the shape out: a score, report or fit over the rest would be of other data than the folder
+holds, and a dropped row could be the shape's best.
 """
 
 from __future__ import annotations
