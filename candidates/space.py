@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,16 +98,18 @@ def config_legality(space: SearchSpace, shape, config: Config, profile: Hardware
     return [reason for reason, mask in space.legality(shape, columns, profile).items() if mask[0]]
 
 
-def check_in_grid(space: SearchSpace, config: Config) -> None:
+def check_in_grid(space: SearchSpace, config: Mapping[str, int], complete: bool = True) -> None:
     """Raise ConfigError naming the first parameter of `config` whose value is not one of `space`'s
     published values: the model and the legality rules are defined on the grid only (outside it a
-    negative BLOCK_M predicts a negative time, BLOCK_M=0 NaN)."""
+    negative BLOCK_M predicts a negative time, BLOCK_M=0 NaN). A bad value is named before a missing
+    parameter (with `complete`: every parameter must be there), which it may be the reason for."""
     for name, values in space.grid:
-        if name not in config:
-            raise ConfigError(f"{space.kernel} config lacks {name}")
-        if config[name] not in values:
+        if name in config and config[name] not in values:
             raise ConfigError(f"{name}={config[name]} is not in the {space.kernel} space; "
                               f"{name} is one of {', '.join(map(str, values))}")
+    missing = [name for name, _ in space.grid if name not in config]
+    if complete and missing:
+        raise ConfigError(f"{space.kernel} config lacks {', '.join(missing)}")
 
 
 def next_pow2(x: np.ndarray | int) -> np.ndarray:

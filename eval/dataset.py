@@ -20,6 +20,12 @@ existed read as all in the space. Columns are read by name.
 config's `time_us` is its screening median times the shape's `screen_scale` (meta), the median
 ratio final / screening over the final configs, so that all times of a shape share one scale.
 Gzip headers carry no time stamp, so the same results give the same bytes (clean git diffs).
+
+`read_shape` refuses a damaged file whole, naming it, the row and the column: a time that is not finite and
+positive (NaN, an infinity, zero or negative), a compile time or spread below zero, a baseline that is not a
+finite positive time. The commands that read datasets (eval, report, fit, explain) then stop with exit 2
+rather than leave the shape out: a score, report or fit over the rest would be of other data than the folder
+holds, and a dropped row could be the shape's best.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ import fcntl
 import gzip
 import io
 import json
+import math
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -40,6 +46,7 @@ from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.candidates.baselines import gemm_baseline_aliases
 from rooftune.candidates.records import ShapeRecords
 from rooftune.candidates.shapes import shape_id
+from rooftune.outputs import write_atomic
 
 FORMAT = "rooftune-dataset-1"
 MANIFEST = "manifest.json"
@@ -71,32 +78,6 @@ def _header_shape(fields: dict) -> GemmShape | AttentionShape:
     return AttentionShape(**fields) if "head_dim" in fields else GemmShape(**fields)
 
 
-def _read_umask() -> int:
-    mask = os.umask(0)  # the only way to read it is to set it: once, at import, before any threads
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a reader (or a killed writer) never sees a partial file. The file
-    gets the permissions a plain `open(path, "w")` would (0666 less the umask), not mkstemp's 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _num(value: float | int | None) -> str:
     if value is None:
         return ""
@@ -124,16 +105,33 @@ def encode_shape(result: ShapeRecords) -> bytes:
 def write_shape(root: str | os.PathLike, result: ShapeRecords) -> Path:
     """Write one finished shape atomically; returns its path."""
     path = Path(root) / SHAPES_DIR / f"{shape_id(result.shape)}.csv.gz"
-    atomic_write_bytes(path, encode_shape(result))
+    write_atomic(path, encode_shape(result))
     return path
 
 
-def _opt_float(text: str) -> float | None:
-    return float(text) if text else None
+# A shape file's measured columns: times in µs must be finite and > 0; compile seconds and the spread
+# finite and >= 0. NaN, an infinity, a negative or a zero time is a damaged record, never data.
+POSITIVE_COLUMNS = ("time_us", "screen_us", "retime_us", "retime2_us")
+NONNEGATIVE_COLUMNS = ("compile_s", "spread")
+
+
+def check_measured(value: float, what: str, positive: bool = True) -> float:
+    """`value` where it is a finite time > 0 (with `positive` False: a finite figure >= 0); else a
+    ValueError saying which (`what`) and what it should be."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+            and (value > 0 if positive else value >= 0):
+        return float(value)
+    raise ValueError(f"{what} = {value!r} is not {'a finite, positive time' if positive else 'finite and >= 0'}")
+
+
+def _measured(stats: dict[str, str], column: str) -> float | None:
+    text = stats[column]
+    return check_measured(float(text), column, column in POSITIVE_COLUMNS) if text else None
 
 
 def read_shape(path: str | os.PathLike) -> ShapeRecords:
-    """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it."""
+    """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it
+    (and the row, where one row is: a bad value, or a time that is not finite and positive)."""
     try:
         lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
@@ -150,26 +148,39 @@ def read_shape(path: str | os.PathLike) -> ShapeRecords:
         raise DatasetError(f"{path}: malformed shape file ({exc})") from None
 
 
+def _parse_trial(names: list[str], columns: list[str], row: list[str]) -> Trial:
+    params, stats = row[: len(names)], dict(zip(columns[len(names):], row[len(names):]))
+    values = dict(zip(names, map(int, params)))
+    config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
+                    values["num_warps"], values["num_stages"])
+    return Trial(
+        config=config, time_us=_measured(stats, "time_us"), error=stats["error"] or None,
+        compile_s=_measured(stats, "compile_s"), rounds=int(stats["rounds"] or 0),
+        spread=_measured(stats, "spread"), screen_us=_measured(stats, "screen_us"),
+        retime_us=_measured(stats, "retime_us"), retime2_us=_measured(stats, "retime2_us"),
+        retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None,
+        in_space=stats.get("in_space", "1") != "0")
+
+
 def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
     header = json.loads(lines[0][len(_PREFIX):])
+    for name, value in header["baselines_us"].items():
+        try:
+            check_measured(value, f"baseline {name}")
+        except ValueError as exc:
+            raise DatasetError(f"{path}: header line: {exc}") from None
     rows = list(csv.reader(lines[1:]))
     columns = rows[0]
     if "time_us" not in columns:
         raise DatasetError(f"{path}: no time_us column")
     names = columns[: columns.index("time_us")]
     results = []
-    for row in rows[1:]:
-        params, stats = row[: len(names)], dict(zip(columns[len(names):], row[len(names):]))
-        values = dict(zip(names, map(int, params)))
-        config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
-                        values["num_warps"], values["num_stages"])
-        results.append(Trial(
-            config=config, time_us=_opt_float(stats["time_us"]), error=stats["error"] or None,
-            compile_s=_opt_float(stats["compile_s"]), rounds=int(stats["rounds"] or 0),
-            spread=_opt_float(stats["spread"]), screen_us=_opt_float(stats["screen_us"]),
-            retime_us=_opt_float(stats["retime_us"]), retime2_us=_opt_float(stats["retime2_us"]),
-            retime_rounds=int(stats["retime_rounds"]) if stats["retime_rounds"] else None,
-            in_space=stats.get("in_space", "1") != "0"))
+    for number, row in enumerate(rows[1:], start=1):
+        try:
+            results.append(_parse_trial(names, columns, row))
+        except ValueError as exc:  # the header comment and the CSV header are lines 1 and 2
+            raise DatasetError(f"{path}: row {number} (line {number + 2}): {exc}; a damaged record: fix the row, "
+                               f"or remove the file (a resumed sweep measures its shape again)") from None
     return ShapeRecords(shape=_header_shape(header["shape"]), trials=tuple(results),
                        baselines_us=header["baselines_us"], meta=header["meta"])
 
@@ -215,7 +226,7 @@ def read_manifest(root: str | os.PathLike) -> dict:
 def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
     """Write `manifest` (one as `read_manifest` returned it, or without its format) atomically."""
     data = json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True) + "\n"
-    atomic_write_bytes(Path(root) / MANIFEST, data.encode())
+    write_atomic(Path(root) / MANIFEST, data)
 
 
 # Manifest keys that must agree for a resumed sweep to add shapes to an existing dataset.

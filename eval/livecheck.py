@@ -28,11 +28,12 @@ from pathlib import Path
 
 from rooftune.candidates import GemmShape, kernel_of, parse_config
 from rooftune.eval import readers
-from rooftune.eval.dataset import atomic_write_bytes, shape_id
+from rooftune.eval.dataset import shape_id
 from rooftune.eval.metrics import summarize
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.harness import live
 from rooftune.kernels.harness.measure import SweepSettings
+from rooftune.outputs import write_atomic
 
 
 def pick_shapes(records, count: int) -> list:
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
         if sid in state["shapes"] or time.monotonic() > deadline:
             continue
         state["shapes"][sid] = tune_once(r.shape, out_dir, args.budget, args.gpu, None if i < args.cold else shared)
-        atomic_write_bytes(path, json.dumps(state, indent=1).encode())
+        write_atomic(path, json.dumps(state, indent=1).encode())
         entry = state["shapes"][sid]
         print(f"{sid}: {entry['wall_s']:.1f} s {entry.get('error', '')}", flush=True)
     # Cache hit: the same shape again with a cache file, twice; the second run's wall time.
@@ -129,7 +130,7 @@ def main(argv=None) -> int:
         pairs.append((r, parse_config(entry["result"]["winner"]), best))
     for sid, times in retime(pairs, load_profile(args.gpu)).items():
         state["shapes"][sid]["retime"] = times
-    atomic_write_bytes(path, json.dumps(state, indent=1).encode())
+    write_atomic(path, json.dumps(state, indent=1).encode())
     done = [e for e in state["shapes"].values() if "retime" in e and e["retime"]["winner_us"]]
     fractions = [e["retime"]["best_us"] / e["retime"]["winner_us"] for e in done]
     walls = {mode: [e["wall_s"] for e in state["shapes"].values() if e.get("mode") == mode] for mode in ("cold", "warm")}

@@ -14,8 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape, parse_config
-from rooftune.eval.dataset import DatasetError, ShapeRecords, Trial, atomic_write_bytes, dataset_lock, shape_id
+from rooftune.eval.dataset import DatasetError, ShapeRecords, Trial, dataset_lock, shape_id
 from rooftune.kernels.harness.context import ContextLost
+from rooftune.outputs import write_atomic
 
 QUARANTINE = "quarantine.json"
 QUARANTINED = "quarantined: killed the CUDA context"
@@ -50,7 +51,7 @@ def quarantine(root: str | Path, shape: GemmShape, config: Config, reason: str) 
         entries = read_quarantine(root)
         entries.setdefault(shape_id(shape), {})[config] = reason
         data = {sid: [{"config": str(c), "reason": r} for c, r in configs.items()] for sid, configs in entries.items()}
-        atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+        write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
     return path
 
 

@@ -9,11 +9,13 @@ import json
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.dataset import MANIFEST, read_dataset, read_manifest
+from rooftune.eval.dataset import MANIFEST, check_measured, read_dataset, read_manifest
 
 PROBE_GEMM_FILE = "gemm_probe.csv.gz"
 PROBE_ATTENTION_FILE = "attention_probe.csv.gz"
@@ -50,23 +52,36 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8")
 
 
+@contextmanager
+def _line(path: Path, reader: csv.DictReader, first_line: int = 1) -> Iterator[None]:
+    """Around one row of `reader`: a value error there (a bad number, a time that is not finite and
+    positive) becomes a DatasetFormatError naming the file and the line (`first_line`: the file's line
+    of the CSV header)."""
+    try:
+        yield
+    except ValueError as exc:
+        raise DatasetFormatError(f"{path}: line {reader.line_num + first_line - 1}: {exc}") from None
+
+
 def read_probe_gemm(path: str | Path) -> list[ShapeRecords]:
     """The H200 probe sweep: columns M,N,K,BM,BN,BK,stages,warps,GM,us,err (B stored [K, N], bf16)."""
     path = Path(path)
     trials: dict[tuple[int, int, int], list[Trial]] = defaultdict(list)
     baselines: dict[tuple[int, int, int], dict[str, float]] = defaultdict(dict)
     with _open_text(path) as f:
-        for row in csv.DictReader(f):
-            key = (int(row["M"]), int(row["N"]), int(row["K"]))
-            if row["BM"] == PROBE_BASELINE:
-                baselines[key][PROBE_BASELINE] = float(row["us"])
-                continue
-            config = gemm_config(int(row["BM"]), int(row["BN"]), int(row["BK"]), int(row["GM"]),
-                                 int(row["warps"]), int(row["stages"]))
-            if row.get("err"):
-                trials[key].append(Trial(config, None, error=row["err"]))
-            else:
-                trials[key].append(Trial(config, float(row["us"])))
+        reader = csv.DictReader(f)
+        for row in reader:
+            with _line(path, reader):
+                key = (int(row["M"]), int(row["N"]), int(row["K"]))
+                if row["BM"] == PROBE_BASELINE:
+                    baselines[key][PROBE_BASELINE] = check_measured(float(row["us"]), "us")
+                    continue
+                config = gemm_config(int(row["BM"]), int(row["BN"]), int(row["BK"]), int(row["GM"]),
+                                     int(row["warps"]), int(row["stages"]))
+                if row.get("err"):
+                    trials[key].append(Trial(config, None, error=row["err"]))
+                else:
+                    trials[key].append(Trial(config, check_measured(float(row["us"]), "us")))
     return [ShapeRecords(GemmShape(m, n, k, layout="kn", dtype="bf16"), tuple(ts),
                          baselines_us=baselines.get((m, n, k), {}), meta={"source": str(path)})
             for (m, n, k), ts in trials.items()]
@@ -80,18 +95,20 @@ def read_probe_attention(path: str | Path) -> list[ShapeRecords]:
     trials: dict[tuple[int, int, int, int], list[Trial]] = defaultdict(list)
     baselines: dict[tuple[int, int, int, int], dict[str, float]] = defaultdict(dict)
     with _open_text(path) as f:
-        for row in csv.DictReader(f):
-            key = (int(row["B"]), int(row["H"]), int(row["S"]), int(row["D"]))
-            if row["BM"].startswith(PROBE_SDPA_PREFIX):
-                if row["us"]:
-                    baselines[key][row["BM"]] = float(row["us"])
-                continue
-            config = attention_config(int(row["BM"]), int(row["BN"]), int(row["rev"]), int(row["warps"]),
-                                      int(row["stages"]))
-            if row.get("err"):
-                trials[key].append(Trial(config, None, error=row["err"]))
-            else:
-                trials[key].append(Trial(config, float(row["us"])))
+        reader = csv.DictReader(f)
+        for row in reader:
+            with _line(path, reader):
+                key = (int(row["B"]), int(row["H"]), int(row["S"]), int(row["D"]))
+                if row["BM"].startswith(PROBE_SDPA_PREFIX):
+                    if row["us"]:
+                        baselines[key][row["BM"]] = check_measured(float(row["us"]), "us")
+                    continue
+                config = attention_config(int(row["BM"]), int(row["BN"]), int(row["rev"]), int(row["warps"]),
+                                          int(row["stages"]))
+                if row.get("err"):
+                    trials[key].append(Trial(config, None, error=row["err"]))
+                else:
+                    trials[key].append(Trial(config, check_measured(float(row["us"]), "us")))
     return [ShapeRecords(AttentionShape(b, h, s, d, causal=True, dtype="bf16"), tuple(ts),
                          baselines_us=baselines.get((b, h, s, d), {}), meta={"source": str(path)})
             for (b, h, s, d), ts in trials.items()]
@@ -126,11 +143,16 @@ def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
     rows_of: dict[tuple, dict[str, str]] = {}
     with _open_text(path) as f:
         meta = json.loads(f.readline())
-        for row in csv.DictReader(f):
-            key = (row["m"], row["k"], row["n"], row["mat1_dtype"], row["using_tf32"], row["mat1_stride_0"],
-                   row["mat1_stride_1"], row["mat2_stride_0"], row["mat2_stride_1"])
-            rows_of.setdefault(key, row)
-            times[key][row["choice"]].append(float(row["feedback"]) * 1000.0)
+        reader = csv.DictReader(f)
+        for row in reader:
+            with _line(path, reader, first_line=2):
+                key = (row["m"], row["k"], row["n"], row["mat1_dtype"], row["using_tf32"], row["mat1_stride_0"],
+                       row["mat1_stride_1"], row["mat2_stride_0"], row["mat2_stride_1"])
+                rows_of.setdefault(key, row)
+                feedback = float(row["feedback"])
+                if feedback != float("inf"):  # inf: the choice failed
+                    check_measured(feedback, "feedback")
+                times[key][row["choice"]].append(feedback * 1000.0)
     records = []
     for key, by_choice in times.items():
         row = rows_of[key]

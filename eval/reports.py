@@ -157,50 +157,60 @@ def attention_summary(rows: list[ShapeRow]) -> dict:
     }
 
 
+def figure(value: float | None, spec: str = ".3f") -> str:
+    """A summary figure as printed: `value` in `spec`, or "none" where it is undefined (None or NaN: a
+    geometric mean over no shapes, a correlation over too few configs)."""
+    return "none" if value is None or math.isnan(value) else format(value, spec)
+
+
 def gemm_line(totals: dict) -> str:
-    """The GEMM summary as `rooftune report` prints it."""
-    return (f"{totals['shapes']} shapes; best/cuBLAS throughput, geometric mean: all {totals['vs_cublas_geomean']:.3f}, "
-            f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']}; aligned rows "
-            f"{totals['vs_cublas_geomean_llm_aligned']:.3f} ({totals['llm_aligned_shapes']}): decode "
-            f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
-            f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), "
-            f"random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']}); errors {totals['errors']}")
+    """The GEMM summary as `rooftune report` prints it ("none" for a group without shapes)."""
+    t = totals
+    return (f"{t['shapes']} shapes; best/cuBLAS throughput, geometric mean: all {figure(t['vs_cublas_geomean'])}, "
+            f"LLM layers {figure(t['vs_cublas_geomean_llm'])} ({t['llm_shapes']}; aligned rows "
+            f"{figure(t['vs_cublas_geomean_llm_aligned'])} ({t['llm_aligned_shapes']}): decode "
+            f"{figure(t['vs_cublas_geomean_decode_aligned'])} ({t['decode_aligned_shapes']}), prefill "
+            f"{figure(t['vs_cublas_geomean_prefill_aligned'])} ({t['prefill_aligned_shapes']})), "
+            f"random {figure(t['vs_cublas_geomean_random'])} ({t['random_shapes']}); errors {t['errors']}")
 
 
 def gemm_sentence(totals: dict) -> str:
     """The GEMM summary as the Markdown table's opening sentence."""
-    return (f"Geometric mean of cuBLAS time / best time: all {totals['vs_cublas_geomean']:.3f}, "
-            f"LLM layers {totals['vs_cublas_geomean_llm']:.3f} ({totals['llm_shapes']} shapes; "
-            f"{totals['vs_cublas_geomean_llm_aligned']:.3f} over the {totals['llm_aligned_shapes']} whose N and K "
+    t = totals
+    return (f"Geometric mean of cuBLAS time / best time: all {figure(t['vs_cublas_geomean'])}, "
+            f"LLM layers {figure(t['vs_cublas_geomean_llm'])} ({t['llm_shapes']} shapes; "
+            f"{figure(t['vs_cublas_geomean_llm_aligned'])} over the {t['llm_aligned_shapes']} whose N and K "
             f"rows are 16-byte aligned, where cuBLAS runs its fast kernels: decode "
-            f"{totals['vs_cublas_geomean_decode_aligned']:.3f} ({totals['decode_aligned_shapes']}), prefill "
-            f"{totals['vs_cublas_geomean_prefill_aligned']:.3f} ({totals['prefill_aligned_shapes']})), random {totals['vs_cublas_geomean_random']:.3f} ({totals['random_shapes']} shapes).")
+            f"{figure(t['vs_cublas_geomean_decode_aligned'])} ({t['decode_aligned_shapes']}), prefill "
+            f"{figure(t['vs_cublas_geomean_prefill_aligned'])} ({t['prefill_aligned_shapes']})), random "
+            f"{figure(t['vs_cublas_geomean_random'])} ({t['random_shapes']} shapes).")
 
 
 def _by_tag(totals: dict) -> str:
-    return ", ".join(f"{t} {g['vs_sdpa_geomean']:.3f} ({g['shapes']})" for t, g in totals["by_tag"].items())
+    return ", ".join(f"{t} {figure(g['vs_sdpa_geomean'])} ({g['shapes']})" for t, g in totals["by_tag"].items())
 
 
 def _backends(totals: dict) -> str:
     """Against the fastest SDPA backend per shape, where the sweep timed each backend."""
     if not totals.get("backends_timed"):
         return ""
-    tags = ", ".join(f"{t} {g['vs_fastest_geomean']:.3f}" for t, g in totals["by_tag"].items())
-    each = ", ".join(f"{k.split(':', 1)[1]} {b['vs_geomean']:.3f} ({b['shapes']}, fastest on {b['fastest_on']})"
+    tags = ", ".join(f"{t} {figure(g['vs_fastest_geomean'])}" for t, g in totals["by_tag"].items())
+    each = ", ".join(f"{k.split(':', 1)[1]} {figure(b['vs_geomean'])} ({b['shapes']}, fastest on {b['fastest_on']})"
                      for k, b in totals["by_backend"].items())
-    return (f"; fastest SDPA backend time / best time: all {totals['vs_fastest_geomean']:.3f} "
+    return (f"; fastest SDPA backend time / best time: all {figure(totals['vs_fastest_geomean'])} "
             f"({totals['backends_timed']} shapes), {tags}; each backend: {each}")
 
 
 def attention_line(totals: dict) -> str:
     """The attention summary as `rooftune report` prints it."""
-    return (f"{totals['shapes']} shapes; SDPA time / best time, geometric mean: all {totals['vs_sdpa_geomean']:.3f}; "
+    return (f"{totals['shapes']} shapes; SDPA time / best time, geometric mean: all "
+            f"{figure(totals['vs_sdpa_geomean'])}; "
             f"{_by_tag(totals)}{_backends(totals)}; errors {totals['errors']}")
 
 
 def attention_sentence(totals: dict) -> str:
     """The attention summary as the Markdown table's opening sentence."""
-    return (f"Geometric mean of SDPA time / best time: all {totals['vs_sdpa_geomean']:.3f} "
+    return (f"Geometric mean of SDPA time / best time: all {figure(totals['vs_sdpa_geomean'])} "
             f"({totals['shapes']} shapes); {_by_tag(totals)}{_backends(totals)}.")
 
 

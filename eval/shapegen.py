@@ -24,6 +24,8 @@ import math
 import random
 from pathlib import Path
 
+from rooftune.outputs import write_atomic
+
 SEED = 20261130
 MAX_MNK = 2**37  # ≈ 1.4e11: best config ≈ 0.35 ms at the H200's ~790 TFLOP/s bf16
 TRAIN_LLM, TRAIN_RANDOM = 96, 24
@@ -158,7 +160,7 @@ def write_shape_lists(out: Path, train: list[dict], heldout: list[dict]) -> tupl
     out.mkdir(parents=True, exist_ok=True)
     paths = out / "shapes_train.json", out / "shapes_heldout.json"
     for path, shapes in zip(paths, (train, heldout)):
-        path.write_text("[\n" + ",\n".join(json.dumps(s) for s in shapes) + "\n]\n")
+        write_atomic(path, "[\n" + ",\n".join(json.dumps(s) for s in shapes) + "\n]\n")
     return paths
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from rooftune.outputs import write_atomic
 
 
 class ProfileError(ValueError):
@@ -175,11 +176,5 @@ def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:
 
 
 def save_profile(profile: HardwareProfile, path: str | os.PathLike) -> None:
-    """Write `profile` as JSON atomically (a temporary file renamed into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(profile_to_dict(profile), f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write `profile` as JSON whole or not at all (rooftune/outputs.py: OutputError where it cannot be)."""
+    write_atomic(path, json.dumps(profile_to_dict(profile), indent=2) + "\n")

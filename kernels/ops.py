@@ -9,7 +9,7 @@ the resolver answers LIBRARY_ROUTE and the op runs torch.matmul or SDPA for that
 ROOFTUNE_KERNEL_ONLY=1 keeps the kernel). The user-facing functions check their inputs first: what the
 kernels cannot run raises `UnsupportedInputError` naming the problem, or, with `fallback=True` (or
 ROOFTUNE_FALLBACK=1), runs torch's own op instead. On the CPU the kernels run only in Triton's
-interpreter (TRITON_INTERPRET=1 before triton is imported).
+interpreter (TRITON_INTERPRET=1 before triton is imported), bf16 there on fp32 copies (`interpreted_bf16`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
+import triton
 
 from rooftune.candidates.kernels import LIBRARY_ROUTE
 from rooftune.candidates.shapes import AttentionShape, GemmShape
@@ -54,6 +55,16 @@ def _config(shape, device: torch.device, tune: bool) -> Mapping[str, int] | str:
     return _resolver(shape, device, tune)
 
 
+def interpreted_bf16(t: torch.Tensor) -> bool:
+    """Whether `t` is bf16 on the CPU, where the kernels run in Triton's interpreter. Triton 3.6's
+    interpreter keeps bf16 as its raw 16 bits and its `tl.dot` multiplies those bits as integers
+    (InterpreterBuilder.create_dot): a bf16 GEMM there is garbage (errors of 1e11). So the ops run the
+    kernel on fp32 copies there and round its result to bf16 once: the product of two bf16 values is exact
+    in fp32 and the kernels accumulate in fp32 on the GPU too, so a GEMM is the GPU's but for the order of
+    its sums (attention keeps its P in fp32, where the GPU rounds it to bf16: as accurate or more)."""
+    return t.device.type == "cpu" and t.dtype == torch.bfloat16
+
+
 def flag(value: bool | None, env: str) -> bool:
     """An explicit argument, else the environment variable (1, true, yes or on)."""
     if value is not None:
@@ -72,6 +83,8 @@ def gemm_op(a: torch.Tensor, b: torch.Tensor, layout: str, tune: bool) -> torch.
     config = _config(shape, a.device, tune)
     if config == LIBRARY_ROUTE:
         return torch.matmul(a, b if layout == "kn" else b.t())
+    if interpreted_bf16(a):  # .float() keeps B's storage order
+        return kgemm.gemm(a.float(), b.float(), config, layout=layout).to(a.dtype)
     return kgemm.gemm(a, b, config, layout=layout)
 
 
@@ -112,6 +125,8 @@ def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
     if config == LIBRARY_ROUTE:
         out = _sdpa(q, k, v, causal, scale)
         return out if out.stride() == q.stride() else torch.empty_like(q).copy_(out)
+    if interpreted_bf16(q):  # .float() keeps each tensor's strides, so the output's are Q's
+        return kattn.attention(q.float(), k.float(), v.float(), config, causal=causal, scale=scale).to(q.dtype)
     return kattn.attention(q, k, v, config, causal=causal, scale=scale)
 
 
@@ -159,17 +174,16 @@ attention_op.register_autograd(_attention_backward, setup_context=_attention_set
 
 # --- what users call ------------------------------------------------------------------------------------
 
-def _device_problem(*tensors: torch.Tensor) -> str | None:
-    """Why the kernels cannot run on these tensors' device, or None."""
+def _device_problem(names: str, *tensors: torch.Tensor) -> str | None:
+    """Why the kernels cannot run on these tensors' device, or None; `names` names them ('a and b')."""
     device = tensors[0].device
     if any(t.device != device for t in tensors):
-        return f"tensors are on different devices: {', '.join(str(t.device) for t in tensors)}"
+        return f"{names} are on different devices: {', '.join(str(t.device) for t in tensors)}"
     if device.type not in ("cuda", "cpu"):
-        return f"tensors are on {device}; rooftune's kernels run on CUDA GPUs"
-    try:
-        kattn._check_runnable(tensors[0])
-    except ValueError as exc:
-        return str(exc)
+        return f"{names} are on {device}; rooftune's kernels run on CUDA GPUs"
+    if device.type == "cpu" and isinstance(kgemm._gemm_kernel, triton.runtime.JITFunction):  # compiled, not interpreted
+        return (f"{names} are on the CPU, where the kernels run only in Triton's interpreter (TRITON_INTERPRET=1 "
+                "before triton is imported)")
     return None
 
 
@@ -192,7 +206,7 @@ def _gemm_problem(x: torch.Tensor, b_kn: torch.Tensor, names: tuple[str, str]) -
                 f"{tuple(b_kn.shape)} has K = {b_kn.shape[0]}")
     if x.numel() == 0 or b_kn.numel() == 0:
         return f"empty operands ({tuple(x.shape)}, {tuple(b_kn.shape)}): M, N and K must be >= 1"
-    return _dtype_problem(x, b_kn) or _device_problem(x, b_kn)
+    return _dtype_problem(x, b_kn) or _device_problem(" and ".join(n.removesuffix(".T") for n in names), x, b_kn)
 
 
 def _refuse(op: str, why: str):
@@ -254,7 +268,7 @@ def _attention_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         return str(exc)
     if q.numel() == 0:
         return f"empty q {tuple(q.shape)}"
-    return _dtype_problem(q, k, v) or _device_problem(q, k, v)
+    return _dtype_problem(q, k, v) or _device_problem("q, k and v", q, k, v)
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:

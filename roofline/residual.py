@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -31,6 +30,7 @@ import numpy as np
 from rooftune.candidates import AttentionShape, Config, GemmShape, configs_to_columns
 from rooftune.candidates.gemm_space import tile_cols
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.outputs import write_atomic
 from rooftune.roofline.gemm import SPLIT_K_SUMS
 
 RESIDUAL_FORMAT = "rooftune-residual-1"
@@ -304,10 +304,6 @@ def load_residual(kernel: str, profile: HardwareProfile) -> Residual | None:
 
 
 def write_residual(residual: Residual, path: str | os.PathLike) -> None:
-    """Write atomically (a temporary file renamed into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(residual_to_dict(residual), indent=1, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    """Write whole or not at all (rooftune/outputs.py: OutputError naming the path where it cannot be)."""
+
+    write_atomic(path, json.dumps(residual_to_dict(residual), indent=1, sort_keys=False) + "\n")

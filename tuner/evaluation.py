@@ -28,14 +28,22 @@ def replay(records: list[ShapeRecords], strategy, budget: int, profile: Hardware
     return [replay_shape(r, strategy, budget, profile) for r in records if r.best_candidate_us is not None]
 
 
+def budget_cap(records: list[ShapeRecords]) -> int | None:
+    """The most configs a strategy can measure on any of `records`: the largest candidate count among
+    them (the space's size); None without records. A larger budget measures nothing more, only slower."""
+    return max((len(r.candidate_configs()) for r in records), default=None)
+
+
 def evaluate(records: list[ShapeRecords], budget: int, profile: HardwareProfile, methods: dict) -> dict:
-    """Per method, mean / p10 / worst-decile mean of the per-shape scores, and the model's mean Spearman.
+    """Per method, mean / p10 / worst-decile mean of the per-shape scores, and the model's mean Spearman,
+    over the shapes whose space has a successful recorded config (`left_out`: how many have none).
 
     `methods` maps a name to a strategy, or to a list of strategies (random seeds): each run is
     summarized on its own and the summaries averaged (so the tail is a run's tail, not the tail of
     per-shape averages); `runs` says how many. `scores`: per method, each run's per-shape scores (in
     the records' order), for pictures."""
-    records = [r for r in records if r.best_candidate_us is not None]
+    scored = [r for r in records if r.best_candidate_us is not None]
+    left_out, records = len(records) - len(scored), scored
     summary, scores = {}, {}
     for name, strategies in methods.items():
         runs = strategies if isinstance(strategies, (list, tuple)) else [strategies]
@@ -43,5 +51,5 @@ def evaluate(records: list[ShapeRecords], budget: int, profile: HardwareProfile,
         per_run = [summarize(run) for run in scores[name]]
         summary[name] = {k: float(np.mean([p[k] for p in per_run])) for k in per_run[0]} if records else summarize([])
         summary[name]["runs"] = len(runs)
-    return {"n_shapes": len(records), "budget": budget, "methods": summary,
+    return {"n_shapes": len(records), "left_out": left_out, "budget": budget, "methods": summary,
             "spearman": model_spearman(records, profile), "scores": scores}

@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rooftune.candidates import Config, Measurer, Trial, kernel_of, kernel_spec, legal_configs, parse_config
-from rooftune.eval.dataset import atomic_write_bytes, shape_id
+from rooftune.eval.dataset import shape_id
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.kernels.harness import live
 from rooftune.kernels.harness.measure import file_digest  # no torch at import
+from rooftune.outputs import OutputError, write_atomic
 from rooftune.roofline.residual import load_residual, residual_to_dict
 from rooftune.tuner.search.strategies import rooftune_strategy
 
@@ -56,6 +57,7 @@ class TuneResult:
     triton: str | None = None  # the Triton version a live tune compiled with (None: replayed)
     residual_note: str | None = None  # which correction ranked the configs, and why (live tunes)
     cached: bool = False
+    cache_error: str | None = None  # why the result could not be stored in the cache (a full disk), if so
 
     @property
     def tflops(self) -> float:
@@ -233,6 +235,7 @@ def result_to_dict(result: TuneResult) -> dict:
     d["winner"] = str(result.winner)
     d["trials"] = [{**asdict(t), "config": str(t.config)} for t in result.trials]
     d.pop("cached")
+    d.pop("cache_error")
     return d
 
 
@@ -255,7 +258,7 @@ def cached_result(path: Path, key: str) -> TuneResult | None:
 def store_result(path: Path, key: str, result: TuneResult) -> None:
     data = read_cache(path)  # again: another run may have written since
     data["entries"][key] = result_to_dict(result)
-    atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+    write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
 # --- live tuning ---------------------------------------------------------------------------------------
@@ -266,7 +269,7 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     search). `measurer`: by default the live GPU measurer on this GPU (an SM partition of it with
     `sms`); tests pass a recorded one (its `baseline_us()`, where it has one, is the baseline). With
     `cache`, a stored result for the same key is returned without measuring, and a new one is stored
-    atomically. `residual`: "shipped" (the one fitted for
+    atomically (where that fails, the result says why in `cache_error`). `residual`: "shipped" (the one fitted for
     this kernel on this GPU over this space, if any), None, or a Residual.
     Raises ValueError (budget), NoGpuError, TuneCacheError, TuneError."""
     t_start = time.perf_counter()
@@ -306,7 +309,10 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     result = replace(result, phases_s={**(result.phases_s or {}), "total_s": round(time.perf_counter() - t_start, 3)},
                      triton=triton, residual_note=note)
     if path:
-        store_result(path, key, result)
+        try:
+            store_result(path, key, result)
+        except OutputError as exc:  # the tune's result stands; the caller says it was not kept
+            result = replace(result, cache_error=str(exc))
     return result
 
 

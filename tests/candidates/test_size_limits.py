@@ -52,3 +52,14 @@ def test_check_in_grid_names_parameter_value_and_allowed_values():
         check_in_grid(GEMM_SPACE, bad)
     with pytest.raises(ConfigError, match="num_warps=3"):
         check_in_grid(GEMM_SPACE, Config.make(3, 3, **good.kernel_params()))
+
+
+def test_check_in_grid_names_a_bad_value_before_what_is_missing():
+    partial = Config.make(3, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=1, SPLIT_K=1)  # no TMA ... BLOCK_N2
+    with pytest.raises(ConfigError, match="num_warps=3 is not in the gemm space"):
+        check_in_grid(GEMM_SPACE, partial)
+    with pytest.raises(ConfigError, match="num_warps=3"):
+        check_in_grid(GEMM_SPACE, partial, complete=False)
+    check_in_grid(GEMM_SPACE, Config.make(4, 3, BLOCK_M=64), complete=False)  # what is there is in the grid
+    with pytest.raises(ConfigError, match="gemm config lacks BLOCK_N, BLOCK_K, .*BLOCK_N2"):
+        check_in_grid(GEMM_SPACE, Config.make(4, 3, BLOCK_M=64))

@@ -17,7 +17,7 @@ HEADER = '# rooftune-shape {"shape": {"m": 64, "n": 64, "k": 64, "layout": "kn",
 
 @pytest.mark.parametrize("body, message", [
     ("BLOCK_M,time_us\n64,1.0\n", "no 'num_warps' column"),
-    ("BLOCK_M,num_warps,num_stages,time_us,error\nx,4,3,1.0,\n", "malformed shape file"),
+    ("BLOCK_M,num_warps,num_stages,time_us,error\nx,4,3,1.0,\n", r"row 1 \(line 3\): invalid literal"),
 ])
 def test_shape_file_with_bad_columns_or_values(tmp_path, body, message):
     path = tmp_path / "s.csv.gz"
@@ -25,6 +25,56 @@ def test_shape_file_with_bad_columns_or_values(tmp_path, body, message):
     with pytest.raises(DatasetError, match=message) as error:
         read_shape(path)
     assert "s.csv.gz" in str(error.value)
+
+
+COLUMNS = "BLOCK_M,num_warps,num_stages,time_us,error,compile_s,rounds,spread,screen_us,retime_us,retime2_us," \
+          "retime_rounds,in_space"
+GOOD_ROW = "64,4,3,10.0,,1.5,7,0.01,9.5,10.0,10.1,15,1"
+
+
+@pytest.mark.parametrize("column, value", [
+    ("time_us", "-5"), ("time_us", "0"), ("time_us", "nan"), ("time_us", "inf"), ("time_us", "-inf"),
+    ("screen_us", "nan"), ("retime_us", "-1"), ("retime2_us", "0"), ("compile_s", "-0.5"), ("spread", "inf"),
+])
+def test_shape_file_times_must_be_finite_and_positive(tmp_path, column, value):
+    row = GOOD_ROW.split(",")
+    row[COLUMNS.split(",").index(column)] = value
+    path = tmp_path / "s.csv.gz"
+    path.write_bytes(gzip.compress(f"{HEADER}\n{COLUMNS}\n{GOOD_ROW}\n{','.join(row)}\n".encode()))
+    with pytest.raises(DatasetError, match=rf"s\.csv\.gz: row 2 \(line 4\): {column} = ") as error:
+        read_shape(path)
+    assert "finite" in str(error.value) and "damaged" in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["NaN", "-3.0", "0", '"fast"'])
+def test_shape_file_baselines_must_be_finite_and_positive(tmp_path, value):
+    path = tmp_path / "s.csv.gz"
+    header = HEADER.replace('"baselines_us": {}', f'"baselines_us": {{"cublas": {value}}}')
+    path.write_bytes(gzip.compress(f"{header}\n{COLUMNS}\n{GOOD_ROW}\n".encode()))
+    with pytest.raises(DatasetError, match="s.csv.gz: header line: baseline cublas = .* finite, positive"):
+        read_shape(path)
+
+
+@pytest.mark.parametrize("line", ["64,64,64,64,64,32,3,4,1,nan,", "64,64,64,64,64,32,3,4,1,-2,",
+                                  "64,64,64,cublas,,,,,,0,"])
+def test_probe_times_must_be_finite_and_positive(tmp_path, line):
+    path = tmp_path / "gemm_probe.csv.gz"
+    path.write_bytes(gzip.compress(f"M,N,K,BM,BN,BK,stages,warps,GM,us,err\n64,64,64,64,64,32,3,4,1,9.0,\n"
+                                   f"{line}\n".encode()))
+    with pytest.raises(DatasetFormatError, match=r"gemm_probe\.csv\.gz: line 3: us = .* finite, positive"):
+        load_records(path)
+
+
+def test_autoheuristic_feedback_must_be_finite_and_positive_or_inf(tmp_path):
+    header = ("m,k,n,mat1_dtype,using_tf32,mat1_stride_0,mat1_stride_1,mat2_stride_0,mat2_stride_1,choice,feedback")
+    row = "64,64,64,torch.bfloat16,False,64,1,64,1,type=triton_BLOCK-M=64_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4,"
+    meta = json.dumps({"device_capa": [9, 0], "shared_memory": 232448})
+    path = tmp_path / "mm.txt"
+    path.write_text(f"{meta}\n{header}\n{row}inf\n{row}0.01\n")
+    assert load_records(path)[0].trials  # inf: a failed choice, kept as such
+    path.write_text(f"{meta}\n{header}\n{row}0.01\n{row}nan\n")
+    with pytest.raises(DatasetFormatError, match=r"mm\.txt: line 4: feedback = nan"):
+        load_records(path)
 
 
 def test_shape_file_with_a_bad_shape_header(tmp_path):

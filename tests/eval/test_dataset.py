@@ -10,7 +10,6 @@ from rooftune.eval.dataset import (
     DatasetError,
     ShapeRecords,
     Trial,
-    atomic_write_bytes,
     encode_shape,
     finished_ids,
     open_dataset,
@@ -20,6 +19,7 @@ from rooftune.eval.dataset import (
     to_records,
     write_shape,
 )
+from rooftune.outputs import write_atomic
 
 
 def _config(bm, warps=4):
@@ -85,14 +85,14 @@ def test_bytes_are_deterministic():
 
 def test_atomic_write_leaves_old_file_or_nothing(tmp_path, monkeypatch):
     target = tmp_path / "shapes" / "x.csv.gz"
-    atomic_write_bytes(target, b"old")
+    write_atomic(target, b"old")
 
     def crash(src, dst):
         raise KeyboardInterrupt  # killed between writing the temp file and renaming it
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        atomic_write_bytes(target, b"new")
+        write_atomic(target, b"new")
     assert target.read_bytes() == b"old"
     assert [p.name for p in target.parent.iterdir()] == ["x.csv.gz"]  # temp file removed
     assert finished_ids(tmp_path) == {"x"}
@@ -160,5 +160,5 @@ def test_attention_ids_keep_the_four_number_form_and_name_kv_heads():
 def test_atomic_write_gives_a_plain_files_permissions(tmp_path):
     plain = tmp_path / "plain"
     plain.write_bytes(b"x")
-    atomic_write_bytes(tmp_path / "atomic", b"x")
+    write_atomic(tmp_path / "atomic", b"x")
     assert (tmp_path / "atomic").stat().st_mode & 0o777 == plain.stat().st_mode & 0o777

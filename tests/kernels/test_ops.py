@@ -1,9 +1,14 @@
 """rooftune.matmul / linear / attention against torch, their input errors and fallback, autograd, the
 custom ops' registration (opcheck), and torch.compile.
 
-On the CPU the kernels run in Triton's interpreter (fp16: it mishandles bf16); each test starts with
+On the CPU the kernels run in Triton's interpreter (fp16; bf16 the ops run there on fp32 copies, since the
+interpreter mishandles bf16: one test checks that); each test starts with
 an empty tune cache of its own, so the ops run the zero-trial pick. GPU-only tests (bf16, CUDA graphs)
 are marked."""
+
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -161,6 +166,45 @@ def test_ops_in_bf16_on_the_gpu():
     assert_close(rooftune.linear(a, w), a.float() @ w.float().t())
     q, k = randn(2, 8, 300, 128), randn(2, 2, 300, 128, seed=1)
     assert_close(rooftune.attention(q, k, k), ops._sdpa(q.float(), k.float(), k.float(), True, None))
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="Triton's interpreter (bf16 on the GPU: test_ops_in_bf16_on_the_gpu)")
+def test_ops_in_bf16_in_the_interpreter_are_right():
+    """The interpreter's tl.dot multiplies bf16's raw bits as integers: the ops returned errors of 1e11 with
+    exit 0. They run the kernel on fp32 copies there (kernels/ops.py `interpreted_bf16`): right, and in bf16."""
+    bf16 = torch.bfloat16
+    a, b = randn(33, 47, dtype=bf16), randn(47, 65, dtype=bf16)
+    w, bias = randn(65, 47, dtype=bf16), randn(65, dtype=bf16)
+    for out, ref in ((rooftune.matmul(a, b), a.float() @ b.float()),
+                     (rooftune.matmul(a, w.t()), a.float() @ w.float().t()),
+                     (rooftune.linear(a, w, bias), F.linear(a.float(), w.float(), bias.float()))):
+        assert out.dtype == bf16 and relative_error(out.float(), ref) < 1e-2
+    once = (a.double() @ b.double()).to(bf16)  # the exact product rounded to bf16 once: the GPU's result
+    assert (rooftune.matmul(a, b).float() - once.float()).abs().max() <= 2 * torch.finfo(bf16).eps * once.abs().max()
+    q = randn(2, 4, 37, 64, dtype=bf16)
+    k, v = randn(2, 2, 37, 64, seed=1, dtype=bf16), randn(2, 2, 37, 64, seed=2, dtype=bf16)
+    for causal in (True, False):
+        out = rooftune.attention(q, k, v, causal=causal)
+        assert out.dtype == bf16 and out.stride() == q.stride()
+        assert relative_error(out.float(), ops._sdpa(q.float(), k.float(), v.float(), causal, None)) < 1e-2
+
+
+def test_cpu_tensors_outside_the_interpreter_are_named_as_the_op_names_them():
+    """matmul and linear said "Q, K and V are on the CPU" (attention's words)."""
+    code = ("import torch, rooftune\n"
+            "a, b, q = torch.randn(4, 8), torch.randn(8, 4), torch.randn(1, 2, 16, 32)\n"
+            "for call in (lambda: rooftune.matmul(a.half(), b.half()),\n"
+            "             lambda: rooftune.linear(a.half(), b.t().half()),\n"
+            "             lambda: rooftune.attention(q.half(), q.half(), q.half())):\n"
+            "    try:\n"
+            "        call()\n"
+            "    except ValueError as exc:\n"
+            "        print(exc)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    lines = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert [line.split(" are on the CPU, where the kernels run only in Triton's interpreter")[0] for line in lines] \
+        == ["rooftune.matmul: a and b", "rooftune.linear: x and weight", "rooftune.attention: q, k and v"]
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 import rooftune
 from rooftune.candidates import Config, GemmShape, kernel_spec
@@ -185,3 +186,54 @@ def test_the_example_on_the_gpu_times_only_its_budget():
         torch.testing.assert_close(y.float(), want, atol=5e-2, rtol=2e-2)
     timings = example.fused_gemm_kernel.configs_timings
     assert len(timings) == 4 and all(min(t) > 0 for t in timings.values())
+
+
+@triton.jit
+def _plain_kernel(a_ptr, M, N, K, stride_bk, stride_bn, BLOCK_SIZE_M: tl.constexpr):
+    pass
+
+
+def _not_a_kernel(a_ptr, M, N, K):
+    pass
+
+
+@pytest.mark.parametrize("kwargs, kernel, error, words", [
+    ({"gemm": ("M", "N", "Q")}, _plain_kernel, ValueError, "gemm names 'Q', not an argument of _plain_kernel(a_ptr, M"),
+    ({"gemm": ("M", "N")}, _plain_kernel, ValueError, "three names such as ('M', 'N', 'K'); got ('M', 'N')"),
+    ({"configs": []}, _plain_kernel, ValueError, "configs must be a non-empty list of triton.Config"),
+    ({"configs": [{"BLOCK_SIZE_M": 16}]}, _plain_kernel, TypeError, "configs must be triton.Config objects"),
+    ({}, _not_a_kernel, TypeError, "decorates a Triton kernel: put @triton.jit under it (got _not_a_kernel)"),
+    ({"budget": "20"}, _plain_kernel, TypeError, "budget must be an int"),
+    ({"budget": 0}, _plain_kernel, ValueError, "budget must be at least 1, got 0"),
+    ({"budget": -3}, _plain_kernel, ValueError, "budget must be at least 1, got -3"),
+    ({"key": ["M", "KK"]}, _plain_kernel, ValueError, "key names 'KK', not an argument"),
+    ({"key": "M"}, _plain_kernel, TypeError, "key must be a list of the kernel's argument names"),
+    ({"layout": "mk"}, _plain_kernel, ValueError, "layout is 'kn', 'nk' or the names of B's two strides"),
+    ({"layout": ("stride_bk", "s_bn")}, _plain_kernel, ValueError, "layout names 's_bn', not an argument"),
+])
+def test_arguments_that_cannot_work_are_refused_at_decoration(kwargs, kernel, error, words):
+    """They were accepted and failed at the first call (KeyError, 'not enough values to unpack',
+    AttributeError, TypeError)."""
+    settings = {"configs": SMALL, "key": ["M", "N", "K"], **kwargs}
+    with pytest.raises(error) as info:
+        rooftune.autotune(**settings)(kernel)
+    assert words in str(info.value)
+
+
+def test_good_arguments_still_decorate():
+    assert isinstance(rooftune.autotune(SMALL, ["M"], budget=np.int64(2), layout=("stride_bk", "stride_bn"))(
+        _plain_kernel), OrderedAutotuner)
+
+
+def test_a_choice_the_cache_cannot_keep_still_runs_and_warns(inputs, benched, monkeypatch):
+    from rooftune.outputs import OutputError
+    from rooftune.tuner.pytorch import autotune as rooftune_autotune
+
+    def full(path, data):
+        raise OutputError(f"{path}: could not be written (No space left on device); nothing written")
+
+    monkeypatch.setattr(rooftune_autotune, "write_atomic", full)
+    x, weight, bias = inputs
+    with pytest.warns(RuntimeWarning, match="the choice was not kept: .*autotune.json: could not be written"):
+        y = _launch(_tuned(restore_value=["c_ptr"]), x, weight, bias)
+    torch.testing.assert_close(y, example.reference(x, weight, bias), atol=2e-2, rtol=2e-2)

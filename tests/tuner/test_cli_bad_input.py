@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
+from rooftune.eval.readers import load_records
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
@@ -57,6 +58,19 @@ def test_explain_config_outside_the_grid(kernel, override, field):
     name = next(iter(override))
     allowed = ", ".join(map(str, dict(space.grid)[name]))
     _bad_input(["explain", kernel, "--shape", shape, "--config", _config(space, **override)], field, allowed)
+
+
+@pytest.mark.parametrize("override, field", [({"num_warps": 3}, "num_warps=3"), ({"BLOCK_M": -128}, "BLOCK_M=-128"),
+                                             ({"SPLIT_K": 0}, "SPLIT_K=0")])
+def test_a_bad_value_is_named_before_a_missing_parameter(override, field):
+    """A config written without BLOCK_N2 (as the README wrote it before space 7) with one bad value was
+    reported as "missing parameter(s) BLOCK_N2": the bad value comes first."""
+    config = ",".join(f"{k}={v}" for k, v in {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1,
+                                                "TMA": 1, "PERSISTENT": 1, "FIXUP": 0, "num_warps": 8, "num_stages": 4,
+                                                **override}.items())
+    text = _bad_input(["explain", "gemm", "--shape", "4096x4096x4096", "--config", config], field,
+                      "is not in the gemm space")
+    assert "missing" not in text and "BLOCK_N2" not in text
 
 
 def test_explain_config_in_the_grid_but_illegal_is_still_explained():
@@ -228,3 +242,55 @@ def test_fit_without_gpu_refuses_a_gpu_no_profile_fits(tmp_path):
     _bad_input(["fit", "gemm", "--data", str(root), "--out", str(tmp_path / "r.json")],
                "no shipped profile fits", "RTX 9090", "pass --gpu")
     assert not (tmp_path / "r.json").exists()
+
+
+def _set_value(path: Path, row: int, column: str, value: str) -> None:
+    """Set `column` of data row `row` (from 1) of a shape file."""
+    header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+    lines = body.split("\n")
+    index = lines[0].split(",").index(column)
+    cells = lines[row].split(",")
+    cells[index] = value
+    lines[row] = ",".join(cells)
+    path.write_bytes(gzip.compress(f"{header}\n{chr(10).join(lines)}".encode()))
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "nan", "inf"])
+def test_a_dataset_time_that_is_not_finite_and_positive_is_refused_naming_file_and_row(tmp_path, value):
+    """A negative time ended eval, report and fit in a math domain error; NaN gave a silent nan mean and a fit
+    on fewer shapes. Every command refuses the damaged file, naming it, the row and the column."""
+    root = _dataset(tmp_path, shapes=2)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["shapes_file"] = "shapes_train.json"  # fit reads training data only
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    victim = sorted((root / "shapes").iterdir())[1]
+    _set_value(victim, 3, "time_us", value)
+    for args in (["eval", "gemm", "--data", str(root), "--budget", "5"], ["report", "gemm", "--data", str(root)],
+                 ["fit", "gemm", "--data", str(root), "--out", str(tmp_path / "r.json")]):
+        _bad_input(args, victim.name, "row 3 (line 5): time_us", "finite, positive")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_report_says_none_for_a_group_without_shapes(tmp_path):
+    root = _dataset(tmp_path, shapes=1)  # no shape list beside it: no decode, prefill or random shapes
+    result = runner.invoke(app, ["report", "gemm", "--data", str(root), "--no-rows",
+                                 "--json", str(tmp_path / "r.json")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "decode none (0)" in text and "random none (0)" in text and "nan" not in text
+    summary = json.loads((tmp_path / "r.json").read_text())["summary"]  # strict JSON: null, never NaN
+    assert summary["vs_cublas_geomean_random"] is None and summary["random_shapes"] == 0
+
+
+def test_eval_caps_a_budget_larger_than_the_space_and_says_so(tmp_path):
+    """`eval --budget 100000` on 5 shapes ran 509 s with no word: a budget past the largest space measures
+    nothing more, so it is replayed at the space's size, with a warning."""
+    root = _dataset(tmp_path, shapes=2)
+    largest = max(len(r.candidate_configs()) for r in load_records(root))
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "100000", "--methods", "model",
+                                 "--json", str(tmp_path / "e.json")])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert f"--budget 100000 is more than any shape here has configs (at most {largest}): replaying at {largest}" \
+        in text
+    assert json.loads((tmp_path / "e.json").read_text())["budget"] == largest

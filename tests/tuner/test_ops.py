@@ -14,6 +14,7 @@ from rooftune.hwprofiles import ProfileError, load_profile
 from rooftune.hwprofiles.gpus import SHIPPED_BY_GPU_NAME, shipped_profile_name
 from rooftune.kernels import gemm as kgemm
 from rooftune.kernels.harness.check import relative_error
+from rooftune.outputs import OutputError
 from rooftune.tuner import tune
 from rooftune.tuner.pytorch import ops
 from rooftune.tuner.search.strategies import zero_trial_pick
@@ -103,6 +104,24 @@ def test_tune_on_first_use_stores_what_the_command_finds(cache, launched, monkey
     monkeypatch.setenv("ROOFTUNE_TUNE", "1")
     rooftune.matmul(a, b)  # found in the cache: nothing measured
     assert launched == [stored.winner] * 2 and measurer.batches == []
+
+
+def test_a_tune_the_cache_cannot_keep_still_runs_and_warns(cache, launched, monkeypatch, synthetic, counting):
+    """A full disk under the cache: the tune's winner runs (the op does not fail), with a warning naming why
+    it was not kept."""
+    measurer = counting(synthetic(SHAPE, PROFILE))
+    real_tune = ops.tune_shape
+    monkeypatch.setattr(ops, "tune_shape", lambda *args, **kw: real_tune(*args, measurer=measurer, **kw))
+
+    def full(path, key, result):
+        raise OutputError(f"{path}: could not be written (No space left on device); nothing written")
+
+    monkeypatch.setattr(tune, "store_result", full)
+    a, b = inputs()
+    with pytest.warns(RuntimeWarning, match="was not kept: .*tune.json: could not be written"):
+        out = rooftune.matmul(a, b, tune=True)
+    assert measurer.batches and len(launched) == 1  # tuned, then the tune's winner ran
+    assert relative_error(out.float(), a.float() @ b.float()) < 1e-2 and not cache.exists()
 
 
 def _store_tune(cache, winner_us, baseline_us):

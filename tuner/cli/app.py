@@ -26,6 +26,7 @@ from rooftune.tuner.cli import fit as cli_fit
 from rooftune.tuner.cli import gpu as cli_gpu
 from rooftune.tuner.cli import report as cli_report
 from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, LAYOUT_HELP, SHAPE_HELP, cli_errors, load_gpu, parse_shape  # noqa: E402
+from rooftune.tuner.cli.help import NAME_OR_PATH, plain_flags
 from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table  # noqa: E402
 
 app = typer.Typer(
@@ -75,7 +76,8 @@ def hwprofiles_cmd() -> None:
 
 space_app = typer.Typer(help="Print a published search space: its parameters, version and legal count for a shape.",
                         no_args_is_help=True)
-_GPU = typer.Option(DEFAULT_GPU, "--gpu", help=f"the GPU whose limits decide legality: {GPU_HELP}")
+_GPU = typer.Option(DEFAULT_GPU, "--gpu", metavar=NAME_OR_PATH,
+                    help=f"the GPU whose limits decide legality: {GPU_HELP}")
 
 
 @space_app.command("gemm")
@@ -126,6 +128,7 @@ cli_explain.register(app)
 cli_eval.register(app)
 cli_fit.register(app)
 cli_gpu.register(app)
+plain_flags(app)
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ EXIT_CODES = (
     ("rooftune.tuner.cli.args", "ArgumentError", 2),
     ("rooftune.tuner.models.shapes", "ModelConfigError", 2),
     ("rooftune.tuner.models.tables", "TableError", 2),
+    ("rooftune.outputs", "OutputError", 2),
     ("rooftune.tuner.tune", "TuneError", 1),
     ("rooftune.eval.gpus", "WorkerError", 1),
     ("rooftune.eval.quarantine", "ContextQuarantined", 3),
@@ -229,8 +230,10 @@ def check_sms(sms: int | None, profile=None) -> None:
 @cli_errors()
 def check_output(path: str | os.PathLike | None, option: str, folder: bool = False) -> None:
     """Before any work: `path` (a file, or a folder to create or resume with `folder`) can be written.
-    A file must not be a folder, and its folder must exist and be writable; a folder must not be a
-    file, and the nearest existing folder above it must be writable. None: the option was not given."""
+    A file must not be a folder or another non-regular file (a device such as /dev/full, a pipe: an
+    output is renamed into place, rooftune/outputs.py), and its folder must exist and be writable; a
+    folder must not be a file, and the nearest existing folder above it must be writable. None: the
+    option was not given. What only the write itself finds out (a full disk, /proc) the writer reports."""
     if path is None:
         return
     path = Path(path)
@@ -241,6 +244,9 @@ def check_output(path: str | os.PathLike | None, option: str, folder: bool = Fal
     else:
         if path.is_dir():
             raise ArgumentError(f"{option} {path}: is a folder; give a file name")
+        if path.exists() and not path.is_file():
+            raise ArgumentError(f"{option} {path}: is not a regular file (a device, pipe or socket); give a "
+                                "regular file's path")
         if path.exists() and not os.access(path, os.W_OK):
             raise ArgumentError(f"{option} {path}: file is not writable")
         parent = path.absolute().parent
@@ -262,6 +268,10 @@ SHAPE_HELP = {"gemm": "MxNxK: C[M,N] = A[M,K] @ B",
               "attention": "BxHxSxD (batch, heads, seq, head_dim), or BxHxSxDxKV with KV key/value heads "
                            "(grouped-query)"}
 LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
+# Recorded data are refused whole where one record is damaged (eval/dataset.py `read_shape`): a score, a
+# report or a fit over the rest would silently be of other data than the folder holds.
+DAMAGED_HELP = ("a damaged file (a time that is not finite and positive, a value that is not a number) is "
+                "refused, naming the file and row")
 
 
 def residual_option(kernel: str, profile, choice: str, space_version: str | None, triton: str | None = None):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -11,7 +10,10 @@ from rich.table import Table
 
 from rooftune.candidates import AttentionShape, GemmShape, parse_config
 from rooftune.eval.readers import load_records
+from rooftune.eval.reports import figure
+from rooftune.outputs import json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import (
+    DAMAGED_HELP,
     GPU_HELP,
     PLOT_EXTRA,
     RESIDUAL_HELP,
@@ -22,8 +24,9 @@ from rooftune.tuner.cli.args import (
     residual_option,
     warn,
 )
+from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
-from rooftune.tuner.evaluation import evaluate
+from rooftune.tuner.evaluation import budget_cap, evaluate
 from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods
 
 eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
@@ -58,43 +61,54 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
         warn(f"{data} is the residual's training data: the rooftune row is in-sample"
              + (f"; cross-validated at {budget}: mean {cv['mean']:.3f}, p10 {cv['p10']:.3f}, worst-decile mean "
                 f"{cv['worst_decile_mean']:.3f}" if cv else ""))
+    cap = budget_cap(records)
+    if cap is not None and budget > cap:
+        warn(f"--budget {budget} is more than any shape here has configs (at most {cap}): replaying at {cap}, "
+             "which measures the same")
+        budget = cap
     summary = evaluate(records, budget, profile, methods)
     scores = summary.pop("scores")  # per shape and run: for the picture, not the JSON
     summary["residual"] = None if residual is None else {"profile": residual.profile, "fit": residual.fit.get("data")}
+    if summary["left_out"]:
+        warn(f"{summary['left_out']} of {len(records)} shapes left out: no config of their space ran successfully")
     table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
                         f"(score = best recorded / pick)")
     for col in ("method", "mean", "p10", "worst-decile mean"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for method, s in summary["methods"].items():
-        table.add_row(method, f"{s['mean']:.3f}", f"{s['p10']:.3f}", f"{s['worst_decile_mean']:.3f}")
+        table.add_row(method, figure(s["mean"]), figure(s["p10"]), figure(s["worst_decile_mean"]))
     console = Console()
     console.print(table)
-    console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {summary['spearman']:.3f}")
-    if json_out is not None:
-        json_out.write_text(json.dumps(summary, indent=2) + "\n")
-    if plot is not None:
-        runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
-        eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget}",
-                 labels={m: f"{s['mean']:.3f} / {s['worst_decile_mean']:.3f}{runs[m]}"
-                         for m, s in summary["methods"].items()})
-        console.print(f"wrote {plot}")
+    console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {figure(summary['spearman'])}")
+    runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
+    writes = [(json_out, lambda: write_atomic(json_out, json_text(summary))),
+              (plot, lambda: eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, "
+                                                          f"budget {budget}",
+                                      labels={m: f"{figure(s['mean'])} / {figure(s['worst_decile_mean'])}{runs[m]}"
+                                              for m, s in summary["methods"].items()}))]
+    write_all([(path, write) for path, write in writes if path is not None],
+              done=lambda path: console.print(f"wrote {path}"))
 
 
-_DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}"
-_BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape")
-_GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
+_DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}; " + DAMAGED_HELP
+_BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape (more than the "
+                       "largest space here has is replayed at that size, with a warning)")
+_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                    help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
                     "profile that fits what the data say about their GPU, else h200)", show_default=False)
-_JSON = typer.Option(None, "--json", help="also write the summary as JSON to this file")
-_RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
+_JSON = typer.Option(None, "--json", metavar=PATH, help="also write the summary as JSON to this file")
+_RESIDUAL = typer.Option("shipped", "--residual", metavar=NAME_OR_PATH, help=RESIDUAL_HELP)
 _METHODS = typer.Option(None, "--methods", help="comma-separated subset of the methods to replay (default: all "
                         "that apply)")
-_PLOT = typer.Option(None, "--plot", help=f"also draw each method's CDF of per-shape scores to this image "
+_PLOT = typer.Option(None, "--plot", metavar=PATH,
+                     help=f"also draw each method's CDF of per-shape scores to this image "
                      f"({PLOT_EXTRA})")
 
 
 @eval_app.command("gemm", short_help="Score each method on recorded GEMM timings.")
 def eval_gemm(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
+    data: Path = typer.Option(..., "--data", metavar=PATH,
+                              help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
     budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
     methods: str = _METHODS, plot: Path = _PLOT,
 ) -> None:
@@ -106,7 +120,8 @@ def eval_gemm(
 
 @eval_app.command("attention", short_help="The same on recorded causal-attention timings.")
 def eval_attention(
-    data: Path = typer.Option(..., "--data", help=_DATA_HELP.format("attention", "the H200 attention probe "
+    data: Path = typer.Option(..., "--data", metavar=PATH,
+                              help=_DATA_HELP.format("attention", "the H200 attention probe "
                                                                     "(folder or its CSV)")),
     budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
     methods: str = _METHODS, plot: Path = _PLOT,

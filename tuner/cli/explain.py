@@ -39,6 +39,7 @@ from rooftune.tuner.cli.args import (
     residual_option,
     warn,
 )
+from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, explain_scatter
 from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table
 from rooftune.tuner.search.strategies import centred, corrected_prior, rooftune_strategy, zero_trial_pick
@@ -79,6 +80,7 @@ def complete_config(space, legal: list, text: str):
     missing = [n for n in space.param_names if n not in given.kernel_params()]
     if unknown or not missing:
         return parse_config(text, space.param_names), {}
+    check_in_grid(space, given, complete=False)  # a bad value first: no legal config could have it
     fits = {tuple(c[n] for n in missing) for c in legal if all(c[k] == v for k, v in given.items())}
     if len(fits) != 1:
         options = "; ".join(", ".join(f"{n}={v}" for n, v in zip(missing, f)) for f in sorted(fits)[:6])
@@ -217,13 +219,13 @@ def _fmt(value) -> str:
         return str(value)
 
 
-_GPU = typer.Option(DEFAULT_GPU, "--gpu", help=f"the GPU to rank for: {GPU_HELP}")
+_GPU = typer.Option(DEFAULT_GPU, "--gpu", metavar=NAME_OR_PATH, help=f"the GPU to rank for: {GPU_HELP}")
 _TOP = typer.Option(5, "--top", min=1, help="how many predicted-best configs to show")
 _CONFIG_HELP = "also explain this config (NAME=VALUE pairs, the space's published values), e.g. '{}'"
 _DTYPE = typer.Option("bf16", "--dtype", help="element type: bf16, fp16, tf32 or fp32")
-_RESIDUAL = typer.Option("shipped", "--residual", help=RESIDUAL_HELP)
-_PLOT = typer.Option(None, "--plot", help=_EXPLAIN_PLOT_HELP)
-_DATA = typer.Option(None, "--data", help=_EXPLAIN_DATA_HELP)
+_RESIDUAL = typer.Option("shipped", "--residual", metavar=NAME_OR_PATH, help=RESIDUAL_HELP)
+_PLOT = typer.Option(None, "--plot", metavar=PATH, help=_EXPLAIN_PLOT_HELP)
+_DATA = typer.Option(None, "--data", metavar=PATH, help=_EXPLAIN_DATA_HELP)
 
 
 @explain_app.command("gemm", short_help="The top GEMM configs as rooftune ranks them, and why.")

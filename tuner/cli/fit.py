@@ -10,7 +10,8 @@ from rich.console import Console
 from rooftune.eval.dataset import read_manifest
 from rooftune.eval.readers import load_records
 from rooftune.roofline.residual import read_residual, shipped_residual_path, triton_release, write_residual
-from rooftune.tuner.cli.args import GPU_HELP, check_output, cli_errors, data_profile, fail
+from rooftune.tuner.cli.args import DAMAGED_HELP, GPU_HELP, check_output, cli_errors, data_profile, fail
+from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import check_residual, fit_kernel, fit_shapes_from_records, refuse_held_out, with_check
 from rooftune.tuner.search.static import learn_static
 
@@ -18,18 +19,21 @@ fit_app = typer.Typer(help="Fit the residual correction on a training dataset (c
                       no_args_is_help=True)
 
 
-_GPU = typer.Option(None, "--gpu", help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
+_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                    help=f"the GPU the data was recorded on: {GPU_HELP} (default: the shipped "
                     "profile of the GPU the dataset names; none fitting is an error)", show_default=False)
-_OUT = typer.Option(None, "--out", help="where to write the residual JSON (default: beside the shipped profiles, "
+_DATA_HELP = "a training dataset folder written by `rooftune sweep {}`; " + DAMAGED_HELP
+_OUT = typer.Option(None, "--out", metavar=PATH,
+                    help="where to write the residual JSON (default: beside the shipped profiles, "
                     "where `tune`, `eval` and `explain` find it)")
-_CHECK = typer.Option(None, "--check", help="instead of fitting: check this residual (a path, or 'shipped') on a "
+_CHECK = typer.Option(None, "--check", metavar=NAME_OR_PATH, help="instead of fitting: check this residual (a path, or 'shipped') on a "
                       "training dataset measured under another Triton release, and where it still ranks at least "
                       "as well as the model alone, write it with that release added (to --out, default: in place)")
 
 
 @fit_app.command("gemm", short_help="Fit the GEMM residual and the search's constants.")
 def fit_gemm(
-    data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep gemm`"),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("gemm")),
     gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
 ) -> None:
     """Choose the ridge penalty, the near-best weighting, whether the zero-trial pick gets its own
@@ -42,7 +46,7 @@ def fit_gemm(
 
 @fit_app.command("attention", short_help="The same for causal attention.")
 def fit_attention(
-    data: Path = typer.Option(..., "--data", help="a training dataset folder written by `rooftune sweep attention`"),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("attention")),
     gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
 ) -> None:
     """The same for the causal attention forward: its residual (attention's features), search
@@ -65,8 +69,13 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             return _check(kernel, data, profile, manifest, check, out, console)
         target = out or shipped_residual_path(kernel, profile)
         check_output(str(target), "--out")
-        shapes = fit_shapes_from_records(load_records(data, kernel=kernel))
-        console.print(f"{len(shapes)} training shapes from {data}")
+        records = load_records(data, kernel=kernel)
+        shapes = fit_shapes_from_records(records)
+        left_out = len(records) - len(shapes)
+        if not shapes:
+            fail(f"{data}: no shape with a successful config to fit on ({len(records)} recorded)")
+        console.print(f"{len(shapes)} training shapes from {data}"
+                      + (f" ({left_out} left out: no config of their space ran successfully)" if left_out else ""))
         report = fit_kernel(kernel, shapes, profile, str(data),
                             progress=lambda cand, score: console.print(
                                 f"  ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, "
@@ -78,16 +87,16 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
         residual.fit["static_list"] = [str(c) for c in static]  # the `static` baseline of `rooftune eval`
         # The residual describes rooftune's kernel over this space: it applies to data of that space only.
         residual.fit["space_version"] = manifest.get("space_version")
+        console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
+                      f"{report.chosen.search}")
+        for budget, s in report.cv.items():
+            console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
+                          f"worst-decile mean {s['worst_decile_mean']:.3f}")
         # ... compiled by this Triton release: `tune` uses it under another only once `--check` says so.
         triton = (manifest.get("device") or {}).get("triton")
         if triton:
             residual.fit["triton"] = [triton_release(triton)]
-        write_residual(residual, target)
-    console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
-                  f"{report.chosen.search}")
-    for budget, s in report.cv.items():
-        console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
-                      f"worst-decile mean {s['worst_decile_mean']:.3f}")
+        write_residual(residual, target)  # after the figures: a write that fails does not lose them
     console.print(f"wrote {target} ({len(residual.coefficients)} coefficients)")
 
 

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rooftune.candidates import KERNELS, kernel_spec
 from rooftune.eval import backfill, sweep
 from rooftune.hwprofiles import hwprobe, profile_to_dict, save_profile
+from rooftune.outputs import OutputError, json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import (
     GPU_HELP,
     LAYOUT_HELP,
@@ -27,9 +28,10 @@ from rooftune.tuner.cli.args import (
     parse_shard,
 )
 from rooftune.tuner.cli.explain import config_label
+from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.tables import add_cells, width_table
 from rooftune.tuner.models.shapes import load_model_config, model_shapes
-from rooftune.tuner.models.tables import shape_label, write_report, write_tables
+from rooftune.tuner.models.tables import model_outputs, shape_label
 from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
 from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
@@ -60,7 +62,7 @@ class RichReporter:
 
 @cli_errors()
 def hwprobe_cmd(
-    out: str = typer.Option(None, "--out", help="write the profile JSON here (default: print it)"),
+    out: str = typer.Option(None, "--out", metavar=PATH, help="write the profile JSON here (default: print it)"),
     name: str = typer.Option(None, "--name", help="profile name (default: the GPU's name)"),
     sms: int = typer.Option(None, "--sms", help="profile a green context of this many SMs"),
 ) -> None:
@@ -69,7 +71,11 @@ def hwprobe_cmd(
     check_output(out, "--out")
     profile = hwprobe.probe(name=name, sms=sms, log=lambda line: console.print(line))
     if out:
-        save_profile(profile, out)
+        try:
+            save_profile(profile, out)
+        except OutputError:  # the probe's figures are not lost: printed, then the error (exit 2)
+            console.print_json(json.dumps(profile_to_dict(profile)))
+            raise
         console.print(f"wrote {out}")
     else:
         console.print_json(json.dumps(profile_to_dict(profile)))
@@ -85,8 +91,9 @@ _SWEEP_HELP = """Time every legal config of the published space for each shape, 
     an interleaved round): nothing is quarantined and a rerun would repeat it. With --gpus, a failed
     worker's code (1 if it died without an error), after the others have finished."""
 _SHAPES_HELP = "a JSON list of {} objects"
-_SWEEP_OUT = typer.Option(..., "--out", help="dataset folder (created, or resumed)")
-_SWEEP_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality: {GPU_HELP} (default: $ROOFTUNE_PROFILE, "
+_SWEEP_OUT = typer.Option(..., "--out", metavar=PATH, help="dataset folder (created, or resumed)")
+_SWEEP_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                          help=f"this GPU, for legality: {GPU_HELP} (default: $ROOFTUNE_PROFILE, "
                           "else the shipped profile of the GPU the driver names)", show_default=False)
 _SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs")
 _MAX_MINUTES = typer.Option(None, "--max-minutes", help="start no shape that would end later")
@@ -103,7 +110,7 @@ _GPUS = typer.Option(None, "--gpus", help="comma-separated GPU numbers (as CUDA 
     (timed beside their final configs, on the dataset's scale); resumable too."""),
                    short_help="Time every legal GEMM config of each shape, beside cuBLAS.")
 def sweep_gemm_cmd(
-    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
+    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
     out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
     workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
     backfill_extras: bool = typer.Option(
@@ -119,7 +126,7 @@ def sweep_gemm_cmd(
     choice, on the dataset's scale); resumable too."""),
                    short_help="The same for the causal attention forward, beside SDPA.")
 def sweep_attention_cmd(
-    shapes: str = typer.Option(..., "--shapes", help=_SHAPES_HELP.format(
+    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format(
         "{batch, heads, seq, head_dim[, kv_heads, causal, dtype]}")),
     out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
     workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
@@ -173,13 +180,15 @@ _TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen 
     winner and the time each phase took. Exit code 1: every measured config failed; 3: a config killed
     the CUDA context or the compile workers hung."""
 _BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
-_GPU = typer.Option(None, "--gpu", help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
+_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+                    help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
                     "$ROOFTUNE_PROFILE, else the shipped profile of the GPU the driver names)", show_default=False)
 _SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
-_CACHE = typer.Option(None, "--cache", help="JSON cache file: a hit is returned without the GPU (default: the "
+_CACHE = typer.Option(None, "--cache", metavar=PATH,
+                      help="JSON cache file: a hit is returned without the GPU (default: the "
                       "per-user cache that rooftune's PyTorch ops read, $ROOFTUNE_CACHE or "
                       "~/.cache/rooftune/tune.json); 'none' to tune without one")
-_JSON = typer.Option(None, "--json", help="also write the result as JSON to this file")
+_JSON = typer.Option(None, "--json", metavar=PATH, help="also write the result as JSON to this file")
 
 
 def _cache_file(cache: str | None) -> str | None:
@@ -226,9 +235,11 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
         console.print(f"ranked by {result.residual_note}; compiled by Triton {result.triton}")
     if phases and not result.cached:
         console.print(f"time: {phases}")
-    if json_out:
-        Path(json_out).write_text(json.dumps({**result_to_dict(result), "cached": result.cached,
-                                              "tflops": result.tflops}, indent=2) + "\n")
+    document = {**result_to_dict(result), "cached": result.cached, "tflops": result.tflops}
+    write_all([(json_out, lambda: write_atomic(json_out, json_text(document)))] if json_out else [],
+              done=lambda path: console.print(f"wrote {path}"))
+    if result.cache_error:
+        fail(f"the result was not stored in the cache: {result.cache_error}")
 
 
 _OPS = {"gemm": "matmul, rooftune.linear", "attention": "attention"}  # what runs a kernel's shapes in PyTorch
@@ -259,14 +270,15 @@ def tune_attention_cmd(
 @tune_app.command("model", short_help="Tune every GEMM and attention shape of a model's forward pass.")
 @cli_errors()
 def tune_model_cmd(
-    config: str = typer.Option(..., "--config", help="a Hugging Face style config.json (or the folder holding "
+    config: str = typer.Option(..., "--config", metavar=NAME_OR_PATH,
+                               help="a Hugging Face style config.json (or the folder holding "
                                "it), or a shipped name: llama-3-8b, qwen2.5-7b"),
     batch: str = typer.Option("1,8,64,512,2048", "--batch", help="tokens per forward pass (the GEMMs' M), "
                               "comma-separated"),
     seq: int = typer.Option(2048, "--seq", help="prefill sequence length: the attention of M tokens is one "
                             "sequence of M when M <= seq, else M/seq sequences of seq"),
     budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE,
-    out: str = typer.Option(None, "--out", help="folder for the vLLM-style GEMM tables "
+    out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the vLLM-style GEMM tables "
                             "(N=..,K=..,device_name=...json) and the report (<model>.report.json, .md)"),
 ) -> None:
     """Tune every GEMM and causal attention shape of a model's prefill forward pass, for each token
@@ -305,9 +317,19 @@ def tune_model_cmd(
     if any(f.skipped for f in tuned.forward_times()):
         console.print(f"forward*: without the layers marked 'no config' ({NO_LEGAL_CONFIG}: attention of "
                       "fewer tokens than the smallest query tile) or 'failed'")
+    unwritten = []  # what could not be written, said once everything else was
     if out:
-        written = write_tables(tuned, out) + write_report(tuned, out)
-        console.print(f"wrote {len(written) - 2} GEMM tables and the report to {out}")
+        try:
+            written = write_all(model_outputs(tuned, out))
+            console.print(f"wrote {len(written) - 2} GEMM tables and the report to {out}")
+        except OutputError as exc:
+            unwritten.append(str(exc))
+    not_cached = {lt.layer.shape: lt.result.cache_error for lt in tuned.layers if lt.result and lt.result.cache_error}
+    if not_cached:
+        unwritten.append(f"the tunes of {len(not_cached)} shapes were not stored in the cache: "
+                         + "; ".join(sorted(set(not_cached.values()))))
+    if unwritten:
+        fail(" and ".join(unwritten))
     failed = [f"{lt.layer.layer} {shape_label(lt.layer.shape)}: {lt.skipped}" for lt in tuned.layers
               if lt.skipped and lt.skipped != NO_LEGAL_CONFIG]
     if failed:

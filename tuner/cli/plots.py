@@ -1,18 +1,18 @@
 """Pictures for `rooftune eval`, `report` and `explain --plot`: one function per picture, each drawing
 plain data (lists of numbers and labels) into a file. matplotlib is an optional extra (`.[plot]`),
 imported inside the functions; figures are drawn without pyplot (no window, no global state) and
-written only once complete, atomically."""
+written only once complete, whole or not at all."""
 
 from __future__ import annotations
 
 import io
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 
 from rooftune.eval.metrics import WORST_FRACTION
+from rooftune.outputs import write_atomic
 from rooftune.tuner.cli.args import ArgumentError, check_output
 
 INSTALL_HINT = 'pip install -e ".[plot]"'
@@ -53,20 +53,12 @@ def _figure(width_in: float = 7.5, height_in: float = 5.0):
 
 
 def _save(fig, path: str | Path) -> None:
-    """Render the whole figure to memory, then write it beside `path` and rename it into place, so no
-    reader sees half a picture (format from the suffix, one of FORMATS). Not through a temp file of
-    mkstemp's: the picture keeps the umask's permissions, as any file the user writes."""
-    path = Path(path)
+    """Render the whole figure to memory, then write it whole or not at all (rooftune/outputs.py), so no
+    reader sees half a picture (format from the suffix, one of FORMATS)."""
     buf = io.BytesIO()
-    fmt = path.suffix.lstrip(".").lower()
+    fmt = Path(path).suffix.lstrip(".").lower()
     fig.savefig(buf, format=fmt, **({"pil_kwargs": {"optimize": True}} if fmt == "png" else {}))  # smaller PNGs
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(buf.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, buf.getvalue())
 
 
 def eval_cdf(scores: dict[str, list[list[float]]], path: str | Path, *, title: str,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import typer
@@ -19,7 +18,9 @@ from rooftune.eval.reports import (
     row_class,
     shape_rows,
 )
-from rooftune.tuner.cli.args import PLOT_EXTRA, check_output, cli_errors, fail
+from rooftune.outputs import json_text, write_all, write_atomic
+from rooftune.tuner.cli.args import DAMAGED_HELP, PLOT_EXTRA, check_output, cli_errors, fail
+from rooftune.tuner.cli.help import PATH
 from rooftune.tuner.cli.plots import check_plot, report_scatter
 from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table
 
@@ -30,16 +31,19 @@ report_app = typer.Typer(help="Report a swept dataset: best config vs the librar
 # source and the final passes' repeatability (the summary still gives it, pooled).
 REPORT_WIDE_COLUMNS = 120
 
-_JSON = typer.Option(None, "--json", help="also write the summary and rows as JSON to this file")
-_MARKDOWN = typer.Option(None, "--markdown", help="also write the per-shape table as Markdown to this file")
+_DATA_HELP = "a dataset folder written by `rooftune sweep {}`; " + DAMAGED_HELP
+_JSON = typer.Option(None, "--json", metavar=PATH, help="also write the summary and rows as JSON to this file")
+_MARKDOWN = typer.Option(None, "--markdown", metavar=PATH,
+                         help="also write the per-shape table as Markdown to this file")
 _ROWS = typer.Option(True, "--rows/--no-rows", help="print one row per shape (--no-rows: the summary only)")
-_PLOT = typer.Option(None, "--plot", help="also draw baseline time ÷ best time against the problem's FLOPs by "
+_PLOT = typer.Option(None, "--plot", metavar=PATH,
+                     help="also draw baseline time ÷ best time against the problem's FLOPs by "
                      f"shape class, to this image ({PLOT_EXTRA})")
 
 
 @report_app.command("gemm", short_help="A GEMM dataset: best config vs cuBLAS per shape.")
 def report_gemm(
-    data: Path = typer.Option(..., "--data", help="a dataset folder written by `rooftune sweep gemm`"),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("gemm")),
     json_out: Path = _JSON, markdown: Path = _MARKDOWN, rows: bool = _ROWS, plot: Path = _PLOT,
 ) -> None:
     """Report a swept GEMM dataset: per shape the space's best config vs cuBLAS, the configs that
@@ -50,7 +54,7 @@ def report_gemm(
 
 @report_app.command("attention", short_help="An attention dataset: best config vs SDPA per shape.")
 def report_attention(
-    data: Path = typer.Option(..., "--data", help="a dataset folder written by `rooftune sweep attention`"),
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("attention")),
     json_out: Path = _JSON, markdown: Path = _MARKDOWN, rows: bool = _ROWS, plot: Path = _PLOT,
 ) -> None:
     """Report a swept causal-attention dataset: per shape the space's best config vs SDPA (its own
@@ -101,18 +105,18 @@ def _report(kernel: str, data: Path, json_out: Path | None, markdown: Path | Non
             f"repeatability of the two final passes over {rep['configs']} configs: |Δ ratio to fastest| median "
             f"{rep['ratio_median']:.2%}, p90 {rep['ratio_p90']:.2%}; |Δ time| median {rep['abs_median']:.2%}, "
             f"p90 {rep['abs_p90']:.2%}; fastest within 1% in both passes: {rep['fastest_within_1pct_both']:.0%} of shapes")
-    if markdown:
-        markdown.write_text(markdown_table(per_shape, totals, f"`rooftune report {kernel} --data {data}`", kernel))
-    if json_out:
-        json_out.write_text(json.dumps(
-            {"summary": totals, "rows": [dataclasses.asdict(r) for r in per_shape]}, indent=2) + "\n")
-    if plot:
-        drawn = [(res.shape.flops, r) for res, r in zip(results, per_shape) if r.vs_baseline]  # rows follow results
-        report_scatter([f for f, _ in drawn], [r.vs_baseline for _, r in drawn],
-                       [row_class(r, kernel) for _, r in drawn], plot, baseline_label=label,
-                       faint=[not r.aligned for _, r in drawn],
-                       title=f"{data}: {len(drawn)} shapes\nbest config of the space vs {label} ({kind.baseline_call})")
-        console.print(f"wrote {plot}")
+    drawn = [(res.shape.flops, r) for res, r in zip(results, per_shape) if r.vs_baseline]  # rows follow results
+    writes = [
+        (markdown, lambda: write_atomic(markdown, markdown_table(per_shape, totals,
+                                                                 f"`rooftune report {kernel} --data {data}`", kernel))),
+        (json_out, lambda: write_atomic(json_out, json_text(
+            {"summary": totals, "rows": [dataclasses.asdict(r) for r in per_shape]}))),
+        (plot, lambda: report_scatter(
+            [f for f, _ in drawn], [r.vs_baseline for _, r in drawn], [row_class(r, kernel) for _, r in drawn], plot,
+            baseline_label=label, faint=[not r.aligned for _, r in drawn],
+            title=f"{data}: {len(drawn)} shapes\nbest config of the space vs {label} ({kind.baseline_call})"))]
+    write_all([(path, write) for path, write in writes if path is not None],
+              done=lambda path: console.print(f"wrote {path}"))
 
 
 def register(app) -> None:

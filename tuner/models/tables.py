@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape
-from rooftune.eval.dataset import atomic_write_bytes
+from rooftune.outputs import OutputError, json_text, write_all, write_atomic
 from rooftune.tuner.models.tune import ModelTune
 
 # rooftune's GEMM parameter -> its name in vLLM's tables.
@@ -25,7 +27,7 @@ VLLM_NAMES = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "
               "GROUP_M": "GROUP_SIZE_M", "SPLIT_K": "SPLIT_K", "num_warps": "num_warps", "num_stages": "num_stages"}
 
 
-class TableError(ValueError):
+class TableError(OutputError):
     """A table file already in the output folder that cannot be read (so cannot be added to)."""
 
 
@@ -85,24 +87,29 @@ def vllm_tables(tuned: ModelTune) -> dict[str, dict[str, dict[str, int]]]:
     return {name: {str(m): table[m] for m in sorted(table)} for name, table in tables.items()}
 
 
+def _write_table(path: Path, table: dict[str, dict[str, int]]) -> None:
+    """Write one of `vllm_tables` to `path`, keeping the other M keys of a table already there (another
+    model's, or another run's token counts)."""
+    try:
+        merged = {int(m): c for m, c in json.loads(path.read_text()).items()} if path.exists() else {}
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
+        raise TableError(f"{path}: not a config table to add to ({exc}); move it away or pass another "
+                         f"--out") from None
+    merged.update({int(m): c for m, c in table.items()})
+    write_atomic(path, json.dumps({str(m): merged[m] for m in sorted(merged)}, indent=4) + "\n")
+
+
+def table_outputs(tuned: ModelTune, out: str | Path) -> list[tuple[Path, Callable[[], None]]]:
+    """(path, write) for each of `vllm_tables` in folder `out`: what `write_tables` writes."""
+    return [(Path(out) / name, partial(_write_table, Path(out) / name, table))
+            for name, table in vllm_tables(tuned).items()]
+
+
 def write_tables(tuned: ModelTune, out: str | Path) -> list[Path]:
     """Write `vllm_tables` into folder `out` (created); a table already there keeps its other M keys
-    (another model's, or another run's token counts). Returns the files written."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, table in vllm_tables(tuned).items():
-        path = out / name
-        try:
-            merged = {int(m): c for m, c in json.loads(path.read_text()).items()} if path.exists() else {}
-        except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
-            raise TableError(f"{path}: not a config table to add to ({exc}); move it away or pass another "
-                             f"--out") from exc
-        merged.update({int(m): c for m, c in table.items()})
-        text = json.dumps({str(m): merged[m] for m in sorted(merged)}, indent=4) + "\n"
-        atomic_write_bytes(path, text.encode())
-        written.append(path)
-    return written
+    (another model's, or another run's token counts). Every table is written or named in the one
+    OutputError raised after all were tried. Returns the files written."""
+    return write_all(table_outputs(tuned, out))
 
 
 def shape_label(shape) -> str:
@@ -156,11 +163,18 @@ def report_markdown(tuned: ModelTune) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report_outputs(tuned: ModelTune, out: str | Path) -> list[tuple[Path, Callable[[], None]]]:
+    """(path, write) for `<model>.report.json` and `<model>.report.md` in folder `out`."""
+    json_path, md_path = (Path(out) / f"{tuned.config.name}.report.{ext}" for ext in ("json", "md"))
+    return [(json_path, lambda: write_atomic(json_path, json_text(report_dict(tuned), indent=1))),
+            (md_path, lambda: write_atomic(md_path, report_markdown(tuned)))]
+
+
 def write_report(tuned: ModelTune, out: str | Path) -> list[Path]:
-    """`<model>.report.json` and `<model>.report.md` in folder `out` (created)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{tuned.config.name}.report.json", out / f"{tuned.config.name}.report.md"]
-    atomic_write_bytes(paths[0], (json.dumps(report_dict(tuned), indent=1) + "\n").encode())
-    atomic_write_bytes(paths[1], report_markdown(tuned).encode())
-    return paths
+    """`<model>.report.json` and `<model>.report.md` in folder `out` (created), as `write_tables` writes."""
+    return write_all(report_outputs(tuned, out))
+
+
+def model_outputs(tuned: ModelTune, out: str | Path) -> list[tuple[Path, Callable[[], None]]]:
+    """(path, write) for everything `rooftune tune model --out` writes: the tables, then the report."""
+    return table_outputs(tuned, out) + report_outputs(tuned, out)

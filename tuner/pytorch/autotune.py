@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from rooftune.candidates import Config, GemmShape, kernel_spec
-from rooftune.eval.dataset import atomic_write_bytes
 from rooftune.hwprofiles.hwprobe import installed_triton
+from rooftune.outputs import OutputError, write_atomic
 from rooftune.tuner.pytorch.ops import device_profile
 from rooftune.tuner.search.strategies import corrected_prior
 from rooftune.tuner.tune import cache_path, read_cache, shipped_residual
@@ -119,6 +121,48 @@ def _median_ms(timing) -> float:
 
 # --- the decorator -------------------------------------------------------------------------------------
 
+def _names(value) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+def check_arguments(configs, key, gemm, layout, budget) -> None:
+    """The decorator's arguments, before it sees the kernel: TypeError or ValueError saying which is wrong."""
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral):
+        raise TypeError(f"rooftune.autotune: budget must be an int (configs to time per key), got {budget!r}")
+    if budget < 1:
+        raise ValueError(f"rooftune.autotune: budget must be at least 1, got {budget}")
+    if not isinstance(configs, (list, tuple)) or not configs:
+        raise ValueError(f"rooftune.autotune: configs must be a non-empty list of triton.Config (the configs the "
+                         f"model orders and the budget's first are timed), got {configs!r}")
+    odd = [c for c in configs if not (hasattr(c, "kwargs") and hasattr(c, "num_warps"))]
+    if odd:
+        raise TypeError(f"rooftune.autotune: configs must be triton.Config objects, got {odd[0]!r}")
+    if not _names(key):
+        raise TypeError(f"rooftune.autotune: key must be a list of the kernel's argument names, got {key!r}")
+    if not _names(gemm) or len(gemm) != 3:
+        raise ValueError(f"rooftune.autotune: gemm names the kernel's M, N and K arguments, three names such as "
+                         f"('M', 'N', 'K'); got {gemm!r}")
+    if layout not in ("kn", "nk") and not (_names(layout) and len(layout) == 2):
+        raise ValueError(f"rooftune.autotune: layout is 'kn', 'nk' or the names of B's two strides (along K, "
+                         f"along N), e.g. ('stride_bk', 'stride_bn'); got {layout!r}")
+
+
+def check_kernel(fn, key, dims: tuple[str, str, str], layout) -> None:
+    """The decorated function: a Triton kernel (@triton.jit, under the decorator) whose arguments include the
+    names `key`, `dims` and a `layout` of stride names give; TypeError or ValueError naming what is not."""
+    from triton.runtime.jit import KernelInterface
+
+    if not isinstance(fn, KernelInterface) or not hasattr(fn, "arg_names"):
+        raise TypeError(f"rooftune.autotune decorates a Triton kernel: put @triton.jit under it (got "
+                        f"{getattr(fn, '__qualname__', type(fn).__name__)})")
+    wanted = {"key": list(key), "gemm": list(dims), "layout": [] if isinstance(layout, str) else list(layout)}
+    for what, names in wanted.items():
+        missing = [n for n in names if n not in fn.arg_names]
+        if missing:
+            raise ValueError(f"rooftune.autotune: {what} names {', '.join(map(repr, missing))}, not an argument of "
+                             f"{getattr(fn, '__name__', 'the kernel')}({', '.join(fn.arg_names)})")
+
+
 def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 20, prune_configs_by=None,
              reset_to_zero=None, restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None,
              use_cuda_graph=False, do_bench=None, cache_results=False):
@@ -126,9 +170,9 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
     key, in the model's order (module docstring). `gemm`: the names of the kernel's M, N and K arguments;
     `layout`: B's layout, 'kn' ([K, N] row-major) or 'nk' ([N, K], an nn.Linear weight), or the names of
     B's (K, N) strides to read it from each call. `cache_results` is accepted for Triton's signature; the
-    choice is always kept in autotune.json (`autotune_cache_path`)."""
-    if budget < 1:
-        raise ValueError(f"budget must be at least 1, got {budget}")
+    choice is always kept in autotune.json (`autotune_cache_path`). Arguments that cannot work are refused
+    here, at decoration (`check_arguments`, `check_kernel`), not at the first call."""
+    check_arguments(configs, key, gemm, layout, budget)
     dims = tuple(gemm)
 
     def order(candidates: list, args: dict) -> list:
@@ -151,11 +195,15 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
         path = autotune_cache_path()
         data = _read(path)  # just before writing: another process may have written since
         data["entries"][entry_id(kernel_id, tuning_key, benched, args)] = {"config": str(choice), "time_ms": times}
-        atomic_write_bytes(path, (json.dumps(data, indent=1) + "\n").encode())
+        try:
+            write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
+        except OutputError as exc:  # the choice stands for this process; only its keeping failed
+            warnings.warn(f"rooftune.autotune: the choice was not kept: {exc}", RuntimeWarning, stacklevel=2)
 
     def decorator(fn):
         from rooftune.kernels.autotune import OrderedAutotuner
 
+        check_kernel(fn, key, dims, layout)
         return OrderedAutotuner(fn, configs, key, order=order, recall=recall, remember=remember,
                                 reset_to_zero=reset_to_zero, restore_value=restore_value, pre_hook=pre_hook,
                                 post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,

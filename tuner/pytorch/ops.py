@@ -18,6 +18,7 @@ nothing, so it always runs the kernel.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
@@ -61,6 +62,9 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     result = cached_result(cache, tune_key(shape, profile, TUNE_BUDGET, residual))
     if result is None and tune:
         result = tune_shape(shape, profile, TUNE_BUDGET, cache=cache)
+        if result.cache_error:  # the winner stands for this process; the next one tunes the shape again
+            warnings.warn(f"rooftune: the tune of {shape} was not kept: {result.cache_error}", RuntimeWarning,
+                          stacklevel=2)
     if result is not None:
         return LIBRARY_ROUTE if library_faster(result) and not kernel_only else result.winner
     configs = legal_configs(spec.space, shape, profile).configs
