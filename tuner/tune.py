@@ -217,6 +217,9 @@ def read_cache(path: Path, fmt: str = CACHE_FORMAT, kind: str = "tune") -> dict:
     or tuner/pytorch/autotune.py's (`kind` names it in errors)."""
     if not path.exists():
         return {"format": fmt, "entries": {}}
+    if not path.is_file():  # a device such as /dev/full would be read forever
+        raise TuneCacheError(f"{path}: not a regular file, so not a rooftune {kind} cache; pass a file path "
+                             f"(${CACHE_ENV} or --cache)")
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -207,3 +207,8 @@ def test_cli_tune_defaults_to_the_per_user_cache(tmp_path, monkeypatch, records,
     assert "from the cache" in " ".join(runner.invoke(app, args).output.split())
     fresh = runner.invoke(app, args + ["--cache", "none"])
     assert fresh.exit_code == 0 and "from the cache" not in " ".join(fresh.output.split())
+
+
+def test_a_cache_path_that_is_not_a_regular_file_is_refused_not_read_forever(tmp_path):
+    with pytest.raises(tune.TuneCacheError, match="not a regular file"):
+        tune.read_cache(tmp_path)  # a folder; /dev/full (endless zeros) is refused the same way

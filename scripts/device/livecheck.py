@@ -6,8 +6,8 @@ The first `--cold` shapes are tuned with an empty Triton cache each (a first tun
 Triton also builds its launcher stubs); the rest share one Triton cache, as a user tuning a model's
 layers one after another would (binaries of earlier shapes with the same specialization are reused).
 
-    python -m rooftune.eval.livecheck --data datasets/h200/gemm/heldout --count 20 --cold 10 --out DIR
-    python -m rooftune.eval.livecheck --data datasets/h200/attention/heldout --count 10 --cold 10 --out DIR
+    python3 scripts/device/livecheck.py --data datasets/h200/gemm/heldout --count 20 --cold 10 --out DIR
+    python3 scripts/device/livecheck.py --data datasets/h200/attention/heldout --count 10 --cold 10 --out DIR
 
 Writes DIR/livecheck.json (per shape: the tune's wall time and phases, winner, re-timed winner and best,
 fraction = best / winner) and prints a table. Resumable: shapes already in the JSON are not tuned again.

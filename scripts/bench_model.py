@@ -1,4 +1,4 @@
-"""Benchmark: how long the model takes to rank the full legal GEMM space of one shape (python -m rooftune.eval.bench_model)."""
+"""Benchmark: how long the model takes to rank the full legal GEMM space of one shape (python3 scripts/bench_model.py)."""
 
 from __future__ import annotations
 
