@@ -237,6 +237,9 @@ def test_the_live_commands_default_to_the_profile_of_the_gpu_the_driver_names(mo
     result = runner.invoke(app, ["tune", "gemm", "--shape", "64x64x64", "--cache", "none"])
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "no shipped hardware profile for GPU 'RTX 9090'" in text and "--gpu" in text
+    steps = ["rooftune hwprobe --out my_gpu.json", "rooftune tune gemm --shape MxNxK --gpu my_gpu.json",
+             "rooftune sweep gemm", "rooftune eval gemm --data DATA --gpu my_gpu.json", "rooftune fit gemm"]
+    assert [text.index(step) for step in steps] == sorted(text.index(step) for step in steps)  # the sequence, in order
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps(KERNELS["gemm"][1]))
     result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d")])

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from rooftune.candidates import parse_attention_shape, parse_gemm_shape
 from rooftune.eval.readers import recorded_device
-from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, load_profile, profiles_fitting
+from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
 from rooftune.hwprofiles.gpus import shipped_profile_name
 from rooftune.roofline.residual import ResidualError, load_residual, read_residual
 
@@ -123,8 +123,20 @@ def gpu_of_this_machine() -> str:
         return DEFAULT_GPU
     try:
         return shipped_profile_name(name)
-    except ProfileError as exc:
-        raise ArgumentError(f"{exc}; or pass --gpu with a profile's name or JSON path") from None
+    except ProfileError:
+        raise ArgumentError(new_gpu_steps(name)) from None
+
+
+def new_gpu_steps(name: str) -> str:
+    """What a user does with a GPU rooftune ships no profile for: the whole sequence, in order."""
+    return (f"no shipped hardware profile for GPU {name!r} (shipped: {', '.join(list_profiles())}). To tune on it: "
+            f"(1) profile it once: `rooftune hwprobe --out my_gpu.json` (about a minute); "
+            f"(2) tune with it: `rooftune tune gemm --shape MxNxK --gpu my_gpu.json` (the model alone ranks, no "
+            f"residual is fitted for it), or set ROOFTUNE_PROFILE=my_gpu.json for every command and rooftune's "
+            f"PyTorch ops; (3) optionally check it on your own shapes: `rooftune sweep gemm --shapes SHAPES.json "
+            f"--out DATA --gpu my_gpu.json`, then `rooftune eval gemm --data DATA --gpu my_gpu.json`, and fit its "
+            f"residual from a training sweep with `rooftune fit gemm --data DATA --gpu my_gpu.json` "
+            f"(docs/datasets.md, 'Adding a GPU')")
 
 
 def check_this_gpu(profile, gpu: str) -> None:
