@@ -212,3 +212,29 @@ def test_cli_tune_defaults_to_the_per_user_cache(tmp_path, monkeypatch, records,
 def test_a_cache_path_that_is_not_a_regular_file_is_refused_not_read_forever(tmp_path):
     with pytest.raises(tune.TuneCacheError, match="not a regular file"):
         tune.read_cache(tmp_path)  # a folder; /dev/full (endless zeros) is refused the same way
+
+
+def test_cli_tune_takes_a_residual_file_or_none(tmp_path, monkeypatch, records, counting):
+    """A new GPU's residual (`rooftune fit --out FILE`) or none: `tune --residual`, said in the result."""
+    import contextlib
+
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels.harness import live
+    from rooftune.roofline.residual import shipped_residual_path
+
+    m = counting(records)
+    m.compile_s = 0.0
+    m.baseline_us = lambda: 10.0
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(m))
+    gemm_residual = shipped_residual_path("gemm", PROFILE)
+    for choice, note in (("none", "the model alone (--residual none)"), (str(gemm_residual), f"the residual {gemm_residual}")):
+        out = tmp_path / "r.json"
+        result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--budget", "3", "--json", str(out),
+                                     "--cache", "none", "--residual", choice])
+        assert result.exit_code == 0, result.output
+        assert json.loads(out.read_text())["residual_note"] == note
+    attention_residual = shipped_residual_path("attention", PROFILE)
+    result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--cache", "none",
+                                 "--residual", str(attention_residual)])
+    assert result.exit_code == 2 and "a residual for attention, not gemm" in " ".join(result.output.split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -26,6 +27,7 @@ from rooftune.tuner.cli.args import (
     parse_counts,
     parse_shape,
     parse_shard,
+    residual_option,
 )
 from rooftune.tuner.cli.explain import config_label
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
@@ -179,6 +181,9 @@ _TUNE_HELP = """Tune live: the corrected model's best first, then rounds chosen 
     baseline); the fastest few are re-timed side by side to name the winner. Prints every trial, the
     winner and the time each phase took. Exit code 1: every measured config failed; 3: a config killed
     the CUDA context or the compile workers hung."""
+_TUNE_RESIDUAL = typer.Option("shipped", "--residual", metavar=NAME_OR_PATH, help=(
+    "'shipped' (the residual fitted for --gpu's GPU, where it applies to this space and Triton), 'none' (the "
+    "model alone), or a residual JSON of this kernel (e.g. one `rooftune fit --out FILE` wrote for a new GPU)"))
 _BUDGET = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
 _GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
                     help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
@@ -201,7 +206,8 @@ def _cache_file(cache: str | None) -> str | None:
     return cache
 
 
-def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, cache: str | None, json_out: str | None) -> None:
+def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, cache: str | None, json_out: str | None,
+          residual_choice: str = "shipped") -> None:
     """Check the options, tune, print the trials, the winner against the baseline and the phases."""
     profile = live_gpu(gpu)
     if budget < 1:
@@ -210,8 +216,12 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     check_output(json_out, "--json")
     cache = _cache_file(cache)
     label = kernel_spec(kernel).baseline_label
+    residual = "shipped" if residual_choice == "shipped" else residual_option(kernel, profile, residual_choice, None)
     with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):
-        result = tune_shape(problem, profile, budget, cache=cache, sms=sms)
+        result = tune_shape(problem, profile, budget, cache=cache, sms=sms, residual=residual)
+    if residual_choice != "shipped" and not result.cached:
+        result = replace(result, residual_note=f"the residual {residual_choice}" if residual is not None
+                         else "the model alone (--residual none)")
     cached = " (from the cache)" if result.cached else ""
     title = f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}"
     table = width_table(console, title, ("#", "config", "predicted µs", "measured µs"), left=("config",),
@@ -251,9 +261,9 @@ def tune_gemm_cmd(
     shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
     layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
     budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+    residual: str = _TUNE_RESIDUAL,
 ) -> None:
-
-    _tune("gemm", parse_shape("gemm", shape, layout), budget, gpu, sms, cache, json_out)
+    _tune("gemm", parse_shape("gemm", shape, layout), budget, gpu, sms, cache, json_out, residual)
 
 
 @tune_app.command("attention", help=_TUNE_HELP,
@@ -262,9 +272,9 @@ def tune_gemm_cmd(
 def tune_attention_cmd(
     shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
     budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
+    residual: str = _TUNE_RESIDUAL,
 ) -> None:
-
-    _tune("attention", parse_shape("attention", shape), budget, gpu, sms, cache, json_out)
+    _tune("attention", parse_shape("attention", shape), budget, gpu, sms, cache, json_out, residual)
 
 
 @tune_app.command("model", short_help="Tune every GEMM and attention shape of a model's forward pass.")
