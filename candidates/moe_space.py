@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from rooftune.candidates.attention_space import TMA_MIN_CAPABILITY
+from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import gemm_regs_per_thread, gemm_smem_bytes
 from rooftune.candidates.routing import expert_rows, row_tiles_bound
 from rooftune.candidates.shapes import DTYPE_BYTES, MOE_MIN_BLOCK_M, MOE_MIN_BLOCK_N, MoeShape
@@ -83,6 +84,21 @@ def moe_legality(shape: MoeShape, c: dict[str, np.ndarray], profile: HardwarePro
         # run the same program order, so the larger is a twin of the smaller, which stays.
         "GROUP_SIZE_M a twin of a smaller one (both cover every tile row)": group > group_floor(tiles_m),
     }
+
+
+def group_twin(shape: MoeShape, config: Config) -> Config:
+    """`config` with the GROUP_SIZE_M that the legality keeps for its program order: 1 where the grid has one
+    tile row or column (every value orders alike), the smallest GROUP_SIZES_M value >= the tile rows where
+    `config`'s is larger (both put every tile row in one group), else its own. The two GROUP_SIZE_M rules drop
+    only configs whose twin this is: the same binary running the same programs in the same order (a vLLM table
+    may name either twin; replay times it as the one the space holds)."""
+    bm, group = config["BLOCK_SIZE_M"], config["GROUP_SIZE_M"]
+    tiles_m = int(row_tiles_bound(shape, bm))
+    if group > 1 and (tiles_m == 1 or -(-shape.n // config["BLOCK_SIZE_N"]) == 1):
+        group = 1
+    group = min(group, int(group_floor(tiles_m)))
+    params = tuple((name, group if name == "GROUP_SIZE_M" else value) for name, value in config.params)
+    return Config(params, config.num_warps, config.num_stages)
 
 
 MOE_SPACE = SearchSpace(
