@@ -5,7 +5,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from rooftune.candidates import Config, MoeShape, ShapeRecords, Trial
+from rooftune.candidates import MOE_SPACE, Config, MoeShape, ShapeRecords, Trial
 from rooftune.candidates.shapes import load_moe_shapes
 from rooftune.eval.dataset import read_shape, write_shape
 from rooftune.eval.moe_shapegen import (
@@ -74,3 +74,10 @@ def test_the_device_time_plan_fits_two_hours():
     minutes = float(table.splitlines()[-1].split("|")[-2].strip(" *"))
     assert 40 < minutes <= 120, table
     assert f"**{len(lists['train']) + len(lists['heldout'])}**" in table
+
+
+def test_the_card_names_the_space_version_and_the_plans_total():
+    card = (DATA / "README.md").read_text()
+    assert f"`{MOE_SPACE.version}`" in card and MOE_SPACE.rules_version in card
+    lists = {name: load_moe_shapes(DATA / f"shapes_{name}.json") for name in ("train", "heldout")}
+    assert plan_table(lists, load_profile("h200")) in card  # the plan printed by --plan, as committed
