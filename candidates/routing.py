@@ -51,7 +51,9 @@ def padded_rows(counts: np.ndarray, block_m) -> np.ndarray:
 def padded_rows_bound(rows: int, experts: int, block_m):
     """The padded rows' upper bound for any routing: rows + min(experts, rows) · (BLOCK_SIZE_M − 1), since at
     most min(experts, rows) experts get rows and each pads less than one tile. The launch sizes its grid
-    and the sorted row list by it (kernels/moe.py), so it needs no device-to-host copy of the real count."""
+    and the sorted row list by it (kernels/moe.py), so it needs no device-to-host copy of the real count; vLLM's
+    `moe_align_block_size` sizes its own the same (rows + experts · (BLOCK_SIZE_M − 1), or rows · BLOCK_SIZE_M
+    where there are fewer rows than experts)."""
     return rows + min(experts, rows) * (np.asarray(block_m, dtype=np.int64) - 1)
 
 

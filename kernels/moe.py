@@ -13,7 +13,8 @@ result to the rows' places in C [tokens·topk, N] (vLLM's [tokens, topk, N] cach
 - gate_up: A is the hidden states [tokens, hidden]; a routed row reads A's row t = row // topk.
 - down: A is the activations [tokens·topk, intermediate], one row per routed row; the output row is scaled by
   its routing weight, where vLLM applies it (MUL_ROUTED_WEIGHT on the second GEMM).
-The grid covers the padded rows' bound for any routing (`candidates.routing.padded_rows_bound`); programs past
+The grid covers the padded rows' bound for any routing (`candidates.routing.padded_rows_bound`, the bound vLLM's
+`moe_align_block_size` sizes its sorted list by, so the grid and its grouped order are vLLM's); programs past
 the real padded total return at once, so a launch needs no device-to-host copy (a CUDA graph captures it).
 Rows past the tile's real ones are masked (loads read zeros, stores skip them); columns past N wrap inside
 the tile for the loads (no mask along N) and are masked at the store.
