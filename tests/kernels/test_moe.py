@@ -84,6 +84,7 @@ def test_align_sorts_by_expert_and_pads_each_to_whole_tiles():
 def test_launcher_rotates_input_sets_and_refuses_a_mismatch():
     shape = MoeShape(8, 2, 32, 48, 5, "down", "fp16")
     sets = [moe.make_inputs(shape, DEVICE, s) for s in (1, 2)]
+    assert sets[0][2] is sets[1][2] and not torch.equal(sets[0][0], sets[1][0])  # one routing, fresh A and W
     out = torch.empty(shape.rows, shape.n, dtype=torch.float16, device=DEVICE)
     launch = moe.make_launcher(small(bn=64), shape, sets, out)
     for i in (0, 1):
