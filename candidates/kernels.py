@@ -13,13 +13,17 @@ from rooftune.candidates.attention_space import ATTENTION_SPACE
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import GEMM_SPACE
+from rooftune.candidates.moe_space import MOE_SPACE
 from rooftune.candidates.shapes import (
     AttentionShape,
     GemmShape,
+    MoeShape,
     load_attention_shapes,
+    load_moe_shapes,
     load_shapes,
     parse_attention_shape,
     parse_gemm_shape,
+    parse_moe_shape,
 )
 from rooftune.candidates.space import SearchSpace
 
@@ -56,6 +60,11 @@ KERNELS: dict[str, KernelSpec] = {
                        "cuBLAS", "rooftune.kernels.gemm", "MxNxK", runtime_params=("GROUP_M",)),
     "attention": KernelSpec("attention", AttentionShape, parse_attention_shape, load_attention_shapes, ATTENTION_SPACE,
                             no_extras, "sdpa", "SDPA", "rooftune.kernels.attention", "BxHxSxD[xKV]"),
+    # One GEMM of a fused MoE layer (gate_up or down) at one token count, vLLM's kernel form and grid; its
+    # baseline is torch's grouped GEMM over the same routed rows (kernels/harness/benches.py MoeBench).
+    "moe": KernelSpec("moe", MoeShape, parse_moe_shape, load_moe_shapes, MOE_SPACE, no_extras, "grouped_mm",
+                      "torch._grouped_mm", "rooftune.kernels.moe", "ExTOPKxHIDDENxINTERMEDIATExTOKENS",
+                      runtime_params=("GROUP_SIZE_M",)),
 }
 
 

@@ -1,4 +1,4 @@
-"""Problem shapes (GEMM, attention) and parsing them from the command line."""
+"""Problem shapes (GEMM, attention, fused MoE) and parsing them from the command line."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ MAX_ROW_ELEMS = INT32_MAX // MAX_TILE_EDGE  # 8,388,607
 MAX_ROWS = INT32_MAX - MAX_TILE_EDGE
 GEMM_MIN_TILE = 16  # the GEMM space's smallest BLOCK_M and BLOCK_N
 ATTENTION_MIN_BLOCK_M = 64  # the attention space's smallest BLOCK_M
+MOE_MIN_BLOCK_M, MOE_MIN_BLOCK_N = 16, 32  # the MoE space's smallest BLOCK_SIZE_M and BLOCK_SIZE_N
 
 
 def _check_size(kind: str, limits: dict[str, tuple[int, int]], programs: int, grid: str) -> None:
@@ -130,6 +131,72 @@ class AttentionShape:
         return f"{self.batch}x{self.heads}x{self.seq}x{self.head_dim}{kv}" + ("" if self.causal else " (non-causal)")
 
 
+MOE_GEMMS = ("gate_up", "down")  # the two GEMMs of an MoE layer (kernels/moe.py)
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """One GEMM of a fused mixture-of-experts layer as serving engines run it (kernels/moe.py): `tokens`
+    tokens, each routed to `topk` of `experts` experts (`candidates/routing.py` draws which, from `seed`),
+    every expert holding its own weights [N, K]. `gemm` 'gate_up': N = 2·intermediate, K = hidden (the
+    fused gate and up projections, input the hidden states); 'down': N = hidden, K = intermediate (input
+    the activations of the routed rows, output scaled by each row's routing weight). `intermediate` is per
+    tensor-parallel shard, as the shard's kernel sees it (vLLM's N in a table's file name)."""
+
+    experts: int
+    topk: int
+    hidden: int
+    intermediate: int
+    tokens: int
+    gemm: str = "gate_up"
+    dtype: str = "bf16"
+    seed: int = 0
+
+    def __post_init__(self):
+        _check_dims("MoE shape", experts=self.experts, topk=self.topk, hidden=self.hidden,
+                    intermediate=self.intermediate, tokens=self.tokens)
+        if self.topk > self.experts:
+            raise ShapeError(f"MoE topk ({self.topk}) must be at most experts ({self.experts})")
+        if self.gemm not in MOE_GEMMS:
+            raise ShapeError(f"MoE gemm must be one of {MOE_GEMMS}, got {self.gemm!r}")
+        if self.dtype not in DTYPES:
+            raise ShapeError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ShapeError(f"MoE routing seed must be an integer >= 0, got {self.seed!r}")
+        # Rows are the routed token slots plus at most one partial tile of padding per expert (kernels/moe.py).
+        padded = self.rows + min(self.experts, self.rows) * (MOE_MIN_BLOCK_M - 1)
+        _check_size("MoE shape", {"tokens · topk": (self.rows, MAX_ROWS - self.experts * MAX_TILE_EDGE),
+                                  "n": (self.n, MAX_ROW_ELEMS), "k": (self.k, MAX_ROW_ELEMS)},
+                    -(-padded // MOE_MIN_BLOCK_M) * -(-self.n // MOE_MIN_BLOCK_N), "row tiles · column tiles")
+
+    @property
+    def n(self) -> int:
+        """Output columns of the GEMM: 2·intermediate (gate_up) or hidden (down)."""
+        return 2 * self.intermediate if self.gemm == "gate_up" else self.hidden
+
+    @property
+    def k(self) -> int:
+        """The reduction length: hidden (gate_up) or intermediate (down)."""
+        return self.hidden if self.gemm == "gate_up" else self.intermediate
+
+    @property
+    def rows(self) -> int:
+        """Routed rows, tokens · topk: the rows the GEMM computes (one per token and chosen expert)."""
+        return self.tokens * self.topk
+
+    @property
+    def flops(self) -> int:
+        """2·rows·N·K floating-point operations of useful work (padding rows excluded)."""
+        return 2 * self.rows * self.n * self.k
+
+    def __str__(self) -> str:
+        extras = [] if self.dtype == "bf16" else [self.dtype]
+        if self.seed:
+            extras.append(f"routing seed {self.seed}")
+        return (f"{self.experts}x{self.topk}x{self.hidden}x{self.intermediate}x{self.tokens} {self.gemm}"
+                + (f" ({', '.join(extras)})" if extras else ""))
+
+
 _DIMS = re.compile(r"^\s*\d+(\s*[x×,]\s*\d+)*\s*$")
 
 
@@ -155,6 +222,12 @@ def parse_attention_shape(text: str, causal: bool = True, dtype: str = "bf16") -
     kv_heads ('2x32x4096x128x8': grouped-query attention, 8 K/V heads)."""
     b, h, s, d, *kv = _split_dims(text, 4, "attention (BxHxSxD[xKV])", optional=1)
     return AttentionShape(b, h, s, d, causal=causal, dtype=dtype, kv_heads=kv[0] if kv else None)
+
+
+def parse_moe_shape(text: str, gemm: str = "gate_up", dtype: str = "bf16", seed: int = 0) -> MoeShape:
+    """'128x8x2048x768x64' -> MoeShape(experts=128, topk=8, hidden=2048, intermediate=768, tokens=64)."""
+    e, topk, hidden, inter, tokens = _split_dims(text, 5, "MoE (ExTOPKxHIDDENxINTERMEDIATExTOKENS)")
+    return MoeShape(e, topk, hidden, inter, tokens, gemm=gemm, dtype=dtype, seed=seed)
 
 
 class ShapeListError(ValueError):
@@ -208,10 +281,26 @@ def load_attention_shapes(path: str | Path) -> list[AttentionShape]:
     return _load_list(path, ("batch", "heads", "seq", "head_dim"), _attention_entry)
 
 
-def shape_id(shape: GemmShape | AttentionShape) -> str:
+MOE_KEYS = ("experts", "topk", "hidden", "intermediate", "tokens", "gemm")
+
+
+def load_moe_shapes(path: str | Path) -> list[MoeShape]:
+    """Read a JSON list of objects with keys experts, topk, hidden, intermediate, tokens (integers) and gemm
+    ('gate_up' or 'down'), optional dtype (default 'bf16') and seed (the routing's, default 0); other keys
+    (a model's name, its source) are ignored; errors name the file and the entry."""
+    return _load_list(path, MOE_KEYS, lambda e: MoeShape(*(e[k] for k in MOE_KEYS), dtype=e.get("dtype", "bf16"),
+                                                         seed=e.get("seed", 0)))
+
+
+def shape_id(shape: GemmShape | AttentionShape | MoeShape) -> str:
     """File-name key of a shape: GEMM '4096x4096x4096-nk-bf16'; attention (four dimensions, so never a
     GEMM id) '4x32x4096x128-causal-bf16', or '-full-' without the causal mask; with fewer K/V heads a
-    fifth number, '1x32x8192x128x8-causal-bf16'."""
+    fifth number, '1x32x8192x128x8-causal-bf16'; MoE 'moe-128x8x2048x768-m64-gate_up-bf16' (experts, topk,
+    hidden, intermediate, tokens), '-r<seed>' added where the routing seed is not 0."""
+    if isinstance(shape, MoeShape):
+        seed = f"-r{shape.seed}" if shape.seed else ""
+        return (f"moe-{shape.experts}x{shape.topk}x{shape.hidden}x{shape.intermediate}-m{shape.tokens}-{shape.gemm}"
+                f"-{shape.dtype}{seed}")
     if isinstance(shape, AttentionShape):
         mask = "causal" if shape.causal else "full"
         kv = "" if shape.kv_heads == shape.heads else f"x{shape.kv_heads}"

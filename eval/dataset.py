@@ -7,7 +7,8 @@
                                  quarantine, so that several sweeps (one per GPU) can share the folder
 
 A shape file starts with one comment line `# rooftune-shape {json}` (the shape: GEMM {m, n, k, layout,
-dtype} or attention {batch, heads, seq, head_dim, causal, dtype}; its baselines in µs, e.g. cuBLAS
+dtype}, attention {batch, heads, seq, head_dim, causal, dtype} or fused MoE {experts, topk, hidden,
+intermediate, tokens, gemm, dtype, seed}; its baselines in µs, e.g. cuBLAS
 or SDPA; and per-shape facts such as repeatability), then a CSV header and one row per legal config: the
 config's parameters, `time_us` (the dataset's time, below) or `error`, `compile_s`, `rounds` and
 `spread` of the screening pass, `screen_us` (the screening pass's raw median), for the fastest
@@ -42,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
+from rooftune.candidates import AttentionShape, Config, GemmShape, MoeShape, Trial
 from rooftune.candidates.baselines import gemm_baseline_aliases
 from rooftune.candidates.records import ShapeRecords
 from rooftune.candidates.shapes import shape_id
@@ -65,16 +66,22 @@ _ATTENTION_KEYS = ("batch", "heads", "seq", "head_dim", "causal", "dtype")
 _GEMM_KEYS = ("m", "n", "k", "layout", "dtype")
 
 
-def _shape_header(shape: GemmShape | AttentionShape) -> dict:
+_MOE_KEYS = ("experts", "topk", "hidden", "intermediate", "tokens", "gemm", "dtype", "seed")
+
+
+def _shape_header(shape: GemmShape | AttentionShape | MoeShape) -> dict:
     """The header's "shape": the fields that rebuild it (`_header_shape`); kv_heads only where it is not heads."""
-    keys = _ATTENTION_KEYS if isinstance(shape, AttentionShape) else _GEMM_KEYS
+    keys = _ATTENTION_KEYS if isinstance(shape, AttentionShape) else _MOE_KEYS if isinstance(shape, MoeShape) \
+        else _GEMM_KEYS
     fields = {k: getattr(shape, k) for k in keys}
     if isinstance(shape, AttentionShape) and shape.kv_heads != shape.heads:
         fields["kv_heads"] = shape.kv_heads
     return fields
 
 
-def _header_shape(fields: dict) -> GemmShape | AttentionShape:
+def _header_shape(fields: dict) -> GemmShape | AttentionShape | MoeShape:
+    if "experts" in fields:
+        return MoeShape(**fields)
     return AttentionShape(**fields) if "head_dim" in fields else GemmShape(**fields)
 
 

@@ -13,7 +13,10 @@ Baselines: GEMM is timed beside cuBLAS (`torch.mm`, key "cublas"); attention bes
 backend there; datasets/h200/attention/README.md). A shape's `baselines_us` and its meta's
 `<key>_first_us` (the screening pass) carry the key. A sweep also times the library's other routes
 beside them (`extra_baselines`): for attention, SDPA held to each backend that runs the shape
-("sdpa:cudnn", "sdpa:flash", "sdpa:efficient"; meta `baseline_errors` says why one is absent).
+("sdpa:cudnn", "sdpa:flash", "sdpa:efficient"; meta `baseline_errors` says why one is absent). A fused-MoE
+GEMM is timed beside torch's grouped GEMM (key "grouped_mm", `MoeBench`) doing the same work: gather the routed
+rows, one GEMM per expert, the routing weight, scatter; and, as the route "grouped_mm:gemm", the grouped GEMM
+alone on rows already sorted by expert.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Protocol
 
-from rooftune.candidates import KERNELS, AttentionShape, Config, GemmShape, KernelSpec
+from rooftune.candidates import KERNELS, AttentionShape, Config, GemmShape, KernelSpec, MoeShape
+from rooftune.candidates.routing import expert_rows
 from rooftune.candidates.shapes import DTYPE_BYTES
 
-Shape = GemmShape | AttentionShape
+Shape = GemmShape | AttentionShape | MoeShape
 
 
 class Bench(Protocol):
@@ -175,5 +179,91 @@ class AttentionBench:
         return launchers, errors
 
 
+class MoeBench:
+    """One GEMM of a fused MoE layer with kernels/moe.py; baseline torch's grouped GEMM over the same routed rows
+    (`torch._grouped_mm`; where this torch lacks it, one `torch.mm` per expert with rows)."""
+
+    kernel = KERNELS["moe"]
+
+    @property
+    def module(self) -> ModuleType:
+        from rooftune.kernels import moe
+
+        return moe
+
+    def check(self, config, shape, device, seed):
+        from rooftune.kernels.harness.check import check_moe
+
+        return check_moe(config, shape, device, seed)
+
+    def bytes_per_set(self, shape):
+        """What one launch reads: dtype bytes · (A's rows · K + the routed experts' weights, experts with rows · N · K)."""
+        a_rows = shape.tokens if shape.gemm == "gate_up" else shape.rows
+        used = int((expert_rows(shape) > 0).sum())
+        return DTYPE_BYTES[shape.dtype] * (a_rows + used * shape.n) * shape.k
+
+    def inputs(self, shape, device, seed):
+        return self.module.make_inputs(shape, device, seed)
+
+    def output(self, shape, device):
+        import torch
+
+        return torch.empty(shape.rows, shape.n, device=device, dtype=self.module.TORCH_DTYPES[shape.dtype])
+
+    def launcher(self, config, shape, inputs, out):
+        return self.module.make_launcher(config, shape, inputs, out)
+
+    def baseline(self, shape, inputs, out):
+        return grouped_mm_launcher(shape, inputs, out, gemm_only=False)
+
+    def extra_baselines(self, shape, inputs, out):
+        return {"grouped_mm:gemm": grouped_mm_launcher(shape, inputs, out, gemm_only=True)}, {}
+
+
+def grouped_mm_launcher(shape: MoeShape, inputs: list[tuple], out, gemm_only: bool) -> Callable[[int], None]:
+    """`launch(i)`: `shape`'s MoE GEMM through torch on inputs[i % len(inputs)] into `out`: A's routed rows gathered
+    in expert order, one grouped GEMM (`torch._grouped_mm` with each expert's row offsets, else a `torch.mm` per
+    expert with rows), the routing weight on the down GEMM, the rows scattered to their places. `gemm_only`: the
+    grouped GEMM alone, on rows gathered beforehand (its output stays in expert order). Row order and offsets are
+    worked out here, once, so a launch neither syncs nor (but for the grouped GEMM's output) allocates."""
+    import torch
+
+    sets = []
+    for a, w, ids, weights in inputs:
+        flat = ids.reshape(-1).to(torch.int64)
+        order = torch.argsort(flat, stable=True)                                   # routed rows by expert
+        counts = torch.bincount(flat, minlength=shape.experts)
+        a_index = order // shape.topk if shape.gemm == "gate_up" else order
+        scale = weights.reshape(-1)[order].to(a.dtype)[:, None] if shape.gemm == "down" else None
+        ends = torch.cumsum(counts, 0).to(torch.int32)
+        spans = [(e, int(s), int(t)) for e, (s, t) in enumerate(zip([0, *ends[:-1].tolist()], ends.tolist())) if t > s]
+        sets.append((a, w, order, a_index, scale, ends, spans, a.index_select(0, a_index)))
+
+    grouped = getattr(torch, "_grouped_mm", None)
+    try:  # where this build's grouped GEMM refuses the dtype or the GPU, the per-expert loop
+        if grouped is not None:
+            grouped(sets[0][7], sets[0][1].transpose(-2, -1), offs=sets[0][5])
+    except (RuntimeError, NotImplementedError):
+        grouped = None
+
+    def gemm(a_sorted, w, ends, spans):
+        if grouped is not None:
+            return grouped(a_sorted, w.transpose(-2, -1), offs=ends)
+        y = torch.empty((a_sorted.shape[0], w.shape[1]), dtype=a_sorted.dtype, device=a_sorted.device)
+        for e, s, t in spans:
+            torch.mm(a_sorted[s:t], w[e].T, out=y[s:t])
+        return y
+
+    def launch(i: int) -> None:
+        a, w, order, a_index, scale, ends, spans, presorted = sets[i % len(sets)]
+        if gemm_only:
+            gemm(presorted, w, ends, spans)
+            return
+        y = gemm(a.index_select(0, a_index), w, ends, spans)
+        out.index_copy_(0, order, y if scale is None else y * scale)
+
+    return launch
+
+
 # The GPU side of each registered kernel, by its registry name.
-BENCHES: dict[str, Callable[[], Bench]] = {"gemm": GemmBench, "attention": AttentionBench}
+BENCHES: dict[str, Callable[[], Bench]] = {"gemm": GemmBench, "attention": AttentionBench, "moe": MoeBench}

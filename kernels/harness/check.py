@@ -7,8 +7,9 @@ from functools import lru_cache
 
 import torch
 
-from rooftune.candidates.shapes import AttentionShape, GemmShape
+from rooftune.candidates.shapes import AttentionShape, GemmShape, MoeShape
 from rooftune.kernels import attention as attn
+from rooftune.kernels import moe
 from rooftune.kernels.gemm import gemm, make_inputs, reference
 from rooftune.kernels.harness.context import error_line
 
@@ -94,6 +95,25 @@ def check_attention(config: Mapping[str, int], shape: AttentionShape, device: st
     if run is None:
         return _verdict(lambda: attn.attention(q, k, v, config, causal=shape.causal, out=out), out, ref)
     return _verdict(lambda: run(q, k, v, out), out, ref)
+
+
+@lru_cache(maxsize=1)
+def _moe_problem(shape: MoeShape, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """A, W, the routing and the fp64-computed reference for one (shape, seed), kept for the next config (as `_problem`)."""
+    a, w, ids, weights = moe.make_inputs(shape, device, seed)
+    return a, w, ids, weights, moe.reference(a, w, ids, weights, mul_weight=shape.gemm == "down")
+
+
+def check_moe(config: Mapping[str, int], shape: MoeShape, device: str = "cuda", seed: int = 0,
+              run: Callable[..., object] | None = None) -> str | None:
+    """None when `config` computes `shape`'s MoE GEMM correctly (every routed row, the routing weight on the down
+    GEMM), else a short reason; as `check_gemm`, with `run(a, w, topk_ids, topk_weights, out)` replacing the kernel."""
+    a, w, ids, weights, ref = _moe_problem(shape, str(device), seed)
+    out = poison_(torch.empty((shape.rows, shape.n), dtype=a.dtype, device=a.device))
+    if run is None:
+        return _verdict(lambda: moe.moe_gemm(a, w, ids, weights, config, mul_weight=shape.gemm == "down", out=out),
+                        out, ref)
+    return _verdict(lambda: run(a, w, ids, weights, out), out, ref)
 
 
 def _verdict(run: Callable[[], object], out: torch.Tensor, ref: torch.Tensor) -> str | None:

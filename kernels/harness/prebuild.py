@@ -42,11 +42,21 @@ from pathlib import Path
 import triton
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE, KERNELS, AttentionShape, Config, GemmShape, legal_configs
+from rooftune.candidates import (
+    ATTENTION_SPACE,
+    GEMM_SPACE,
+    KERNELS,
+    MOE_SPACE,
+    AttentionShape,
+    Config,
+    GemmShape,
+    MoeShape,
+    legal_configs,
+)
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.candidates.shapes import ShapeListError
 from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
-from rooftune.kernels import attention, gemm
+from rooftune.kernels import attention, gemm, moe
 from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.offline import InterpreterActive, interpreter_active, offline_target
 
@@ -66,9 +76,9 @@ class BinaryJob:
     """One `compile_kernels(shape, config)` call of the shape's kernel module. kind 'gemm': config with
     SPLIT_K = 1 (or a FIXUP config, which has no reduction kernel), the GEMM's binary alone; 'reduce': a
     split-K config of the shape, for the split-K reduction's binary (the GEMM's binary it also asks for is
-    a 'gemm' job's, a cache hit); 'attention': the attention forward's binary."""
+    a 'gemm' job's, a cache hit); 'attention': the attention forward's binary; 'moe': the fused-MoE GEMM's."""
 
-    shape: GemmShape | AttentionShape
+    shape: GemmShape | AttentionShape | MoeShape
     config: Config
     kind: str = "gemm"
 
@@ -100,17 +110,32 @@ def attention_jobs(shapes: Sequence[AttentionShape], profile: HardwareProfile, *
     return jobs
 
 
-def binary_jobs(shapes: Sequence[GemmShape | AttentionShape], profile: HardwareProfile, *,
+def moe_jobs(shapes: Sequence[MoeShape], profile: HardwareProfile, *, max_configs: int | None = None) -> list[BinaryJob]:
+    """One job per distinct binary a fused-MoE sweep of `shapes` on `profile` compiles: per `moe.specialization_key`,
+    the legal configs distinct in all but GROUP_SIZE_M (a run-time integer). `max_configs`: only the first that
+    many configs of each shape."""
+    seen, jobs = set(), []
+    for shape in shapes:
+        group = moe.specialization_key(shape)
+        for config in legal_configs(MOE_SPACE, shape, profile).configs[:max_configs]:
+            key = (group, *(config[p] for p in MOE_SPACE.names if p != "GROUP_SIZE_M"))
+            if key not in seen:
+                seen.add(key)
+                jobs.append(BinaryJob(shape, config, "moe"))
+    return jobs
+
+
+def binary_jobs(shapes: Sequence[GemmShape | AttentionShape | MoeShape], profile: HardwareProfile, *,
                 max_configs: int | None = None) -> list[BinaryJob]:
     """One job per distinct binary a sweep of `shapes` on `profile` compiles. GEMM: per `specialization_key`,
     the legal configs and the tutorial extras, distinct in (FIXUP, BLOCK_N2, BLOCK_M, BLOCK_N, BLOCK_K,
     num_warps, num_stages) (GROUP_M and SPLIT_K are runtime integers); then one reduction per `reduce_key` of the
-    shapes with a split-K config that sums in the reduction kernel. Attention shapes: `attention_jobs`, after
-    the GEMM's. `max_configs`: only the first that many configs of each shape."""
+    shapes with a split-K config that sums in the reduction kernel. Attention and MoE shapes: `attention_jobs`
+    and `moe_jobs`, after the GEMM's. `max_configs`: only the first that many configs of each shape."""
     seen, reduced = set(), set()
     gemm_jobs, reduce_jobs = [], []
     attention_shapes = [s for s in shapes if isinstance(s, AttentionShape)]
-    for shape in (s for s in shapes if not isinstance(s, AttentionShape)):
+    for shape in (s for s in shapes if isinstance(s, GemmShape)):
         configs = legal_configs(GEMM_SPACE, shape, profile).configs
         configs = (configs + gemm_baseline_extras(shape, configs))[:max_configs]
         group = gemm.specialization_key(shape)
@@ -126,7 +151,8 @@ def binary_jobs(shapes: Sequence[GemmShape | AttentionShape], profile: HardwareP
             reduced.add(reduce_key(shape))
             reduce_jobs.append(BinaryJob(shape, split, "reduce"))
     # reductions after the GEMMs: their GEMM binaries are then mostly built
-    return gemm_jobs + reduce_jobs + attention_jobs(attention_shapes, profile, max_configs=max_configs)
+    return (gemm_jobs + reduce_jobs + attention_jobs(attention_shapes, profile, max_configs=max_configs)
+            + moe_jobs([s for s in shapes if isinstance(s, MoeShape)], profile, max_configs=max_configs))
 
 
 # --- building ----------------------------------------------------------------------------------------
@@ -143,13 +169,13 @@ class OverSharedMemory(RuntimeError):
     """A binary needs more shared memory per block than the GPU has: it would not launch there."""
 
 
-def _compile_job(shape: GemmShape | AttentionShape, job: BinaryJob, device: str, *, arch: int, warp_size: int,
+def _compile_job(shape: GemmShape | AttentionShape | MoeShape, job: BinaryJob, device: str, *, arch: int, warp_size: int,
                  smem_limit: int | None = None) -> float:
     """A CompilePool warmup: compile `job` for `arch`; returns the seconds spent. Raises OverSharedMemory
     where a compiled kernel's shared memory is above `smem_limit` bytes (the binary still lands in the cache)."""
     started = time.perf_counter()
     with offline_target(arch, warp_size):
-        kernels = (attention if job.kind == "attention" else gemm).compile_kernels(shape, job.config)
+        kernels = {"attention": attention, "moe": moe}.get(job.kind, gemm).compile_kernels(shape, job.config)
     shared = max(k.metadata.shared for k in kernels)
     if smem_limit is not None and shared > smem_limit:
         raise OverSharedMemory(f"{shared} bytes of shared memory, over the GPU's {smem_limit} per block")

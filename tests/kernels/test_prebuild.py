@@ -226,3 +226,29 @@ def test_attention_binaries_one_per_specialization_and_config_compiled_by_the_cl
     with pytest.raises(SystemExit):
         pb.main(["build", "--kernel", "attention", "--shapes", str(gemm_list), "--gpu", "h200", "--cache", "c"])
     assert "gemm.json" in capsys.readouterr().err
+
+
+def test_moe_binaries_one_per_specialization_and_tile_compiled_by_the_cli(tmp_path, capsys):
+    import triton
+
+    from rooftune.candidates import MOE_SPACE, MoeShape
+    from rooftune.kernels import moe
+
+    decode, prefill = MoeShape(64, 6, 2048, 1408, 1), MoeShape(64, 6, 2048, 1408, 4096)  # one specialization
+    down = MoeShape(64, 6, 2048, 1408, 1, "down")
+    jobs = [j for j in pb.binary_jobs([decode, prefill, down, GemmShape(16, 64, 64)], H200) if j.kind == "moe"]
+    tile = [p for p in MOE_SPACE.names if p != "GROUP_SIZE_M"]  # GROUP_SIZE_M is a run-time integer
+    expected = {(moe.specialization_key(s), *(c[p] for p in tile)) for s in (decode, prefill, down)
+                for c in legal_configs(MOE_SPACE, s, H200).configs}
+    assert {(moe.specialization_key(j.shape), *(j.config[p] for p in tile)) for j in jobs} == expected
+    assert len(jobs) == len(expected)
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
+        pytest.skip("this triton has no bundled ptxas")
+    shapes = tmp_path / "moe.json"
+    shapes.write_text('[{"experts": 8, "topk": 2, "hidden": 256, "intermediate": 128, "tokens": 4, "gemm": "down"}]')
+    pb.main(["build", "--kernel", "moe", "--shapes", str(shapes), "--gpu", "h200", "--cache", str(tmp_path / "c"),
+             "--max-configs", "2", "--workers", "2"])
+    out = capsys.readouterr().out
+    assert "1 shapes -> 2 binaries for sm_90" in out and "compiled 2 of 2, failed 0" in out
+    assert {p.name for p in (tmp_path / "c").glob("*/*.cubin")} == {"_moe_kernel.cubin"}

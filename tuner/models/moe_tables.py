@@ -1,0 +1,97 @@
+"""vLLM's fused-MoE config tables: writing and reading them in vLLM's exact file name and format, its lookup
+(the nearest token count), its fallback rule for a missing table, and the H200 tables it ships.
+
+A table is one JSON file per (experts E, N, device), named `E={E},N={N},device_name={device}.json` (vLLM's
+`get_config_file_name` for unquantized weights; N is the intermediate size per tensor-parallel shard, vLLM's
+w2.shape[2]; the device as `get_device_name_as_file_name` writes it), mapping each token count M, a string
+key, to the six keys BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages. vLLM reads
+it from `VLLM_TUNED_CONFIG_FOLDER` or its own configs/ folder and serves both GEMMs of the layer with the entry
+of the M key nearest the batch (`try_get_optimal_moe_config`). The configs are points of the MoE space
+(candidates/moe_space.py), whose parameters carry vLLM's names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from rooftune.candidates import MOE_SPACE, Config
+from rooftune.outputs import write_atomic
+from rooftune.tuner.models.tables import TableError, device_file_name
+
+# The six keys of an entry, in vLLM's order: the MoE space's grid.
+VLLM_KEYS = tuple(MOE_SPACE.names)
+SHIPPED_H200 = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "moe" / "vllm" / "h200_tables.json"
+
+
+def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = None) -> str:
+    """'E=128,N=768,device_name=NVIDIA_H200.json'; with `dtype` (vLLM's quantized tables: 'fp8_w8a8', ...)
+    ',dtype=...' before '.json'; bf16 and fp16 tables carry none."""
+    return f"E={experts},N={n},device_name={device_file_name(gpu_name)}" + (f",dtype={dtype}" if dtype else "") + ".json"
+
+
+def table_text(table: Mapping[int, Config]) -> str:
+    """The file's text: {str(M): {the six keys}} in increasing M, indented by 4 as vLLM's files are."""
+    entries = {str(m): {key: int(table[m][key]) for key in VLLM_KEYS} for m in sorted(table)}
+    return json.dumps(entries, indent=4) + "\n"
+
+
+def write_table(path: str | Path, table: Mapping[int, Config], merge: bool = True) -> Path:
+    """Write `table` (token count -> config) to `path` in vLLM's format, atomically; with `merge`, the other M
+    keys of a table already there stay (another run's token counts). Returns the path."""
+    path = Path(path)
+    merged = dict(read_table(path)) if merge and path.exists() else {}
+    merged.update(table)
+    write_atomic(path, table_text(merged))
+    return path
+
+
+def config_of(entry: Mapping[str, int]) -> Config:
+    """The MoE space's Config of one table entry: the six keys (vLLM's extra keys, such as SPLIT_K or ROCm's
+    kpack, are not parameters of this kernel and are left out); a missing key is a TableError."""
+    missing = [key for key in VLLM_KEYS if key not in entry]
+    if missing:
+        raise TableError(f"table entry {dict(entry)} lacks {', '.join(missing)}")
+    params = {key: int(entry[key]) for key in VLLM_KEYS}
+    return Config.make(params.pop("num_warps"), params.pop("num_stages"), **params)
+
+
+def read_table(path: str | Path) -> dict[int, Config]:
+    """A vLLM table file as {M: Config}, in the file's key order (what vLLM's nearest-key lookup iterates)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        return {int(m): config_of(entry) for m, entry in data.items()}
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
+        raise TableError(f"{path}: not a vLLM fused-MoE config table ({exc})") from None
+
+
+def lookup(table: Mapping[int, Config], tokens: int) -> Config:
+    """The entry vLLM runs for a batch of `tokens`: the M key nearest to it (`min(keys, key=|key - M|)` over the
+    keys in the table's order, so a tie goes to the key listed first: the smaller, in vLLM's files)."""
+    if not table:
+        raise TableError("an empty table has no config for any batch")
+    return table[min(table, key=lambda m: abs(m - tokens))]
+
+
+def shipped_tables(path: str | Path = SHIPPED_H200) -> dict[str, dict[int, Config]]:
+    """vLLM's shipped tables stored in the compact form of datasets/h200/moe/vllm (file name -> {M: Config});
+    each table's vLLM commit is in that file and its card."""
+    data = json.loads(Path(path).read_text())
+    columns = data["columns"]
+    return {name: {int(m): config_of(dict(zip(columns, values))) for m, values in table["configs"].items()}
+            for name, table in data["tables"].items()}
+
+
+def default_config(tokens: int, experts: int, n: int, k: int, topk: int) -> Config:
+    """vLLM's fallback for an unquantized (bf16/fp16) layer without a table on CUDA, `get_default_config` since
+    its PR #34846 (2026-02), whose rules were read from the shipped tables. The arguments are vLLM's: `tokens`
+    the batch M, `n` the shard's intermediate size, `k` hidden (neither changes the unquantized rule):
+    BLOCK_SIZE_M 16 / 32 / 64 / 128 up to M = 32 / 96 / 512 / beyond; BLOCK_SIZE_N 64 up to M = 64, else 128;
+    BLOCK_SIZE_K 128 up to M = 64, else 64; GROUP_SIZE_M 16 where M // E > 128, else 1; 4 warps up to M = 128,
+    else 8; 4 stages up to M = 32, else 3. (vLLM's SPLIT_K = 1 is not a parameter of this kernel.)"""
+    block_m = 16 if tokens <= 32 else 32 if tokens <= 96 else 64 if tokens <= 512 else 128
+    return Config.make(4 if tokens <= 128 else 8, 4 if tokens <= 32 else 3,
+                       BLOCK_SIZE_M=block_m, BLOCK_SIZE_N=64 if tokens <= 64 else 128,
+                       BLOCK_SIZE_K=128 if tokens <= 64 else 64,
+                       GROUP_SIZE_M=16 if tokens // max(experts, 1) > 128 else 1)
