@@ -133,3 +133,10 @@ def test_the_autotune_cache_key_names_the_triton(monkeypatch):
     monkeypatch.setattr(autotune, "installed_triton", lambda: "3.9.0")
     new = autotune.entry_key("NVIDIA H200", "k:abc", (64, 64), ["c1"])
     assert "triton=3.6.0" in old and "triton=3.9.0" in new and old != new
+
+
+def test_fit_check_refuses_held_out_data(tmp_path):
+    heldout = TRAIN.parent / "heldout"
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(heldout), "--gpu", "h200", "--check", "shipped",
+                                 "--out", str(tmp_path / "x.json")])
+    assert result.exit_code == 2 and "held-out" in " ".join(result.output.split()) and not (tmp_path / "x.json").exists()
