@@ -217,6 +217,18 @@ def gemm_tiling(shape: GemmShape, columns: dict[str, np.ndarray]) -> GemmTiling:
         padded_flops=2.0 * (tiles_m * bm) * (tiles_n * bn) * (split_k * k_iters * bk))
 
 
+def rows_aligned(row_strides, elem: int) -> bool:
+    """cp.async copies 16-byte vectors straight into shared memory only where every operand's rows start
+    16-byte aligned: each row stride × bytes per element a multiple of CP_ASYNC_BYTES."""
+    return all(stride * elem % CP_ASYNC_BYTES == 0 for stride in row_strides)
+
+
+def staged_load_regs(staged: np.ndarray, bm, bn, bk, warps, stages, elem: int) -> np.ndarray:
+    """Registers per thread holding the prefetched stages of operands loaded through registers (`staged`:
+    rows not 16-byte aligned, no TMA): (num_stages − 1)·(BLOCK_M + BLOCK_N)·BLOCK_K·bytes / (4 · threads)."""
+    return np.where(staged, (stages - 1) * (bm + bn) * bk * elem // (REGISTER_BYTES * warps * THREADS_PER_WARP), 0)
+
+
 @dataclass(frozen=True)
 class GemmResidency:
     """What one CTA holds (shared memory, registers), how many fit an SM, and the waves they make."""
@@ -249,14 +261,13 @@ def gemm_residency(shape: GemmShape, columns: dict[str, np.ndarray], t: GemmTili
     beside the operand buffers (candidates/gemm_space.py)."""
     elem = DTYPE_BYTES[shape.dtype]
     bm, bn, bk, warps, stages = t.bm, t.bn, t.bk, t.warps, t.stages
-    aligned = all(stride * elem % CP_ASYNC_BYTES == 0 for stride in _row_strides(shape))
-    staged = (_col(columns, "TMA", 0) == 0) & (not aligned)
+    staged = (_col(columns, "TMA", 0) == 0) & (not rows_aligned(_row_strides(shape), elem))
     low = lower_dot(shape, bm, bn, bk, warps, stages, elem, profile)
     persistent = _col(columns, "PERSISTENT", 0) == 1
     smem_cta = low.smem_bytes + persistent_epilogue_bytes({"PERSISTENT": persistent.astype(np.int64), "BLOCK_M": bm,
                                                            "BLOCK_N": bn, "num_warps": warps}, elem, shape.n)
     regs = gemm_regs_per_thread({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}) + low.staged_regs
-    regs = regs + np.where(staged, (stages - 1) * (bm + bn) * bk * elem // (REGISTER_BYTES * warps * THREADS_PER_WARP), 0)
+    regs = regs + staged_load_regs(staged, bm, bn, bk, warps, stages, elem)
     resident, limiter = ctas_per_sm(smem_cta, regs, warps, profile)
     full_waves, last_per_sm, last_active, waves, wave_eff = wave_split(t.ctas, resident, profile.sm_count)
     return GemmResidency(
@@ -282,36 +293,53 @@ class GemmTraffic:
     latency_s: np.ndarray        # a load's latency: an L2 hit, or DRAM for what L2 cannot reuse
 
 
-def gemm_traffic(shape: GemmShape, t: GemmTiling, r: GemmResidency, profile: HardwareProfile) -> GemmTraffic:
-    """Bytes per CTA per k iteration.
+@dataclass(frozen=True)
+class TileIteration:
+    """One CTA's k iteration: its matrix work and what it moves through shared memory (per config)."""
+
+    flops_iter: np.ndarray
+    transpose_iter: np.ndarray   # an operand loaded through registers, stored transposed
+    smem_iter: np.ndarray        # shared-memory bytes: the matrix instructions' reads, the fills, the transposes
+    spill_iter: np.ndarray       # accumulator registers spilled and reloaded (through L2)
+
+
+def tile_iteration(dtype: str, t: GemmTiling, r: GemmResidency, rows_loaded, cols_loaded, elem: int,
+                   profile: HardwareProfile) -> TileIteration:
+    """Bytes and FLOPs of one k iteration of a BLOCK_M × BLOCK_N tile that loads `rows_loaded` rows of A and
+    `cols_loaded` columns of B (BLOCK_K wide) into shared memory.
 
     A tile loaded into registers passes the same L1/shared data path (one pass, as the fill counts), then
     its transposed store occupies the banks `*_transpose_ways` times as long. Accumulators beyond the
     per-thread register limit spill to local memory, loaded and stored once per matrix-instruction k step;
     these kernels carve nearly all of L1 into shared memory, so the spill traffic goes to L2."""
-    elem = DTYPE_BYTES[shape.dtype]
-    m, n, k = shape.m, shape.n, shape.k
-    bm, bn, bk, warps = t.bm, t.bn, t.bk, t.warps
-    low = r.low
+    bm, bn, bk, warps, low = t.bm, t.bn, t.bk, t.warps, r.low
     flops_iter = 2.0 * bm * bn * bk
-    rows_loaded, cols_loaded = np.minimum(bm, m), np.minimum(bn, n)
     fill_iter = (rows_loaded + cols_loaded) * bk * elem  # global -> smem, also an smem write
     transpose_iter = (low.a_transpose_ways * rows_loaded + low.b_transpose_ways * cols_loaded) * bk * elem
     fill_iter = fill_iter + transpose_iter
     k16_steps = (bk // MMA_K).clip(1)
     spilled = np.maximum(r.regs - profile.regs_per_thread_max, 0)
     spill_iter = spilled.astype(float) * REGISTER_BYTES * 2 * warps * THREADS_PER_WARP * k16_steps
-    tensor_dtype = shape.dtype in TENSOR_DTYPES
-    smem_iter = (_smem_read_bytes_per_k16(bm, bn, warps, low.wgmma, elem, tensor_dtype, 1 + t.composite) * k16_steps
-                 + fill_iter)
+    smem_iter = (_smem_read_bytes_per_k16(bm, bn, warps, low.wgmma, elem, dtype in TENSOR_DTYPES, 1 + t.composite)
+                 * k16_steps + fill_iter)
+    return TileIteration(flops_iter=flops_iter, transpose_iter=transpose_iter, smem_iter=smem_iter,
+                         spill_iter=spill_iter)
+
+
+def gemm_traffic(shape: GemmShape, t: GemmTiling, r: GemmResidency, profile: HardwareProfile) -> GemmTraffic:
+    """Bytes per CTA per k iteration (`tile_iteration`) and over the kernel through L2 and DRAM."""
+    elem = DTYPE_BYTES[shape.dtype]
+    m, n, k = shape.m, shape.n, shape.k
+    bm, bn = t.bm, t.bn
+    it = tile_iteration(shape.dtype, t, r, np.minimum(bm, m), np.minimum(bn, n), elem, profile)
     l2_total = (t.tiles_n * m + t.tiles_m * n) * float(k) * elem
     dram_operands = t.split_k * _dram_operand_bytes(shape, bm, bn, t.group_m, r.concurrent, t.k_split, elem, profile)
     cta_iters = t.ctas * t.k_iters
-    l2_total = l2_total + spill_iter * cta_iters
+    l2_total = l2_total + it.spill_iter * cta_iters
     out_elem = np.where(t.split_k > 1, SPLIT_K_PARTIAL_BYTES, elem)
     miss = np.clip(dram_operands / l2_total, 0.0, 1.0)
     return GemmTraffic(
-        flops_iter=flops_iter, transpose_iter=transpose_iter, smem_iter=smem_iter, l2_total=l2_total,
+        flops_iter=it.flops_iter, transpose_iter=it.transpose_iter, smem_iter=it.smem_iter, l2_total=l2_total,
         l2_iter=l2_total / cta_iters, dram_operands=dram_operands, dram_iter=dram_operands / cta_iters,
         out_elem=out_elem, dram_bytes=dram_operands + t.split_k * m * n * out_elem,
         latency_s=load_latency_s(profile, miss))
@@ -328,48 +356,57 @@ class GemmMainLoop:
 
 
 def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTraffic,
-                   profile: HardwareProfile) -> GemmMainLoop:
+                   profile: HardwareProfile, exact_last_wave: bool = False) -> GemmMainLoop:
     """The full waves and the last partial one, each from its per-iteration terms (tensor cores, shared
     memory, L2, DRAM, the unpipelined path, load latency over the pipeline depth) combined by `overlap`,
     plus a load latency and the epilogue's C stores per wave. Persistent: the flattened tile loop issues
     the next tile's first copies during this tile's epilogue, so of each wave's prologue (one load
-    latency) and epilogue only the last wave's remain."""
+    latency) and epilogue only the last wave's remain.
+
+    The last wave's L2 and DRAM terms count ceil(CTAs / SMs) CTAs on each SM it uses (the GEMM's rounding,
+    under which its residual was fitted); with `exact_last_wave`, the wave's own CTAs (the fused-MoE model:
+    its weight bytes do not grow with its tiles, so the rounding would make a grid just short of a
+    multiple of the SMs look slower than a larger one)."""
     bm, bn, warps, stages, k_iters = t.bm, t.bn, t.warps, t.stages, t.k_iters
     latency_s = tr.latency_s
     rate_sm = mma_flops_per_sm_s(shape.dtype, r.low.wgmma, profile)  # FLOP/s
     smem_bw = smem_bytes_per_sm_s(profile)
     l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
 
-    def wave_terms(per_sm, active):
-        """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs, per term."""
+    def wave_terms(per_sm, active, wave_ctas):
+        """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs (`wave_ctas` in all
+        where given, for the shared L2 and DRAM), per term."""
         per_sm = np.maximum(per_sm, 1)
         warps_busy = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
         tensor = tr.flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
         return np.stack([
             per_sm * tr.flops_iter / (rate_sm * warps_busy),
             per_sm * tr.smem_iter / smem_bw,
-            per_sm * tr.l2_iter * active / l2_bw,
-            per_sm * tr.dram_iter * active / dram_bw,
+            per_sm * tr.l2_iter * active / l2_bw if wave_ctas is None else wave_ctas * tr.l2_iter / l2_bw,
+            per_sm * tr.dram_iter * active / dram_bw if wave_ctas is None else wave_ctas * tr.dram_iter / dram_bw,
             # One CTA's unpipelined operand loads (issued together: one latency), transposed
             # stores and matrix work, in sequence.
             np.where(r.low.via_registers, latency_s + tr.transpose_iter / smem_bw + tensor, 0.0),
         ])
 
-    def epilogue_s(per_sm, active):
-        """Seconds a wave with `per_sm` CTAs on each of `active` SMs spends writing its C tiles."""
+    def epilogue_s(per_sm, active, wave_ctas=None):
+        """Seconds a wave with `per_sm` CTAs on each of `active` SMs (`wave_ctas` in all) spends writing its C tiles."""
+        if wave_ctas is not None:
+            return wave_ctas * bm * bn * tr.out_elem / dram_bw
         return np.maximum(per_sm, 1) * bm * bn * tr.out_elem * active / dram_bw
 
-    def wave_time(per_sm, active):
+    def wave_time(per_sm, active, wave_ctas=None):
         """A stage's buffer is refilled only after the matrix instructions reading it finish, so
         with S stages a CTA's iteration period P obeys (S-1)·P >= latency + P_resources."""
-        resources = wave_terms(per_sm, active)
+        resources = wave_terms(per_sm, active, wave_ctas)
         busy = resources.max(axis=0)
         pipelined = (latency_s + busy) / np.maximum(stages - 1, 1)
         terms = np.concatenate([resources, pipelined[None]])
-        return k_iters * overlap(terms) + latency_s + epilogue_s(per_sm, active), terms
+        return k_iters * overlap(terms) + latency_s + epilogue_s(per_sm, active, wave_ctas), terms
 
     full_time, full_terms = wave_time(r.resident, profile.sm_count)
-    last_time, last_terms = wave_time(r.last_per_sm, r.last_active)
+    last_ctas = t.ctas - r.full_waves * r.resident * profile.sm_count if exact_last_wave else None
+    last_time, last_terms = wave_time(r.last_per_sm, r.last_active, last_ctas)
     has_last = r.last_per_sm > 0
     n_waves = r.full_waves + has_last
     hidden = np.where(r.persistent,

@@ -135,3 +135,13 @@ def test_a_live_measurer_gets_the_first_round_before_anything_is_measured(proble
         assert ahead == batches[0]  # nothing beyond what will be measured
     else:
         assert len(ahead) > len(batches[0])  # and the prior's best, which later rounds mostly draw from
+
+
+def test_moe_configs_take_the_gemm_coordinates_and_group_sizes_stay_apart():
+    """vLLM's names: BLOCK_SIZE_M/N/K sit where BLOCK_M/N/K do; GROUP_SIZE_M 1, 16, 32, 64 at log2 / 4 (0, 1,
+    1.25, 1.5): grouping on is one unit from off, as the GEMM's GROUP_M, and the sizes are neighbours, not one point."""
+    moe = [Config.make(8, 4, BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=g) for g in (1, 16, 32, 64)]
+    gemm = Config.make(8, 4, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=1)
+    z = config_embedding(moe)
+    assert np.array_equal(z[0], config_embedding([gemm])[0])
+    assert z[:, 6].tolist() == [0.0, 1.0, 1.25, 1.5]

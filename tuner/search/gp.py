@@ -60,21 +60,31 @@ class SearchSettings:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+# The fused-MoE space names its tiles as vLLM does; they take the GEMM's coordinates.
+MOE_NAMES = {"BLOCK_SIZE_M": "BLOCK_M", "BLOCK_SIZE_N": "BLOCK_N", "BLOCK_SIZE_K": "BLOCK_K"}
+# MoE's GROUP_SIZE_M {1, 16, 32, 64}: log2 / 4, so that grouping on (16) is one unit from off (1), as the
+# GEMM's GROUP_M > 1, and the three group sizes are near neighbours (0.25 apart), not one point.
+GROUP_SIZE_SCALE = 4.0
+
+
 def config_embedding(configs: list[Config]) -> np.ndarray:
     """Coordinates in which the GP measures distance: log2 of BLOCK_M, the tile's columns (BLOCK_N +
-    BLOCK_N2), BLOCK_K and SPLIT_K, num_stages, 8 warps (0/1), GROUP_M > 1 (0/1), attention's ORDER, TMA,
-    GEMM's PERSISTENT and a composite tile (BLOCK_N2 > 0).
-    Parameters a space lacks count as 0."""
+    BLOCK_N2), BLOCK_K and SPLIT_K, num_stages, 8 warps (0/1), GROUP_M > 1 (0/1; MoE's GROUP_SIZE_M as
+    log2 / GROUP_SIZE_SCALE), attention's ORDER, TMA, GEMM's PERSISTENT and a composite tile (BLOCK_N2 > 0).
+    MoE's BLOCK_SIZE_M/N/K are BLOCK_M/N/K. Parameters a space lacks count as 0."""
     c = configs_to_columns(configs)
+    c.update({gemm: c.pop(moe) for moe, gemm in MOE_NAMES.items() if moe in c})
     n = len(configs)
 
     def col(name, f):
         return f(c[name]).astype(float) if name in c else np.zeros(n)
 
     cols = np.log2(tile_cols(c)).astype(float) if "BLOCK_N" in c else np.zeros(n)
+    group = (col("GROUP_M", lambda v: v > 1) if "GROUP_M" in c
+             else col("GROUP_SIZE_M", lambda v: np.log2(v) / GROUP_SIZE_SCALE))
     return np.stack([col("BLOCK_M", np.log2), cols, col("BLOCK_K", np.log2),
                      col("SPLIT_K", np.log2), col("num_stages", lambda v: v), col("num_warps", lambda v: v == 8),
-                     col("GROUP_M", lambda v: v > 1), col("ORDER", lambda v: v), col("TMA", lambda v: v),
+                     group, col("ORDER", lambda v: v), col("TMA", lambda v: v),
                      col("PERSISTENT", lambda v: v), col("BLOCK_N2", lambda v: v > 0)], axis=1)
 
 
