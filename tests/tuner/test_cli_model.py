@@ -64,6 +64,25 @@ def test_explain_attention():
     assert "top 2 of" in result.output
 
 
+def test_explain_moe_ranks_both_gemms_and_says_what_the_routing_makes_of_the_tiles():
+    config = "BLOCK_SIZE_M=16,BLOCK_SIZE_N=64,BLOCK_SIZE_K=128,GROUP_SIZE_M=1,num_warps=4,num_stages=3"
+    result = runner.invoke(app, ["explain", "moe", "--shape", "128x8x2048x768x64", "--top", "3", "--config", config],
+                           env={"COLUMNS": "200"})
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "moe 128x8x2048x768x64 gate_up on NVIDIA H200: top 3 of 952 legal configs; model alone" in text
+    assert "named config: rank" in text and "16x256x64 gm1 w4 s4" in text  # the model's best
+    assert "512 routed rows over 126 of 128 experts (mean 4.0, most 11)" in text
+    for term in ("row_efficiency", "empty_programs", "weight_bytes", "indirection_us", "cp.async, gathered rows"):
+        assert term in text, term
+    down = runner.invoke(app, ["explain", "moe", "--shape", "8x2x4096x14336x4096", "--gemm", "down", "--top", "2"])
+    text = " ".join(down.output.split())
+    assert down.exit_code == 0 and "8x2x4096x14336x4096 down" in text and "8 of 8 experts" in text
+    bad = runner.invoke(app, ["explain", "moe", "--shape", "128x8x2048x768x64", "--gemm", "up"])
+    assert bad.exit_code == 2 and "MoE gemm must be one of" in " ".join(bad.output.split())
+    assert runner.invoke(app, ["explain", "moe", "--shape", "8x9x2048x768x64"]).exit_code == 2  # topk > experts
+
+
 def test_explain_errors_are_clear():
     bad_shape = runner.invoke(app, ["explain", "gemm", "--shape", "4096x0x4096"])
     assert bad_shape.exit_code == 2 and "error" in bad_shape.output

@@ -93,6 +93,8 @@ def test_eval_fits(gemm_dataset, tmp_path):
     ["explain", "gemm", "--shape", "4096x4096x4096", "--config",
      "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,num_warps=8,num_stages=3"],
     ["explain", "attention", "--shape", "4x32x4096x128x8", "--top", "10"],
+    ["explain", "moe", "--shape", "128x8x2048x768x4096", "--gemm", "down", "--config",
+     "BLOCK_SIZE_M=128,BLOCK_SIZE_N=256,BLOCK_SIZE_K=64,GROUP_SIZE_M=16,num_warps=8,num_stages=4"],
 ])
 def test_model_commands_fit(args):
     run(args)

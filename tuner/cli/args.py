@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rooftune.candidates import parse_attention_shape, parse_gemm_shape
+from rooftune.candidates import parse_attention_shape, parse_gemm_shape, parse_moe_shape
 from rooftune.eval.readers import recorded_device
 from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
 from rooftune.hwprofiles.gpus import shipped_profile_name
@@ -184,12 +184,14 @@ def cli_errors() -> Iterator[None]:
 
 
 @cli_errors()
-def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16"):
-    """GemmShape for 'gemm' (MxNxK), AttentionShape for 'attention' (BxHxSxD); exits on bad input."""
+def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16", gemm: str = "gate_up"):
+    """GemmShape for 'gemm' (MxNxK), AttentionShape for 'attention' (BxHxSxD), MoeShape for 'moe'
+    (ExTOPKxHIDDENxINTERMEDIATExTOKENS, `gemm` 'gate_up' or 'down'); exits on bad input."""
     parsers = {"gemm": lambda: parse_gemm_shape(text, layout=layout, dtype=dtype),
-               "attention": lambda: parse_attention_shape(text, dtype=dtype)}
+               "attention": lambda: parse_attention_shape(text, dtype=dtype),
+               "moe": lambda: parse_moe_shape(text, gemm=gemm, dtype=dtype)}
     if kernel not in parsers:
-        raise ArgumentError(f"unknown kernel {kernel!r}; expected {' or '.join(parsers)}")
+        raise ArgumentError(f"unknown kernel {kernel!r}; expected {', '.join(parsers)}")
     return parsers[kernel]()
 
 
@@ -278,7 +280,11 @@ RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it app
 GPU_HELP = "a profile name (`rooftune hwprofiles`) or a profile JSON's path"
 SHAPE_HELP = {"gemm": "MxNxK: C[M,N] = A[M,K] @ B",
               "attention": "BxHxSxD (batch, heads, seq, head_dim), or BxHxSxDxKV with KV key/value heads "
-                           "(grouped-query)"}
+                           "(grouped-query)",
+              "moe": "ExTOPKxHIDDENxINTERMEDIATExTOKENS: experts, top-k, hidden size, intermediate size per "
+                     "tensor-parallel shard, tokens (vLLM's M)"}
+MOE_GEMM_HELP = ("which GEMM of the MoE layer: 'gate_up' (N = 2·intermediate, K = hidden) or 'down' (N = hidden, "
+                 "K = intermediate, scaled by the routing weight)")
 LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
 # Recorded data are refused whole where one record is damaged (eval/dataset.py `read_shape`): a score, a
 # report or a fit over the rest would silently be of other data than the folder holds.

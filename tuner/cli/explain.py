@@ -1,4 +1,4 @@
-"""Model commands of the CLI: `rooftune explain gemm|attention`, the configs as rooftune ranks them and why."""
+"""Model commands of the CLI: `rooftune explain gemm|attention|moe`, the configs as rooftune ranks them and why."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rooftune.candidates import (
     SPACES,
     Config,
     ConfigError,
+    MoeShape,
     check_in_grid,
     config_legality,
     configs_to_columns,
@@ -29,6 +30,7 @@ from rooftune.tuner.cli.args import (
     DEFAULT_GPU,
     GPU_HELP,
     LAYOUT_HELP,
+    MOE_GEMM_HELP,
     PLOT_EXTRA,
     RESIDUAL_HELP,
     SHAPE_HELP,
@@ -53,9 +55,9 @@ WIDE_COLUMNS = 150
 
 explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
 
-_SHORT = {"GROUP_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "TMA": "tma", "PERSISTENT": "p", "FIXUP": "fx",
-          "num_warps": "w", "num_stages": "s"}
-_TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+_SHORT = {"GROUP_M": "gm", "GROUP_SIZE_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "TMA": "tma", "PERSISTENT": "p",
+          "FIXUP": "fx", "num_warps": "w", "num_stages": "s"}
+_TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")  # GEMM's, MoE's (vLLM's)
 _EXPLAIN_PLOT_HELP = ("also draw predicted vs recorded time over the shape's space, with the configs a 20-config "
                       "search measures there, the zero-trial pick and the best marked, to this image ("
                       + PLOT_EXTRA + "); needs --data")
@@ -64,7 +66,8 @@ _EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooft
 
 
 def config_label(config) -> str:
-    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'; a composite tile (BLOCK_N2 > 0) '128x256+64x64'."""
+    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'; a composite tile (BLOCK_N2 > 0) '128x256+64x64';
+    MoE's (vLLM's names) '64x128x64 gm16 w4 s3'."""
     tile = "x".join(str(config[k]) + (f"+{config['BLOCK_N2']}" if k == "BLOCK_N" and config.get("BLOCK_N2") else "")
                     for k in _TILE if k in config)
     rest = " ".join(f"{_SHORT.get(k, k)}{v}" for k, v in config.items() if k not in _TILE and k != "BLOCK_N2")
@@ -94,11 +97,10 @@ def complete_config(space, legal: list, text: str):
 
 @cli_errors()
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
-             residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None) -> None:
-
-
+             residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None,
+             gemm: str = "gate_up") -> None:
     space = SPACES[kernel]
-    shape = parse_shape(kernel, shape_text, layout, dtype)
+    shape = parse_shape(kernel, shape_text, layout, dtype, gemm)
     profile = load_gpu(gpu)
     if plot is not None and data is None:
         fail("--plot needs --data: a recorded dataset holding this shape, whose measured times it draws")
@@ -147,6 +149,8 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
                   f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
                   f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB)")
+    if isinstance(shape, MoeShape):
+        console.print(moe_routing_line(shape, bd, best))
     pick = zero_trial_pick(shape, list(legal.configs), profile, residual) if residual and residual.pick else None
     if pick is not None and pick != configs[best]:
         console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
@@ -159,9 +163,11 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
         detail.add_column("term")
         detail.add_column("value", justify="right")
         for field in ("time_us", "bound", "compute_us", "memory_us", "latency_us", "launch_us", "splitk_us",
-                      "softmax_us", "smem_us", "l2_us", "dram_bytes", "l2_bytes", "padded_flops", "padding_efficiency",
-                      "ctas_per_sm", "occupancy", "waves", "wave_efficiency", "uses_wgmma", "load_path", "schedule",
-                      "splitk_sum", "store_path", "accumulators"):
+                      "softmax_us", "smem_us", "l2_us", "indirection_us", "empty_us", "dram_bytes", "weight_bytes",
+                      "weight_passes", "gather_bytes", "l2_bytes", "padded_flops", "padding_efficiency",
+                      "row_efficiency", "padded_rows", "programs", "empty_programs", "ctas_per_sm", "occupancy", "waves",
+                      "wave_efficiency", "uses_wgmma", "load_path", "schedule", "splitk_sum", "store_path",
+                      "accumulators"):
             if hasattr(bd, field):
                 value = getattr(bd, field)[i]
                 detail.add_row(field, _fmt(value))
@@ -174,6 +180,15 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if plot is not None:
         _explain_plot(shape, profile, residual, data, plot)
         console.print(f"wrote {plot}")
+
+
+def moe_routing_line(shape: MoeShape, bd, i: int) -> str:
+    """What the routing makes of config `i`'s tiles: routed rows per expert, the padding, the grid."""
+    return (f"routing (seed {shape.seed}): {shape.rows} routed rows over {int(bd.experts_active[i])} of {shape.experts} "
+            f"experts (mean {shape.rows / shape.experts:.1f}, most {int(bd.rows_per_expert[i])}); the best pads them to "
+            f"{int(bd.padded_rows[i])} rows (row efficiency {bd.row_efficiency[i]:.2f}); its grid: "
+            f"{int(bd.programs[i])} programs, {int(bd.empty_programs[i])} of them past the padded rows; weights "
+            f"{bd.weight_bytes[i] / 1e6:.1f} MB from DRAM")
 
 
 # The budget whose search `explain --plot` replays: the mission's.
@@ -253,6 +268,21 @@ def explain_attention(
 ) -> None:
     """Top causal-attention configs as rooftune ranks them (model × residual, where one is fitted) with their breakdown."""
     _explain("attention", shape, gpu, top, config, "kn", dtype, residual, plot, data)
+
+
+@explain_app.command("moe", short_help="The same for one GEMM of a fused MoE layer (vLLM's kernel).")
+def explain_moe(
+    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["moe"]),
+    gemm: str = typer.Option("gate_up", "--gemm", help=MOE_GEMM_HELP),
+    gpu: str = _GPU,
+    top: int = _TOP,
+    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_SIZE_M=64,...,num_stages=3")),
+    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
+) -> None:
+    """Top fused-MoE configs as rooftune ranks them (the model alone until a residual is fitted) with their
+    breakdown, and what the shape's seeded routing makes of the best one's tiles (rows per expert, padding,
+    the grid and its empty programs, the weights read)."""
+    _explain("moe", shape, gpu, top, config, "kn", dtype, residual, plot, data, gemm)
 
 
 def register(app) -> None:
