@@ -4,8 +4,9 @@ breakdown, fitted per GPU (roofline/fit.py) and stored as JSON beside the hardwa
 corrected log time = log(model time) + Σ coefficient · feature. Every feature is a named, documented
 function of one config's breakdown, its parameters, or their product with the shape's size (the
 model's systematic misses depend on the regime: decode, tiny K, medium prefill; short or long
-sequences, head_dim, grouped-query ratio). Each kernel has its own features (FEATURE_SETS: GEMM's,
-attention's), and a residual says which it was fitted on. Ranking happens
+sequences, head_dim, grouped-query ratio; for fused MoE the tokens, the rows each expert gets and which
+GEMM). Each kernel has its own features (FEATURE_SETS: GEMM's, attention's, MoE's), and a residual says which
+it was fitted on. Ranking happens
 within one shape, so a constant per shape never matters and the residual carries no intercept.
 
 The zero-trial pick (the first config rooftune runs, with nothing measured) ranks by the same terms
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import AttentionShape, Config, GemmShape, configs_to_columns
+from rooftune.candidates import AttentionShape, Config, GemmShape, MoeShape, configs_to_columns
 from rooftune.candidates.gemm_space import tile_cols
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.outputs import write_atomic
@@ -39,6 +40,7 @@ RESIDUAL_FORMAT = "rooftune-residual-1"
 # (attention-features-2: the attention model's chain, occupancy and K/V traffic terms of 2026-12).
 GEMM_FEATURES_VERSION = "gemm-features-1"
 ATTENTION_FEATURES_VERSION = "attention-features-2"
+MOE_FEATURES_VERSION = "moe-features-1"
 RESIDUAL_DIR = "residuals"
 
 # Config parameters whose effect the model misjudges differently by regime: each also enters
@@ -163,6 +165,53 @@ def attention_features(shape: AttentionShape, configs, breakdown) -> tuple[tuple
     return _with_regimes(base, _ATTENTION_REGIME_FEATURES, scales)
 
 
+# MoE's regime axes, as (centre, scale) of a log2: tokens (vLLM's 1..4096: about ±1), the mean routed rows an
+# expert gets, tokens · topk / experts (1/128 .. 1024 in the shape lists: decode pads nearly every row, prefill
+# fills tiles), N and K (as GEMM's); and which GEMM (down 1, gate_up 0: the gathered rows and the routing
+# weight differ). Each regime feature also enters multiplied by each axis.
+_MOE_AXES = {"tokens": (6.0, 6.0), "rows_per_expert": (2.0, 8.0), "n": (12.0, 7.0), "k": (12.0, 7.0)}
+_MOE_REGIME_FEATURES = ("stages", "stages_sq", "log_bm", "log_bn", "log_bk", "warps8", "group", "wgmma", "log_waves",
+                        "wave_eff", "row_eff")
+
+
+def moe_features(shape: MoeShape, configs, breakdown) -> tuple[tuple[str, ...], np.ndarray]:
+    """(names, X[config, feature]) for fused-MoE `configs` (a list or columns, vLLM's names) of `shape` with the
+    model's `breakdown` (roofline/moe.py). As for GEMM: fractions are terms over the predicted time, logs base 2
+    centred on the middle of the space (tiles 64, 3 stages); GROUP_SIZE_M enters as log2 / 4 (1 -> 0, 16 -> 1,
+    64 -> 1.5), as the search embeds it."""
+    c = _config_columns(configs)
+    bd = breakdown
+    t = bd.time_us
+    log_bm, log_bn, log_bk = (np.log2(c[k]).astype(float) - 6.0 for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"))
+    stages = c["num_stages"].astype(float) - 3.0
+    warps8 = (c["num_warps"] == 8).astype(float)
+    log_k_iters = np.log2(np.ceil(shape.k / c["BLOCK_SIZE_K"]))
+    base = {
+        # Share of the predicted time each term would take alone: where the model's time comes from.
+        "compute_frac": bd.compute_us / t, "memory_frac": bd.memory_us / t, "latency_frac": bd.latency_us / t,
+        "smem_frac": bd.smem_us / t, "l2_frac": bd.l2_us / t, "launch_frac": bd.launch_us / t,
+        "indirection_frac": bd.indirection_us / t, "empty_frac": bd.empty_us / t,
+        "occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
+        "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency,
+        "pad_eff": bd.padding_efficiency, "row_eff": bd.row_efficiency,
+        # Programs past the padded rows, as a share of the grid.
+        "empty_share": bd.empty_programs / bd.programs,
+        "log_weight_passes": np.log2(np.maximum(bd.weight_passes, 1.0)),
+        "wgmma": bd.uses_wgmma.astype(float), "warps8": warps8, "stages": stages, "stages_sq": stages ** 2,
+        "log_bm": log_bm, "log_bn": log_bn, "log_bk": log_bk, "log_bm_sq": log_bm ** 2, "log_bn_sq": log_bn ** 2,
+        "log_bk_sq": log_bk ** 2, "bm_x_bn": log_bm * log_bn,
+        "group": np.log2(c["GROUP_SIZE_M"]).astype(float) / 4.0,
+        # Few K iterations leave deep pipelines nothing to overlap.
+        "log_k_iters": log_k_iters, "stages_x_k_iters": stages * np.minimum(log_k_iters, 4.0),
+        "regs": bd.regs_per_thread / 255.0, "warps8_x_tile": warps8 * (log_bm + log_bn),
+    }
+    values = {"tokens": np.log2(shape.tokens), "rows_per_expert": np.log2(shape.rows / shape.experts),
+              "n": np.log2(shape.n), "k": np.log2(shape.k)}
+    scales = {f"log_{axis}": (values[axis] - centre) / scale for axis, (centre, scale) in _MOE_AXES.items()}
+    scales["down"] = float(shape.gemm == "down")
+    return _with_regimes(base, _MOE_REGIME_FEATURES, scales)
+
+
 class ResidualError(ValueError):
     """A residual file that cannot be used."""
 
@@ -176,8 +225,10 @@ class FeatureSet:
     compute: Callable[..., tuple[tuple[str, ...], np.ndarray]]
 
 
+# No MoE residual is fitted yet (no training sweep): `load_residual` finds none and the model ranks alone.
 FEATURE_SETS = {"gemm": FeatureSet(GEMM_FEATURES_VERSION, gemm_features),
-                "attention": FeatureSet(ATTENTION_FEATURES_VERSION, attention_features)}
+                "attention": FeatureSet(ATTENTION_FEATURES_VERSION, attention_features),
+                "moe": FeatureSet(MOE_FEATURES_VERSION, moe_features)}
 
 
 def feature_set(kernel: str) -> FeatureSet:

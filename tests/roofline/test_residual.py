@@ -1,4 +1,4 @@
-"""The residual correction: GEMM's and attention's features, the ridge fit (deterministic, recovers a planted
+"""The residual correction: GEMM's, attention's and MoE's features, the ridge fit (deterministic, recovers a planted
 effect), its JSON (each kernel's features version)."""
 
 import json
@@ -9,8 +9,10 @@ import pytest
 from rooftune.candidates import (
     ATTENTION_SPACE,
     GEMM_SPACE,
+    MOE_SPACE,
     AttentionShape,
     Config,
+    MoeShape,
     configs_to_columns,
     legal_configs,
     parse_gemm_shape,
@@ -29,12 +31,14 @@ from rooftune.roofline.fit import (
 from rooftune.roofline.residual import (
     ATTENTION_FEATURES_VERSION,
     GEMM_FEATURES_VERSION,
+    MOE_FEATURES_VERSION,
     Residual,
     ResidualError,
     attention_features,
     gemm_features,
     is_pick_feature,
     load_residual,
+    moe_features,
     read_residual,
     residual_to_dict,
     write_residual,
@@ -58,8 +62,14 @@ def _planted(effect: str, beta: float, shapes=SHAPES, space=GEMM_SPACE, features
     return out
 
 
+MOE_SHAPES = [MoeShape(128, 8, 2048, 768, 1), MoeShape(64, 6, 2048, 1408, 96, gemm="down"),
+              MoeShape(16, 1, 5120, 8192, 4096), MoeShape(60, 4, 2048, 1408, 512, gemm="down")]
+
+
 @pytest.mark.parametrize("shape, space, features, most", [(SHAPES[0], GEMM_SPACE, gemm_features, 72),
-                                                          (ATTENTION_SHAPES[1], ATTENTION_SPACE, attention_features, 48)])
+                                                          (ATTENTION_SHAPES[1], ATTENTION_SPACE, attention_features, 48),
+                                                          (MOE_SHAPES[0], MOE_SPACE, moe_features, 90),
+                                                          (MOE_SHAPES[1], MOE_SPACE, moe_features, 90)])
 def test_features_are_named_finite_and_few(shape, space, features, most):
     configs = legal_configs(space, shape, PROFILE).configs
     columns = configs_to_columns(configs)
@@ -174,3 +184,26 @@ def test_a_residual_must_carry_its_kernels_features_version(tmp_path):
         path.write_text(json.dumps(residual_to_dict(residual) | {"kernel": kernel, "features_version": version}))
         with pytest.raises(ResidualError, match=match):
             read_residual(path)
+
+
+def test_moe_features_name_the_routing_regimes_and_a_planted_effect_is_recovered():
+    """No MoE residual is shipped (no training sweep yet): the model ranks alone. The features are there for
+    `rooftune fit moe` to come: the routing's regimes enter as axes, and the ridge fit finds an effect planted
+    on them."""
+    assert load_residual("moe", PROFILE) is None
+    shape = MOE_SHAPES[1]
+    configs = legal_configs(MOE_SPACE, shape, PROFILE).configs
+    names, x = moe_features(shape, configs, predict(shape, configs_to_columns(configs), PROFILE))
+    assert {"row_eff", "empty_share", "indirection_frac", "group", "stages*log_rows_per_expert", "log_bm*down",
+            "row_eff*log_tokens"} <= set(names)
+    assert x[:, names.index("log_bm*down")].tolist() == x[:, names.index("log_bm")].tolist()  # a down shape
+    group = x[:, names.index("group")]
+    assert set(np.round(group, 3)) <= {0.0, 1.0, 1.25, 1.5}
+    data = prepare(_planted("indirection_frac", -0.2, MOE_SHAPES, MOE_SPACE, moe_features), PROFILE)
+    coef = fit_coefficients(data, RidgeSettings(ridge=1e-6, near_best_weight=0.0))
+    assert coef["indirection_frac"] == pytest.approx(-0.2, abs=0.01)
+    residual = make_residual("moe", PROFILE, coef, {}, {})
+    assert residual.features_version == MOE_FEATURES_VERSION
+    d = data[2]
+    corrected = np.log(d.breakdown.time_us) + residual.correction(d.source.shape, list(d.source.configs), d.breakdown)
+    assert np.allclose(corrected, np.log(d.source.time_us), atol=0.01)
