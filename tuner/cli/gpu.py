@@ -32,6 +32,8 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.explain import config_label
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.tables import add_cells, width_table
+from rooftune.tuner.models.moe_tables import read_table, table_file_name, write_table
+from rooftune.tuner.models.moe_tune import PAIR_TOP, VLLM_TOKENS, moe_shapes, shard_intermediate, tune_moe_table
 from rooftune.tuner.models.shapes import load_model_config, model_shapes
 from rooftune.tuner.models.tables import model_outputs, shape_label
 from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, tune_model
@@ -344,6 +346,78 @@ def tune_model_cmd(
               if lt.skipped and lt.skipped != NO_LEGAL_CONFIG]
     if failed:
         fail("tuning failed for " + "; ".join(dict.fromkeys(failed)), 1)
+
+
+_MOE_COLUMNS = ("M", "config", "gate_up µs", "down µs", "µs", "torch µs", "torch / rooftune", "one config ×")
+_MOE_NARROW = ("M", "config", "µs", "torch µs")
+
+
+@tune_app.command("moe", short_help="Tune a fused MoE layer's vLLM config table, every token count.")
+@cli_errors()
+def tune_moe_cmd(
+    experts: int = typer.Option(..., "--experts", help="experts of the MoE layer (E)"),
+    topk: int = typer.Option(..., "--topk", help="experts each token is routed to"),
+    hidden: int = typer.Option(..., "--hidden", help="the model's hidden size"),
+    intermediate: int = typer.Option(..., "--intermediate", help="the experts' intermediate size (the whole "
+                                     "layer's; --tp splits it)"),
+    tp: int = typer.Option(1, "--tp", help="tensor-parallel shards: each GEMM holds intermediate / tp (vLLM's N)"),
+    batch: str = typer.Option(",".join(map(str, VLLM_TOKENS)), "--batch",
+                              help="token counts (vLLM's M), comma-separated (default: vLLM's tuner's 18, "
+                              "1,2,4,...,3072,4096)", show_default=False),
+    gemm: str = typer.Option("both", "--gemm", help=f"'both': one config per M serves both GEMMs, as vLLM runs "
+                             f"them (each GEMM tuned, then the {PAIR_TOP} fastest of each timed on both, the "
+                             "least sum kept); 'gate_up' or 'down': that GEMM's own winners"),
+    budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE,
+    out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the table, in vLLM's file name and "
+                            "format (E=..,N=..,device_name=...json; --gemm down: SGLang's ..._down.json), merged "
+                            "with a table already there"),
+) -> None:
+    """Tune a fused MoE layer's config table for each token count (at most --budget configs per GEMM, each tune
+    kept in the tune cache, so a rerun resumes) and write it where vLLM (VLLM_TUNED_CONFIG_FOLDER) reads it.
+    Prints each M's config, its time on each GEMM beside torch's grouped GEMM. Exit code 1: some token count's
+    configs all failed (the rest is written); 3: as `tune gemm`."""
+    tokens = parse_counts(batch, "--batch")
+    if budget < 1:
+        fail(f"--budget must be at least 1, got {budget}")
+    shard = shard_intermediate(intermediate, tp)
+    for m in tokens:  # a size the kernel cannot take fails here, before any GPU work
+        moe_shapes(experts, topk, hidden, shard, m, gemm)
+    profile = live_gpu(gpu)
+    check_sms(sms, profile)
+    check_output(out, "--out", folder=True)
+    path = Path(out) / table_file_name(experts, shard, profile.name, down=gemm == "down") if out else None
+    if path is not None and path.exists():
+        read_table(path)  # a file there that is no table is refused before any GPU work, never overwritten
+    cache = _cache_file(cache)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
+                               cache=cache, sms=sms, reporter=RichReporter(progress))
+    title = (f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}: {tuned.tuned} "
+             f"GEMM tunes measured, {tuned.cached} from the cache")
+    table = width_table(console, title, _MOE_COLUMNS, _MOE_NARROW, 120, left=("config",), wrap=("config",))
+    for e in tuned.entries:
+        base = e.baseline_us
+        add_cells(table, {"M": str(e.tokens), "config": config_label(e.config) if e.config else f"[red]{e.skipped}[/]",
+                          **{f"{g} µs": f"{e.times_us[g]:,.1f}" if g in e.times_us else "-" for g in ("gate_up", "down")},
+                          "µs": f"{e.time_us:,.1f}" if e.config else "-", "torch µs": f"{base:,.1f}" if base else "-",
+                          "torch / rooftune": f"{base / e.time_us:.3f}" if base and e.config else "-",
+                          "one config ×": f"{e.pair_cost:.3f}" if e.pair_cost else "-"})
+    console.print(table)
+    if gemm == "both":
+        console.print("one config ×: the shared config's summed time ÷ each GEMM's own winner's, timed side by "
+                      "side (1.000: one config wins both; below 1: a config from the other GEMM beat a GEMM's own winner)")
+    if path is not None:
+        if tuned.table():
+            write_table(path, tuned.table())
+            console.print(f"wrote {path} ({len(tuned.table())} token counts" +
+                          ("; vLLM serves both GEMMs with it)" if gemm == "gate_up" else ")"))
+    skipped = [f"M={e.tokens}: {e.skipped}" for e in tuned.entries if e.skipped]
+    not_cached = {r.cache_error for e in tuned.entries for r in e.tunes.values() if r.cache_error}
+    if not_cached:
+        fail("some tunes were not stored in the cache: " + "; ".join(sorted(not_cached)))
+    if skipped:
+        fail("no config for " + "; ".join(skipped), 1)
 
 
 def register(app) -> None:

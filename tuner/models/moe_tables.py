@@ -25,10 +25,13 @@ VLLM_KEYS = tuple(MOE_SPACE.names)
 SHIPPED_H200 = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "moe" / "vllm" / "h200_tables.json"
 
 
-def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = None) -> str:
+def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = None, down: bool = False) -> str:
     """'E=128,N=768,device_name=NVIDIA_H200.json'; with `dtype` (vLLM's quantized tables: 'fp8_w8a8', ...)
-    ',dtype=...' before '.json'; bf16 and fp16 tables carry none."""
-    return f"E={experts},N={n},device_name={device_file_name(gpu_name)}" + (f",dtype={dtype}" if dtype else "") + ".json"
+    ',dtype=...' before '.json'; bf16 and fp16 tables carry none. With `down`, '_down' before '.json': SGLang's
+    name for a down-projection table tuned apart from the gate_up one (sgl-project/sglang PR #39153: the up table
+    keeps vLLM's name); vLLM reads only the one table, for both GEMMs."""
+    return (f"E={experts},N={n},device_name={device_file_name(gpu_name)}" + (f",dtype={dtype}" if dtype else "")
+            + ("_down" if down else "") + ".json")
 
 
 def table_text(table: Mapping[int, Config]) -> str:
