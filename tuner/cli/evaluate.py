@@ -1,4 +1,4 @@
-"""Replay commands of the CLI: `rooftune eval gemm|attention`, every method through `tune` on recorded data."""
+"""Replay commands of the CLI: `rooftune eval gemm|attention|moe`, every method through `tune` on recorded data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rooftune.candidates import AttentionShape, GemmShape, parse_config
+from rooftune.candidates import AttentionShape, GemmShape, MoeShape, parse_config
 from rooftune.eval.readers import load_records
 from rooftune.eval.reports import figure
 from rooftune.outputs import json_text, write_all, write_atomic
@@ -27,7 +27,9 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, evaluate
-from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods
+from rooftune.tuner.models.moe_tables import shipped_tables
+from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods, moe_eval_methods
+from rooftune.tuner.search.vllm import vllm_table
 
 eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
 
@@ -38,14 +40,15 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
     (and, with `plot`, each method's CDF of per-shape scores)."""
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
-                                "attention": (AttentionShape, attention_eval_methods)}[kernel]
+                                "attention": (AttentionShape, attention_eval_methods),
+                                "moe": (MoeShape, moe_eval_methods)}[kernel]
     profile = data_profile(gpu, data)
     check_output(json_out, "--json")
     check_plot(plot)
     records = load_records(data, kernel=kernel)
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
-        fail(f"{data}: no {'GEMM' if kernel == 'gemm' else kernel} shapes recorded")
+        fail(f"{data}: no {_LABELS[kernel]} shapes recorded")
     residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"),
                                records[0].meta.get("triton"))
     static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
@@ -80,6 +83,13 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     console = Console()
     console.print(table)
     console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {figure(summary['spearman'])}")
+    if "vllm-shipped" in summary["methods"]:
+        tables = shipped_tables()
+        covered = sum(vllm_table(r.shape, profile, tables) is not None for r in records)
+        summary["vllm_tables"] = {"shapes": covered, "of": len(records)}
+        console.print(f"vllm-shipped: vLLM's {profile.name} table for {covered} of {len(records)} shapes (at the "
+                      "nearest M), its default rule for the rest, as vLLM runs them; each vLLM method measures one "
+                      "config whatever the budget")
     runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
     writes = [(json_out, lambda: write_atomic(json_out, json_text(summary))),
               (plot, lambda: eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, "
@@ -90,6 +100,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
               done=lambda path: console.print(f"wrote {path}"))
 
 
+_LABELS = {"gemm": "GEMM", "attention": "attention", "moe": "fused-MoE"}
 _DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}; " + DAMAGED_HELP
 _BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape (more than the "
                        "largest space here has is replayed at that size, with a warning)")
@@ -130,6 +141,19 @@ def eval_attention(
     applies, + search), model order, random, static (the list learned on train with the residual;
     without one, the tutorial-style list)."""
     _eval("attention", data, budget, gpu, json_out, residual, methods, plot)
+
+
+@eval_app.command("moe", short_help="The same on recorded fused-MoE timings, beside vLLM's tables.")
+def eval_moe(
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("moe", "its file")),
+    budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
+    methods: str = _METHODS, plot: Path = _PLOT,
+) -> None:
+    """Score strategies against recorded fused-MoE timings (one GEMM of a layer at one token count a shape):
+    rooftune (model + search; a residual once one is fitted), model order, static (the list learned on train,
+    with a fitted residual), random, and vLLM's own choices: vllm-shipped (its table for the GPU, looked up at the
+    nearest M as vLLM does, else its default rule) and vllm-default (its rule for a missing table)."""
+    _eval("moe", data, budget, gpu, json_out, residual, methods, plot)
 
 
 def register(app) -> None:

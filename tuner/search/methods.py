@@ -15,6 +15,7 @@ from rooftune.tuner.search.strategies import (
     static_list,
     tutorial,
 )
+from rooftune.tuner.search.vllm import vllm_default, vllm_shipped
 
 
 def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
@@ -44,3 +45,19 @@ def attention_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: l
     return {"rooftune": rooftune_strategy(residual), "model": model_order,
             "random": [random_order(seed) for seed in seeds],
             "static": static_list(static) if static else static_attention}
+
+
+def moe_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None,
+                     tables=None) -> dict:
+    """The methods `rooftune eval moe` compares: `rooftune`, `model`, `static` (the list learned on train, where
+    a fitted residual carries one, as for GEMM), `random` (averaged over seeds), and vLLM's own choices:
+    `vllm-shipped` (its table for the GPU where it ships one, looked up at the nearest M, else its default rule,
+    as vLLM runs) and `vllm-default` (its rule for a missing table). `tables`: vLLM's tables (default: the
+    shipped H200 ones)."""
+    methods: dict = {"rooftune": rooftune_strategy(residual), "model": model_order}
+    if static:
+        methods["static"] = static_list(static)
+    methods["random"] = [random_order(seed) for seed in seeds]
+    methods["vllm-shipped"] = vllm_shipped(tables)
+    methods["vllm-default"] = vllm_default()
+    return methods
