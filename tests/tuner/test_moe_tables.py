@@ -48,6 +48,8 @@ def test_file_names_are_vllms():
     assert table_file_name(128, 768, "NVIDIA H200") == "E=128,N=768,device_name=NVIDIA_H200.json"
     assert table_file_name(8, 14336, "NVIDIA H100 80GB HBM3") == "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json"
     assert table_file_name(64, 2560, "NVIDIA H200", dtype="fp8_w8a8") == "E=64,N=2560,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
+    # a down-projection table tuned apart: SGLang's name (vLLM reads only the one above, for both GEMMs)
+    assert table_file_name(128, 768, "NVIDIA H200", down=True) == "E=128,N=768,device_name=NVIDIA_H200_down.json"
 
 
 def test_the_writer_writes_what_vllm_ships(tmp_path):
