@@ -2,6 +2,7 @@
 and the torch that pins each, with no upper bound that no tested break justifies."""
 
 import re
+
 try:
     import tomllib
 except ImportError:  # Python 3.10

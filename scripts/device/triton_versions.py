@@ -67,10 +67,10 @@ def _shape_id(shape) -> str:
 
 
 def prepare(out: Path) -> None:
+    from rooftune.candidates import kernel_spec
     from rooftune.eval.dataset import read_dataset
     from rooftune.hwprofiles import load_profile
     from rooftune.tuner.tune import shipped_residual
-    from rooftune.candidates import kernel_spec
 
     profile = load_profile("h200")
     plan = []
