@@ -323,6 +323,12 @@ def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfil
     return sweep_shapes("gemm", shapes_path, out, profile, **options)
 
 
+def sweep_moe(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:
+    """`rooftune sweep moe`: as `sweep_gemm`, for the fused-MoE GEMM over a list read by `load_moe_shapes`, every
+    legal config of MOE_SPACE timed beside torch's grouped GEMM of the same routed rows."""
+    return sweep_shapes("moe", shapes_path, out, profile, **options)
+
+
 def sweep_attention(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:
     """`rooftune sweep attention`: as `sweep_gemm`, for the attention forward over a list read by
     `load_attention_shapes`, every legal config of ATTENTION_SPACE timed beside SDPA (key "sdpa")."""

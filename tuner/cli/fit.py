@@ -54,6 +54,16 @@ def fit_attention(
     _fit("attention", data, gpu, out, check)
 
 
+@fit_app.command("moe", short_help="The same for the fused-MoE GEMM.")
+def fit_moe(
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("moe")),
+    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
+) -> None:
+    """The same for the fused-MoE GEMM: its residual (MoE's features), search constants and static list,
+    cross-validated on the training shapes (both GEMMs of the training models). Refuses held-out data."""
+    _fit("moe", data, gpu, out, check)
+
+
 def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str | None = None) -> None:
     """`rooftune fit KERNEL`: cross-validate, refit, learn the static list, write the residual, print the
     figures; with `check`, check a residual under the data's Triton release instead (`_check`)."""

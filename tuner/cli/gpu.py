@@ -142,6 +142,17 @@ def sweep_attention_cmd(
     _sweep("attention", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_routes)
 
 
+@sweep_app.command("moe", help=_SWEEP_HELP.format("torch's grouped GEMM over the same routed rows", ""),
+                   short_help="The same for a fused-MoE GEMM (gate_up or down), beside torch's grouped GEMM.")
+def sweep_moe_cmd(
+    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format(
+        "{experts, topk, hidden, intermediate, tokens, gemm[, dtype, seed]}")),
+    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
+) -> None:
+    _sweep("moe", shapes, out, gpu, sms, max_minutes, workers, shard, gpus)
+
+
 @cli_errors()
 def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None, max_minutes: float | None,
            workers: int | None, shard: str | None, gpus: str | None, backfilling: bool = False) -> None:
@@ -149,7 +160,7 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
     attention: the routes), print the summary."""
     KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
-    flag = {"gemm": "--backfill-extras", "attention": "--backfill-routes"}[kernel]
+    flag = {"gemm": "--backfill-extras", "attention": "--backfill-routes"}.get(kernel)
     if backfilling and (shard_of or gpu_list):
         fail(f"{flag} runs on one GPU: drop --shard and --gpus")
     profile = live_gpu(gpu)
@@ -157,7 +168,8 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
     check_output(out, "--out", folder=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     backfills = {"gemm": backfill.backfill_gemm, "attention": backfill.backfill_attention_routes}
-    run = (backfills if backfilling else {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention})[kernel]
+    sweeps = {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention, "moe": sweep.sweep_moe}
+    run = (backfills if backfilling else sweeps)[kernel]
     split = {} if backfilling else {"shard": shard_of, "gpus": gpu_list}
     with Progress(*columns, console=console) as progress:
         summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
