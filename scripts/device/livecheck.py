@@ -51,14 +51,16 @@ def tune_args(shape) -> list[str]:
     return ["attention", "--shape", f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}"]
 
 
-def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | None = None) -> dict:
+def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | None = None,
+              sms: int | None = None) -> dict:
     """`rooftune tune` for `shape` in a fresh process, with a fresh Triton cache (None) or the given
     one; wall seconds and its JSON."""
     json_path = out_dir / f"tune_{shape_id(shape)}.json"
     with tempfile.TemporaryDirectory() as fresh:
         env = {**os.environ, "TRITON_CACHE_DIR": str(triton_cache or fresh)}
         cmd = [sys.executable, "-m", "rooftune.tuner.cli.app", "tune", *tune_args(shape),
-               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--json", str(json_path)]
+               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--json", str(json_path),
+               *sms_args(sms)]
         t0 = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall_s = time.perf_counter() - t0
@@ -68,13 +70,17 @@ def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | 
     return {"wall_s": wall_s, "mode": "warm" if triton_cache else "cold", "result": json.loads(json_path.read_text())}
 
 
-def retime(pairs, profile) -> dict:
+def sms_args(sms: int | None) -> list[str]:
+    return [] if sms is None else ["--sms", str(sms)]
+
+
+def retime(pairs, profile, sms: int | None = None) -> dict:
     """Each shape's winner and exhaustive best timed side by side (the sweep's method): shape id -> times."""
 
     out = {}
     if not pairs:
         return out
-    with live.live_measurer(kernel_of(pairs[0][0].shape).name, profile, SweepSettings()) as gpu:
+    with live.live_measurer(kernel_of(pairs[0][0].shape).name, profile, SweepSettings(), sms=sms) as gpu:
         for records, winner, best in pairs:
             configs = [winner] if winner == best else [winner, best]
             trials = {t.config: t for t in gpu.measure(records.shape, configs)}
@@ -92,6 +98,7 @@ def main(argv=None) -> int:
                    "(default: a folder beside --out)")
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--gpu", default="h200")
+    p.add_argument("--sms", type=int, default=None, help="tune and re-time inside a green context of this many SMs")
     p.add_argument("--out", required=True)
     p.add_argument("--max-minutes", type=float, default=8.0)
     args = p.parse_args(argv)
@@ -108,7 +115,8 @@ def main(argv=None) -> int:
         sid = shape_id(r.shape)
         if sid in state["shapes"] or time.monotonic() > deadline:
             continue
-        state["shapes"][sid] = tune_once(r.shape, out_dir, args.budget, args.gpu, None if i < args.cold else shared)
+        state["shapes"][sid] = tune_once(r.shape, out_dir, args.budget, args.gpu, None if i < args.cold else shared,
+                                       args.sms)
         write_atomic(path, json.dumps(state, indent=1).encode())
         entry = state["shapes"][sid]
         print(f"{sid}: {entry['wall_s']:.1f} s {entry.get('error', '')}", flush=True)
@@ -118,7 +126,7 @@ def main(argv=None) -> int:
     for _ in range(2):
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "rooftune.tuner.cli.app", "tune", *tune_args(first), "--budget",
-                        str(args.budget), "--gpu", args.gpu, "--cache", str(cache)], capture_output=True, text=True)
+                        str(args.budget), "--gpu", args.gpu, "--cache", str(cache), *sms_args(args.sms)], capture_output=True, text=True)
         state["cache_hit_wall_s"] = time.perf_counter() - t0
     pairs = []
     for r in records:
@@ -128,7 +136,7 @@ def main(argv=None) -> int:
         table = r.lookup()
         best = min((c for c in r.candidate_configs() if table[c].ok), key=lambda c: table[c].time_us)
         pairs.append((r, parse_config(entry["result"]["winner"]), best))
-    for sid, times in retime(pairs, load_profile(args.gpu)).items():
+    for sid, times in retime(pairs, load_profile(args.gpu), args.sms).items():
         state["shapes"][sid]["retime"] = times
     write_atomic(path, json.dumps(state, indent=1).encode())
     done = [e for e in state["shapes"].values() if "retime" in e and e["retime"]["winner_us"]]

@@ -3,10 +3,13 @@
 # (or DATASET_ROOT/KERNEL/shapes_LIST.json where that exists) into DATASET_ROOT/KERNEL/LIST, stopping in
 # time to pack the folder into $OUT/KERNEL_LIST.tgz for the next call's commit. A shape already there is
 # skipped, so each call goes on where the last stopped. The console log is $OUT/sweep_KERNEL_LIST.log.
-# usage (repository root, on the GPU machine): bash scripts/device/sweep.sh KERNEL LIST SECONDS [DATASET_ROOT]
-#   e.g. bash scripts/device/sweep.sh gemm heldout 540            (KERNEL: gemm or attention; LIST: train, heldout)
+# usage (repository root, on the GPU machine): [GPU=NAME|PATH SMS=N] bash scripts/device/sweep.sh KERNEL LIST SECONDS [DATASET_ROOT]
+#   e.g. bash scripts/device/sweep.sh gemm heldout 540      (KERNEL: gemm, attention or moe; LIST: train, heldout)
+#        GPU=hwprofiles/h200_sm66.json SMS=66 bash scripts/device/sweep.sh gemm heldout 540 datasets/h200-sm66
+# GPU: the profile for legality (default h200); SMS: sweep inside a green context of that many SMs.
 set -u
 K=$1; L=$2; T=$3; ROOT=${4:-datasets/h200}; end=$((SECONDS + T))
+GPU=${GPU:-h200}; SMS_ARGS=(); [ -n "${SMS:-}" ] && SMS_ARGS=(--sms "$SMS")
 S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json
 D=$ROOT/$K/$L
 export PYTHONUNBUFFERED=1
@@ -17,7 +20,7 @@ if [ "$done_" -ge "$listed" ]; then
   echo "sweep $K $L: all $listed shapes there"
 else
   l=$(( end - SECONDS - 20 ))   # leave time to pack
-  timeout $l rooftune sweep "$K" --shapes "$S" --out "$D" --gpu h200 \
+  timeout $l rooftune sweep "$K" --shapes "$S" --out "$D" --gpu "$GPU" "${SMS_ARGS[@]}" \
     --max-minutes "$(python3 -c "print(($l - 25) / 60)")" > "$OUT/sweep_${K}_$L.log" 2>&1
   echo "sweep $K $L rc=$? (3: a config killed the CUDA context, quarantined: call again)"
   grep -v "measuring" "$OUT/sweep_${K}_$L.log" | tail -2
