@@ -28,13 +28,17 @@ def test_a_two_shape_sweep_inside_66_sms(tmp_path):
 
 @pytest.mark.gpu
 def test_a_tune_inside_66_sms_is_slower_than_the_whole_chip_on_a_compute_bound_shape(tmp_path):
-    """A 4096³ GEMM is compute bound: 66 of 132 SMs take clearly longer (the partition is real)."""
+    """A 4096³ GEMM is compute bound: 66 of 132 SMs take clearly longer (the partition is real). Each tune runs in
+    a process of its own, as `rooftune tune` does: a partition is entered before the process's first CUDA work."""
+    import subprocess
+    import sys
+
     times = {}
     for sms in (None, 66):
         out = tmp_path / f"{sms}.json"
-        args = ["tune", "gemm", "--shape", "4096x4096x4096", "--budget", "3", "--gpu", "h200", "--cache", "none",
-                "--json", str(out)]
-        result = runner.invoke(app, args + (["--sms", str(sms)] if sms else []))
-        assert result.exit_code == 0, result.output
+        args = [sys.executable, "-m", "rooftune.tuner.cli.app", "tune", "gemm", "--shape", "4096x4096x4096",
+                "--budget", "3", "--gpu", "h200", "--cache", "none", "--json", str(out)]
+        run = subprocess.run(args + (["--sms", str(sms)] if sms else []), capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
         times[sms] = json.loads(out.read_text())["time_us"]
     assert times[66] > 1.4 * times[None]
