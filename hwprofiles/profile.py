@@ -141,9 +141,12 @@ def list_profiles() -> list[str]:
 
 def fits_device(profile: HardwareProfile, device: dict) -> bool:
     """Whether `profile` fits what a dataset says about its GPU (eval/readers.py `recorded_device`): the
-    same profile name, or the same compute capability and shared memory per block."""
+    same profile name, or the same compute capability and shared memory per block (a profile of an SM
+    partition, `hwprobe --sms`, only by name: such data say nothing of a partition)."""
     if "name" in device:
         return profile.name == device["name"]
+    if profile.meta.get("sm_partition"):
+        return False
     return (tuple(profile.compute_capability) == tuple(device["compute_capability"])
             and profile.smem_per_block_bytes == device["smem_per_block_bytes"])
 

@@ -232,10 +232,14 @@ def check_residual(residual: Residual, records, profile: HardwareProfile, triton
     return ResidualCheck(triton_release(triton), means["residual"], means["model"])
 
 
-def with_check(residual: Residual, check: ResidualCheck, data_label: str) -> Residual:
+def with_check(residual: Residual, check: ResidualCheck, data_label: str, gpu: str | None = None) -> Residual:
     """`residual` recording `check`; where it ranks well, its Triton releases gain the checked one, so
-    `tune` and the PyTorch ops use it under that release too."""
+    `tune` and the PyTorch ops use it under that release too. `gpu`: the check was on another GPU's training
+    data (a profile of that name) under a release the residual already ranks for: recorded under `gpu_checks`."""
     fit = dict(residual.fit)
+    if gpu is not None:
+        fit["gpu_checks"] = {**fit.get("gpu_checks", {}), gpu: check.as_dict(data_label)}
+        return replace(residual, fit=fit)
     fit["triton_checks"] = {**fit.get("triton_checks", {}), check.triton: check.as_dict(data_label)}
     if check.ranks_well and check.triton not in residual.tritons:
         fit["triton"] = [*residual.tritons, check.triton]

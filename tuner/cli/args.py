@@ -141,9 +141,10 @@ def new_gpu_steps(name: str) -> str:
 
 def check_this_gpu(profile, gpu: str) -> None:
     """Warn where an explicit --gpu is not a profile of the GPU NVML sees (its legality and model are used).
-    A profile of an SM partition of this GPU (`rooftune hwprobe --sms N`: "NVIDIA H200 (66 SMs)") is one."""
+    A profile of an SM partition of this GPU (`rooftune hwprobe --sms N`: named "NVIDIA H200 (66 SMs)", or as
+    `--name` says, its `meta.gpu` this GPU's name) is one."""
     name = hwprobe.nvml_gpu_name()
-    if name is not None and not profile.name.startswith(name.strip()):
+    if name is not None and not profile.name.startswith(name.strip()) and profile.meta.get("gpu") != name.strip():
         warn(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: legality and the model follow --gpu")
 
 
@@ -308,12 +309,5 @@ def residual_option(kernel: str, profile, choice: str, space_version: str | None
     why = residual.mismatch(space_version, triton) if residual is not None else None
     if why:
         warn(f"the shipped residual for {profile.name} was {why}: the model alone (--residual PATH to use it anyway)")
-        return None
-    return residual
-    residual = load_residual(kernel, profile)
-    if residual is not None and not residual.applies_to(space_version):
-        warn(f"the shipped residual for {profile.name} was fitted on rooftune's kernel over "
-             f"{residual.fit.get('space_version')}; these data are "
-             f"{space_version or 'of another kernel'}: the model alone (--residual PATH to use it anyway)")
         return None
     return residual

@@ -29,6 +29,7 @@ from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, evaluate
 from rooftune.tuner.models.moe_tables import shipped_tables
 from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods, moe_eval_methods
+from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
 from rooftune.tuner.search.vllm import vllm_table
 
 eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_args_is_help=True)
@@ -36,9 +37,10 @@ eval_app = typer.Typer(help="Replay strategies against recorded timings.", no_ar
 
 @cli_errors()
 def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path | None, residual_choice: str = "shipped",
-          only: str | None = None, plot: Path | None = None) -> None:
+          only: str | None = None, plot: Path | None = None, transfer_from: Path | None = None) -> None:
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
-    (and, with `plot`, each method's CDF of per-shape scores)."""
+    (and, with `plot`, each method's CDF of per-shape scores); with `transfer_from`, also `transfer`: that
+    dataset's best config per shape (another GPU's table) measured here."""
     shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
                                 "attention": (AttentionShape, attention_eval_methods),
                                 "moe": (MoeShape, moe_eval_methods)}[kernel]
@@ -53,6 +55,13 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
                                records[0].meta.get("triton"))
     static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
     methods = eval_methods(records, residual=residual, static=static)
+    if transfer_from is not None:
+        table = best_table(load_records(transfer_from, kernel=kernel))
+        try:
+            check_covers(table, records, str(transfer_from))
+        except TransferError as exc:
+            fail(str(exc))
+        methods["transfer"] = transfer(table)
     if only:
         wanted = [m.strip() for m in only.split(",") if m.strip()]
         unknown = [m for m in wanted if m not in methods]
@@ -111,6 +120,9 @@ _JSON = typer.Option(None, "--json", metavar=PATH, help="also write the summary 
 _RESIDUAL = typer.Option("shipped", "--residual", metavar=NAME_OR_PATH, help=RESIDUAL_HELP)
 _METHODS = typer.Option(None, "--methods", help="comma-separated subset of the methods to replay (default: all "
                         "that apply)")
+_TRANSFER = typer.Option(None, "--transfer-from", metavar=PATH,
+                         help="also score `transfer`: each shape's best config recorded in this dataset of the same "
+                         "shapes on another GPU (that GPU's exhaustive table, copied here), one config a shape")
 _PLOT = typer.Option(None, "--plot", metavar=PATH,
                      help=f"also draw each method's CDF of per-shape scores to this image "
                      f"({PLOT_EXTRA})")
@@ -121,12 +133,12 @@ def eval_gemm(
     data: Path = typer.Option(..., "--data", metavar=PATH,
                               help=_DATA_HELP.format("gemm", "the H200 probe or an AutoHeuristic log")),
     budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
-    methods: str = _METHODS, plot: Path = _PLOT,
+    methods: str = _METHODS, plot: Path = _PLOT, transfer_from: Path = _TRANSFER,
 ) -> None:
     """Replay each method through `tune` (the code `rooftune tune` runs) with the dataset's recorded
     measurer: rooftune (model + residual + search: the product), model (model order), static (a list
     learned on train), random (10 independent runs, each summarized, summaries averaged), tutorial."""
-    _eval("gemm", data, budget, gpu, json_out, residual, methods, plot)
+    _eval("gemm", data, budget, gpu, json_out, residual, methods, plot, transfer_from)
 
 
 @eval_app.command("attention", short_help="The same on recorded causal-attention timings.")
@@ -135,25 +147,25 @@ def eval_attention(
                               help=_DATA_HELP.format("attention", "the H200 attention probe "
                                                                     "(folder or its CSV)")),
     budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
-    methods: str = _METHODS, plot: Path = _PLOT,
+    methods: str = _METHODS, plot: Path = _PLOT, transfer_from: Path = _TRANSFER,
 ) -> None:
     """Score strategies against recorded attention timings: rooftune (model + residual, where one
     applies, + search), model order, random, static (the list learned on train with the residual;
     without one, the tutorial-style list)."""
-    _eval("attention", data, budget, gpu, json_out, residual, methods, plot)
+    _eval("attention", data, budget, gpu, json_out, residual, methods, plot, transfer_from)
 
 
 @eval_app.command("moe", short_help="The same on recorded fused-MoE timings, beside vLLM's tables.")
 def eval_moe(
     data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("moe", "its file")),
     budget: int = _BUDGET, gpu: str | None = _GPU, json_out: Path = _JSON, residual: str = _RESIDUAL,
-    methods: str = _METHODS, plot: Path = _PLOT,
+    methods: str = _METHODS, plot: Path = _PLOT, transfer_from: Path = _TRANSFER,
 ) -> None:
     """Score strategies against recorded fused-MoE timings (one GEMM of a layer at one token count a shape):
     rooftune (model + search; a residual once one is fitted), model order, static (the list learned on train,
     with a fitted residual), random, and vLLM's own choices: vllm-shipped (its table for the GPU, looked up at the
     nearest M as vLLM does, else its default rule) and vllm-default (its rule for a missing table)."""
-    _eval("moe", data, budget, gpu, json_out, residual, methods, plot)
+    _eval("moe", data, budget, gpu, json_out, residual, methods, plot, transfer_from)
 
 
 def register(app) -> None:

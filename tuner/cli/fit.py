@@ -123,19 +123,30 @@ def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Pa
     triton = (manifest.get("device") or {}).get("triton")
     if not triton:
         fail(f"{data}: its manifest records no Triton version to check the residual under")
-    target = out or source
+    # A residual of another GPU checked on this one's data (an SM partition, a sibling GPU): where it ranks well,
+    # it is written as this GPU's, so `tune --gpu` and `eval --gpu` of this profile use it.
+    other_gpu = residual.profile != profile.name
+    target = out or (shipped_residual_path(kernel, profile) if other_gpu else source)
+    if other_gpu and residual.mismatch(manifest.get("space_version"), triton):
+        fail(f"{source} was {residual.mismatch(manifest.get('space_version'), triton)}: check it under that Triton "
+             f"on {residual.profile}'s own data first")
     check_output(str(target), "--out")
     result = check_residual(residual, load_records(data, kernel=kernel), profile, triton)
     for budget in result.residual_mean:
         console.print(f"  {budget:>2} configs: with the residual {result.residual_mean[budget]:.3f}, "
                       f"the model alone {result.model_mean[budget]:.3f}")
+    where = f"on {profile.name}" if other_gpu else f"under Triton {result.triton}"
     if not result.ranks_well:
-        console.print(f"under Triton {result.triton} the residual ranks worse than the model alone: not written; "
+        console.print(f"{where} the residual ranks worse than the model alone: not written; "
                       f"fit a new one on {data} instead")
         raise typer.Exit(code=1)
-    checked = with_check(residual, result, str(data))
+    checked = with_check(residual, result, str(data), profile.name if other_gpu else None)
     write_residual(checked, target)
-    console.print(f"wrote {target}: the residual now ranks for Triton {', '.join(checked.tritons)}")
+    if other_gpu:
+        console.print(f"wrote {target}: {residual.profile}'s residual, checked on {profile.name}, ranks for it "
+                      f"(Triton {', '.join(checked.tritons)})")
+    else:
+        console.print(f"wrote {target}: the residual now ranks for Triton {', '.join(checked.tritons)}")
 
 
 def register(app) -> None:
