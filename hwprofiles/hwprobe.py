@@ -169,11 +169,22 @@ def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None
     enter = getattr(ctx, "set_context", None) or ctx.make_current
     leave = getattr(ctx, "pop_context", None) or ctx.pop_current
     enter()
+    # torch captures CUDA graphs on one side stream per process, made at the first capture: one made before the
+    # partition belongs to the whole GPU, so the timing harness's graphs would run there. A fresh one inside, and
+    # a fresh one again after.
+    _forget_capture_stream(torch)
     try:
         yield ctx
     finally:
         torch.cuda.synchronize()
+        _forget_capture_stream(torch)
         leave()
+
+
+def _forget_capture_stream(torch) -> None:
+    graph = getattr(torch.cuda, "graph", None)
+    if graph is not None and hasattr(graph, "default_capture_stream"):
+        graph.default_capture_stream = None
 
 
 def _today() -> str:

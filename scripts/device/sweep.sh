@@ -6,7 +6,8 @@
 # usage (repository root, on the GPU machine): [GPU=NAME|PATH SMS=N] bash scripts/device/sweep.sh KERNEL LIST SECONDS [DATASET_ROOT]
 #   e.g. bash scripts/device/sweep.sh gemm heldout 540      (KERNEL: gemm, attention or moe; LIST: train, heldout)
 #        GPU=hwprofiles/h200_sm66.json SMS=66 bash scripts/device/sweep.sh gemm heldout 540 datasets/h200-sm66
-# GPU: the profile for legality (default h200); SMS: sweep inside a green context of that many SMs.
+# GPU: the profile for legality (default h200); SMS: sweep inside a green context of that many SMs;
+# PREBUILT: a prebuild archive to unpack first (e.g. PREBUILT=.tcache/moe.tar.gz, carried with the call).
 set -u
 K=$1; L=$2; T=$3; ROOT=${4:-datasets/h200}; end=$((SECONDS + T))
 GPU=${GPU:-h200}; SMS_ARGS=(); [ -n "${SMS:-}" ] && SMS_ARGS=(--sms "$SMS")
@@ -14,6 +15,10 @@ S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json
 D=$ROOT/$K/$L
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
+# PREBUILT: a `prebuild build --tar` archive carried with the call (its binaries then cost no GPU time)
+if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ] && [ ! -f /tmp/.prebuilt_unpacked ]; then
+  python3 -m rooftune.kernels.harness.prebuild unpack "$PREBUILT" | tail -1 && touch /tmp/.prebuilt_unpacked
+fi
 listed=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))))" "$S")
 done_=$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$')
 if [ "$done_" -ge "$listed" ]; then

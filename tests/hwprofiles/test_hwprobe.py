@@ -138,3 +138,32 @@ def test_nvml_gpu_name_reads_the_gpu_cuda_would_use(monkeypatch):
     assert nvml_compute_capability() == (10, 0)  # the same GPU: one mapping for every NVML question
     monkeypatch.setattr(fake, "nvmlInit", lambda: (_ for _ in ()).throw(RuntimeError("no driver")))
     assert nvml_gpu_name() is None
+
+
+def test_a_partition_gives_graph_capture_a_stream_of_its_own(monkeypatch):
+    """The side stream torch captures graphs on is forgotten entering and leaving a partition (a fake torch)."""
+    from types import SimpleNamespace
+
+    from rooftune.hwprofiles import hwprobe
+
+    class FakeContext:
+        def __init__(self):
+            self.calls = []
+
+        def set_context(self):
+            self.calls.append("enter")
+
+        def pop_context(self):
+            self.calls.append("leave")
+
+    ctx = FakeContext()
+    graph = type("graph", (), {"default_capture_stream": "whole-chip stream"})
+    props = SimpleNamespace(multi_processor_count=132)
+    cuda = SimpleNamespace(graph=graph, get_device_properties=lambda d: props, synchronize=lambda: None)
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: SimpleNamespace(cuda=cuda))
+    green = SimpleNamespace(GreenContext=SimpleNamespace(create=lambda num_sms, device_id: ctx))
+    monkeypatch.setitem(__import__("sys").modules, "torch.cuda.green_contexts", green)
+    with sm_partition(66):
+        assert graph.default_capture_stream is None
+        graph.default_capture_stream = "partition stream"
+    assert graph.default_capture_stream is None and ctx.calls == ["enter", "leave"]

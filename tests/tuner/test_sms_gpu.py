@@ -42,3 +42,16 @@ def test_a_tune_inside_66_sms_is_slower_than_the_whole_chip_on_a_compute_bound_s
         assert run.returncode == 0, run.stdout + run.stderr
         times[sms] = json.loads(out.read_text())["time_us"]
     assert times[66] > 1.4 * times[None]
+
+
+@pytest.mark.gpu
+def test_a_partition_entered_after_whole_chip_work_in_the_same_process_is_still_a_partition():
+    """`tune` on the whole chip, then inside 66 SMs, in one process (as a library user may): the second is slower."""
+    from rooftune.candidates import GemmShape
+    from rooftune.hwprofiles import load_profile
+    from rooftune.tuner import tune
+
+    shape, profile = GemmShape(4096, 4096, 4096, "nk"), load_profile("h200")
+    whole = tune.tune_gemm(shape, profile, budget=3, residual="none")
+    part = tune.tune_gemm(shape, profile, budget=3, residual="none", sms=66)
+    assert part.time_us > 1.4 * whole.time_us
