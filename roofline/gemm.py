@@ -39,6 +39,11 @@ L2_REUSE_FRACTION = 0.5
 # perfectly: a warp that waits on one stalls issue to the others. Combining the per-iteration
 # terms with a p-norm, p = 4, charges a term equal to the largest about 19% extra (2^(1/4)).
 OVERLAP_NORM = 4.0
+# Without matrix units (fp32 FMA), a warp's k step is its per-thread block of FMAs and the shared loads feeding
+# them, and part of a load's latency stays exposed between steps: one warp per scheduler then leaves the FMA
+# pipes idle for FMA_EXPOSED_CLOCKS of each step (see `fma_issue_fraction`). Chosen on one half of PyTorch's
+# AutoHeuristic A100 and H100 logs (crc32 of the shape, even), scored on the other: docs/results.md.
+FMA_EXPOSED_CLOCKS = 7.0
 SPLIT_K_PARTIAL_BYTES = 4  # split-K partials are fp32
 CP_ASYNC_BYTES = 16  # the widest asynchronous global -> shared copy
 
@@ -355,6 +360,15 @@ class GemmMainLoop:
     prologues: np.ndarray
 
 
+def fma_issue_fraction(bm, bn, warps) -> np.ndarray:
+    """Share of a scheduler's cycles one warp keeps the FMA pipes busy on the FMA path: each k step issues its
+    BLOCK_M·BLOCK_N / threads FMAs and about 2·sqrt of that in shared loads (`_smem_read_bytes_per_k16`), then
+    waits FMA_EXPOSED_CLOCKS; w warps on a scheduler fill w times that share (capped at 1 by the caller)."""
+    acc = bm * bn / (warps * THREADS_PER_WARP)
+    issue = acc + 2.0 * np.sqrt(acc)
+    return issue / (FMA_EXPOSED_CLOCKS + issue)
+
+
 def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTraffic,
                    profile: HardwareProfile, exact_last_wave: bool = False) -> GemmMainLoop:
     """The full waves and the last partial one, each from its per-iteration terms (tensor cores, shared
@@ -377,7 +391,10 @@ def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTr
         """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs (`wave_ctas` in all
         where given, for the shared L2 and DRAM), per term."""
         per_sm = np.maximum(per_sm, 1)
-        warps_busy = np.minimum(1.0, per_sm * warps / SUBPARTITIONS_PER_SM)
+        warps_per_scheduler = per_sm * warps / SUBPARTITIONS_PER_SM
+        if shape.dtype not in TENSOR_DTYPES:
+            warps_per_scheduler = warps_per_scheduler * fma_issue_fraction(bm, bn, warps)
+        warps_busy = np.minimum(1.0, warps_per_scheduler)
         tensor = tr.flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
         return np.stack([
             per_sm * tr.flops_iter / (rate_sm * warps_busy),

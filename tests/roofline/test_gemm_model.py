@@ -303,3 +303,24 @@ def test_a_composite_tile_is_costed_as_one_tile_of_its_width_that_reads_a_twice(
     assert composite["smem_us"] > wide["smem_us"] and composite["time_us"] >= wide["time_us"]
     assert composite["ctas"] == 16 * 8  # 128 tiles on 132 SMs, where 128x128 makes 160
     assert (composite["accumulators"], wide["accumulators"]) == (2, 1)  # what `explain` shows
+
+
+def test_one_warp_per_scheduler_starves_the_fma_path_only(monkeypatch):
+    """fp32 without matrix units: a 64×64 tile of 4 warps that shares no SM (BLOCK_K 128 fills the A100's shared
+    memory) loses time against the same tile at BLOCK_K 32, several to an SM; bf16 ignores the FMA term."""
+    from rooftune.roofline import gemm
+
+    a100 = load_profile("a100_sxm4_80gb")
+    lone, shared = (Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=bk, GROUP_M=8) for bk in (128, 32))
+
+    def times(dtype):
+        b = predict(GemmShape(2688, 2688, 7936, "nk", dtype), configs_to_columns([lone, shared]), a100)
+        assert list(b.ctas_per_sm) == [1, 5] or dtype != "fp32"
+        return b.time_us
+
+    fp32, bf16 = times("fp32"), times("bf16")
+    assert fp32[0] > 1.1 * fp32[1]
+    monkeypatch.setattr(gemm, "FMA_EXPOSED_CLOCKS", 0.0)  # the term off: the two tie on the FMA path
+    assert times("fp32")[0] < 1.02 * times("fp32")[1]
+    monkeypatch.setattr(gemm, "FMA_EXPOSED_CLOCKS", 1000.0)
+    assert np.array_equal(times("bf16"), bf16)
