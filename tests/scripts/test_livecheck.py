@@ -51,7 +51,7 @@ def test_main_tunes_cold_resumes_and_reports_the_fraction(tmp_path, monkeypatch,
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(livecheck.subprocess, "run", fake_run)
-    monkeypatch.setattr(livecheck, "retime", lambda pairs, profile: {
+    monkeypatch.setattr(livecheck, "retime", lambda pairs, profile, sms=None: {
         shape_id(r.shape): {"winner_us": 11.0, "best_us": 10.0, "error": None} for r, w, b in pairs})
     assert livecheck.main(["--out", str(tmp_path), "--count", "2"]) == 0
     state = json.loads((tmp_path / "livecheck.json").read_text())
@@ -72,3 +72,25 @@ def test_tune_arguments_name_each_kernels_shape():
     assert livecheck.tune_args(AttentionShape(2, 32, 1000, 128, kv_heads=8)) == ["attention", "--shape",
                                                                                  "2x32x1000x128x8"]
     assert livecheck.tune_args(AttentionShape(2, 32, 1000, 64))[2] == "2x32x1000x64"
+
+
+def test_sms_reaches_every_tune_and_the_retime(tmp_path, monkeypatch):
+    recs = [_records("64x256x256")]
+    monkeypatch.setattr("rooftune.eval.readers.load_records", lambda path: recs)
+    calls, seen = [], {}
+
+    def fake_run(cmd, capture_output, text, env=None):
+        calls.append(cmd)
+        if "--json" in cmd:
+            json.dump({"winner": str(recs[0].trials[0].config), "phases_s": {}}, open(cmd[cmd.index("--json") + 1], "w"))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    def fake_retime(pairs, profile, sms=None):
+        seen["sms"] = sms
+        return {shape_id(r.shape): {"winner_us": 10.0, "best_us": 10.0, "error": None} for r, w, b in pairs}
+
+    monkeypatch.setattr(livecheck.subprocess, "run", fake_run)
+    monkeypatch.setattr(livecheck, "retime", fake_retime)
+    livecheck.main(["--out", str(tmp_path), "--count", "1", "--sms", "66", "--gpu", "h200-sm66"])
+    assert calls and all(c[c.index("--sms") + 1] == "66" and c[c.index("--gpu") + 1] == "h200-sm66" for c in calls)
+    assert seen["sms"] == 66
