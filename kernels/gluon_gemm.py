@@ -73,7 +73,8 @@ def check_config(config: Mapping[str, int]) -> None:
         raise ValueError(f"illegal tile for wgmma: {dict(config)}")
 
 
-if gluon is not None:
+# Only where the APIs exist: an older Gluon (Triton 3.6) may lack what the definitions below call at import.
+if available():
 
     @gluon.constexpr_function
     def _warps_per_cta(block_m, num_warps):
