@@ -1,0 +1,120 @@
+"""The README's sequence for a GPU rooftune ships nothing for, end to end on the CPU with fakes for the GPU: `hwprobe`
+writes a profile under a new name, `tune --gpu` ranks with it, a short `sweep` records the user's shapes, `eval`
+scores on them, and `fit --check` decides whether a sibling GPU's residual ranks there."""
+
+import contextlib
+import dataclasses
+import json
+import zlib
+
+from typer.testing import CliRunner
+
+from rooftune.candidates import GEMM_SPACE, GemmShape, Trial, configs_to_columns, legal_configs
+from rooftune.candidates.records import ShapeRecords
+from rooftune.candidates.shapes import load_shapes
+from rooftune.eval import sweep
+from rooftune.eval.replay import RecordedMeasurer
+from rooftune.hwprofiles import hwprobe, load_profile
+from rooftune.kernels.harness import live
+from rooftune.roofline import predict
+from rooftune.tuner.cli.app import app
+
+runner = CliRunner()
+SHAPES = [{"m": 64, "n": 4096, "k": 4096, "layout": "nk"}, {"m": 512, "n": 2048, "k": 1024, "layout": "nk"},
+          {"m": 8, "n": 1024, "k": 8192, "layout": "nk"}, {"m": 2048, "n": 2048, "k": 2048, "layout": "nk"}]
+
+
+def _probed():
+    """What `hwprobe --sms 66 --name my-gpu` reads on an H200, as a fake probe returns it."""
+    full = load_profile("h200")
+    return dataclasses.replace(full, name="my-gpu", sm_count=66, bf16_tflops=0.6 * full.bf16_tflops,
+                               meta={"gpu": "NVIDIA H200", "sm_partition": "fake, 66 of 132 SMs", "triton": "3.6.0"})
+
+
+def _trials(shape, configs, profile):
+    """`configs` 'measured' at the model's time, each off by a fixed factor (so the model's first is not always best)."""
+    times = predict(shape, configs_to_columns(configs), profile).time_us
+    return tuple(Trial(c, float(t) * (1 + zlib.crc32(str(c).encode()) % 7 / 50), None, 0.1, 7)
+                 for c, t in zip(configs, times))
+
+
+def _timed(shape, profile):
+    """Every legal config of the GEMM space, timed by `_trials`, as a sweep records them."""
+    configs = legal_configs(GEMM_SPACE, shape, profile).configs
+    return ShapeRecords(shape, _trials(shape, configs, profile), {"cublas": 100.0},
+                        {"repeatability": {"abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003,
+                                           "ratio_p90": 0.01, "best_within_1pct": True}})
+
+
+class FakeDevice:
+    """The sweep's compile-then-measure device (any config, the space's or an extra), answering from `_trials`."""
+
+    def __init__(self, profile):
+        self.profile = profile
+
+    def group_key(self, shape):
+        return (shape.layout,)
+
+    def compile(self, jobs, timeout_s=None):
+        return {c: 0.1 for _, c in jobs}
+
+    def measure(self, shape, configs, compiled):
+        return dataclasses.replace(_timed(shape, self.profile), trials=_trials(shape, list(configs), self.profile))
+
+
+def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch):
+    monkeypatch.setattr(hwprobe, "probe", lambda name=None, sms=None, log=None: _probed())
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
+    monkeypatch.setattr(hwprobe, "nvml_gpu_name", lambda device=0: "NVIDIA H200")
+    monkeypatch.delenv("ROOFTUNE_PROFILE", raising=False)
+    my_gpu = tmp_path / "my_gpu.json"
+
+    # 1. profile it once
+    result = runner.invoke(app, ["hwprobe", "--sms", "66", "--name", "my-gpu", "--out", str(my_gpu)])
+    assert result.exit_code == 0, result.output
+    profile = load_profile(my_gpu)
+    assert profile.name == "my-gpu" and profile.sm_count == 66
+
+    # 2. tune with it: its model ranks (no residual is fitted for it), and no warning that it is another GPU
+    shape = GemmShape(4096, 4096, 4096, "nk")
+    measured = RecordedMeasurer(_timed(shape, profile))
+    measured.compile_s, measured.baseline_us = 0.0, (lambda: 100.0)
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measured))
+    out = tmp_path / "tune.json"
+    result = runner.invoke(app, ["tune", "gemm", "--shape", "4096x4096x4096", "--layout", "nk", "--gpu", str(my_gpu),
+                                 "--budget", "5", "--cache", "none", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.output
+    tuned = json.loads(out.read_text())
+    assert len(tuned["trials"]) == 5 and "no residual is fitted for gemm on my-gpu" in tuned["residual_note"]
+
+    # 3. a short sweep of the user's own shapes (the GPU faked at the measurer)
+    shapes = tmp_path / "my_shapes.json"
+    shapes.write_text(json.dumps(SHAPES))
+
+    def fake_sweep_gemm(path, out, profile, **options):
+        return sweep.run_sweep(load_shapes(path), out, FakeDevice(profile), profile,
+                               manifest={"sms": options.get("sms"), "device": {"triton": "3.6.0"},
+                                         "shapes_file": "my_shapes.json"})
+
+    monkeypatch.setattr(sweep, "sweep_gemm", fake_sweep_gemm)
+    data = tmp_path / "my_data"
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(data), "--gpu", str(my_gpu),
+                                 "--sms", "66"])
+    assert result.exit_code == 0, result.output
+
+    # 4. check it on those shapes: rooftune's pick against the exhaustive best
+    summary = tmp_path / "eval.json"
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "5", "--gpu", str(my_gpu),
+                                 "--methods", "rooftune,model", "--json", str(summary)])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(summary.read_text())
+    assert scores["n_shapes"] == 4 and 0.5 < scores["methods"]["rooftune"]["mean"] <= 1.0
+
+    # 5. a sibling GPU's residual, checked on the sweep: written as this GPU's where it ranks at least as well
+    checked = tmp_path / "gemm-my-gpu.json"
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(data), "--gpu", str(my_gpu), "--check",
+                                 "hwprofiles/residuals/gemm-NVIDIA_H200.json", "--out", str(checked)])
+    text = " ".join(result.output.split())
+    assert (result.exit_code == 0 and "checked on my-gpu" in text and checked.exists()) or \
+        (result.exit_code == 1 and "ranks worse than the model alone" in text and not checked.exists())
