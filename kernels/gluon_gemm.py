@@ -42,7 +42,8 @@ try:
         warpgroup_mma_wait,
     )
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except ImportError:  # a Triton without Gluon's Hopper dialect
+except (ImportError, AssertionError):  # a Triton without Gluon's Hopper dialect; 3.6's Gluon asserts at import
+    # when Triton's interpreter replaced the functions it wraps (TRITON_INTERPRET, as the CPU tests run)
     gluon = None
 
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "CLUSTER_M", "num_warps")
