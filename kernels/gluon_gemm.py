@@ -31,20 +31,30 @@ from triton.runtime.jit import MockTensor
 
 from rooftune.kernels.lazy import torch
 
-try:
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import (
-        fence_async_shared,
-        mbarrier,
-        tma,
-        warpgroup_mma,
-        warpgroup_mma_wait,
-    )
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-except (ImportError, AssertionError):  # a Triton without Gluon's Hopper dialect; 3.6's Gluon asserts at import
-    # when Triton's interpreter replaced the functions it wraps (TRITON_INTERPRET, as the CPU tests run)
-    gluon = None
+
+def _interpreted() -> bool:
+    """Triton's language was loaded for its interpreter (TRITON_INTERPRET, as the CPU tests run): Gluon has no
+    interpreter, and importing it then fails (3.6 asserts) or leaves Triton's own lazy import of it broken."""
+    from triton.runtime.jit import JITFunction
+
+    return not isinstance(tl.standard.cdiv, JITFunction)
+
+
+gluon = None
+if not _interpreted():
+    try:
+        from triton.experimental import gluon
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.language.nvidia.hopper import (
+            fence_async_shared,
+            mbarrier,
+            tma,
+            warpgroup_mma,
+            warpgroup_mma_wait,
+        )
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    except ImportError:  # a Triton without Gluon's Hopper dialect
+        gluon = None
 
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "CLUSTER_M", "num_warps")
 LAYOUTS = ("nk", "kn")
