@@ -85,10 +85,16 @@ def _header_shape(fields: dict) -> GemmShape | AttentionShape | MoeShape:
     return AttentionShape(**fields) if "head_dim" in fields else GemmShape(**fields)
 
 
-def _num(value: float | int | None) -> str:
+# Significant digits a shape file keeps: times to 5 (a rounding of at most 0.005%, under a fortieth of the
+# final passes' median noise of about 0.2%: docs/datasets.md), compile seconds and the spread to 2 (context, not
+# ground truth). Fewer digits gzip smaller: the ground truth of several kernels fits the repository's budget.
+TIME_DIGITS, AUX_DIGITS = 5, 2
+
+
+def _num(value: float | int | None, digits: int = TIME_DIGITS) -> str:
     if value is None:
         return ""
-    return str(value) if isinstance(value, int) else f"{value:.6g}"
+    return str(value) if isinstance(value, int) else f"{value:.{digits}g}"
 
 
 def encode_shape(result: ShapeRecords) -> bytes:
@@ -101,7 +107,7 @@ def encode_shape(result: ShapeRecords) -> bytes:
     writer.writerow([*names, *STAT_COLUMNS])
     for r in result.trials:
         writer.writerow([*(r.config[n] for n in names), _num(r.time_us), r.error or "",
-                         _num(r.compile_s), r.rounds, _num(r.spread), _num(r.screen_us),
+                         _num(r.compile_s, AUX_DIGITS), r.rounds, _num(r.spread, AUX_DIGITS), _num(r.screen_us),
                          _num(r.retime_us), _num(r.retime2_us), _num(r.retime_rounds), int(r.in_space)])
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as gz:

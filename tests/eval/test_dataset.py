@@ -28,7 +28,7 @@ def _config(bm, warps=4):
 
 def sample_result(shape=GemmShape(77, 4096, 4096, layout="nk")) -> ShapeRecords:
     rows = (
-        Trial(_config(64), 12.3456, None, 1.25, 7, 0.012, screen_us=12.2, retime_us=12.4,
+        Trial(_config(64), 12.346, None, 1.2, 7, 0.012, screen_us=12.2, retime_us=12.4,
                      retime2_us=12.35, retime_rounds=15),
         Trial(_config(128), 20.5, None, 1.5, 3, 0.03),
         Trial(_config(256, 8), None, "compile: OutOfResources: shared memory, 300000 > 232448"),
@@ -46,7 +46,7 @@ def test_round_trip(tmp_path):
     back = read_shape(path)
     assert back.shape == result.shape and back.baselines_us == result.baselines_us
     assert back.meta == result.meta
-    assert back.trials == result.trials  # values written with 6 significant digits round-trip here
+    assert back.trials == result.trials  # values within the file's digits round-trip exactly
 
 
 def test_read_dataset_gives_shape_records(tmp_path):
@@ -56,12 +56,19 @@ def test_read_dataset_gives_shape_records(tmp_path):
     records = read_dataset(tmp_path)
     assert [str(r.shape) for r in records] == ["1x64x64", "77x4096x4096 (nk, bf16)"]
     rec = records[1]
-    assert rec.best_us == 12.3456 and rec.baselines_us == {"cublas": 11.9}
+    assert rec.best_us == 12.346 and rec.baselines_us == {"cublas": 11.9}
     assert [t.ok for t in rec.trials] == [True, True, False, False, True]
     assert rec.candidate_configs() == [r.config for r in sample_result().trials[:4]]
     assert rec.trials[2].error.startswith("compile:") and rec.trials[3].compile_s == 0.9
     assert rec.meta["retime_us"] == {_config(64): 12.4}
     assert rec.lookup()[_config(128)].time_us == 20.5
+
+
+def test_times_are_written_to_5_significant_digits_compile_seconds_and_spread_to_2(tmp_path):
+    row = Trial(_config(64), 123.456789, None, 1.23456, 7, 0.0123456, screen_us=98.7654321, retime_us=0.000123456)
+    back = read_shape(write_shape(tmp_path, ShapeRecords(GemmShape(1, 64, 64), (row,)))).trials[0]
+    assert (back.time_us, back.screen_us, back.retime_us) == (123.46, 98.765, 0.00012346)
+    assert (back.compile_s, back.spread) == (1.2, 0.012)
 
 
 def test_files_without_the_in_space_column_read_as_all_in_space(tmp_path):
