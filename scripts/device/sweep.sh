@@ -31,4 +31,4 @@ else
   grep -v "measuring" "$OUT/sweep_${K}_$L.log" | tail -2
   echo "$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$') of $listed shapes done"
 fi
-[ -d "$D" ] && tar czf "$OUT/${K}_$L.tgz" --exclude='*.tmp' --exclude='.manifest.lock' "$D"
+if [ -d "$D" ]; then tar czf "$OUT/${K}_$L.tgz" --exclude='*.tmp' --exclude='.manifest.lock' "$D"; fi
