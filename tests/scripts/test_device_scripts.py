@@ -22,17 +22,40 @@ def _fakes(tmp_path):
     return {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out)}, log, out
 
 
-def test_a_partition_call_sweeps_only_unfinished_lists_inside_the_partition(tmp_path):
+def _partition_tree(tmp_path) -> Path:
+    """A checkout's worth of what partition.sh reads: the scripts, the partition's lists, GEMM train swept."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    (tree / "scripts" / "device").mkdir(parents=True)
+    for name in ("partition.sh", "sweep.sh"):
+        shutil.copy(ROOT / "scripts" / "device" / name, tree / "scripts" / "device" / name)
+    for kernel in ("gemm", "attention"):
+        (tree / "datasets" / "h200-sm66" / kernel).mkdir(parents=True)
+        for split in ("train", "heldout"):
+            shutil.copy(ROOT / "datasets" / "h200-sm66" / kernel / f"shapes_{split}.json",
+                        tree / "datasets" / "h200-sm66" / kernel / f"shapes_{split}.json")
+    done = tree / "datasets" / "h200-sm66" / "gemm" / "train" / "shapes"
+    done.mkdir(parents=True)
+    for i in range(24):
+        (done / f"s{i}.csv.gz").write_bytes(b"")
+    return tree
+
+
+def test_a_partition_call_probes_once_then_sweeps_the_unfinished_lists_inside_the_partition(tmp_path):
     env, log, out = _fakes(tmp_path)
-    run = subprocess.run(["bash", "scripts/device/partition.sh", "300"], cwd=ROOT, env=env, capture_output=True,
+    tree = _partition_tree(tmp_path)
+    run = subprocess.run(["bash", "scripts/device/partition.sh", "300"], cwd=tree, env=env, capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert "sweep gemm train: all 24 shapes there" in run.stdout and "attention heldout: all 50" in run.stdout
+    assert "sweep gemm train: all 24 shapes there" in run.stdout
     calls = log.read_text().splitlines()
-    # the profile is committed, so no probe; the one unfinished list is swept on 66 SMs with the partition's profile
-    assert len(calls) == 1 and calls[0].startswith("sweep gemm --shapes datasets/h200-sm66/gemm/shapes_heldout.json")
-    assert "--out datasets/h200-sm66/gemm/heldout --gpu hwprofiles/h200-sm66.json --sms 66" in calls[0]
-    assert (out / "gemm_heldout.tgz").is_file() and (out / "gemm_train.tgz").is_file()
+    assert calls[0] == "hwprobe --sms 66 --name h200-sm66 --out hwprofiles/h200-sm66.json"
+    swept = [c.split(" --shapes ")[1].split()[0] for c in calls[1:]]
+    assert swept == [f"datasets/h200-sm66/{k}/shapes_{s}.json"
+                     for k, s in (("attention", "train"), ("attention", "heldout"), ("gemm", "heldout"))]
+    assert all("--gpu hwprofiles/h200-sm66.json --sms 66" in c for c in calls[1:])
+    assert (out / "gemm_train.tgz").is_file()  # a finished list is packed too: the next call's commit has it
 
 
 def test_sweep_sh_on_the_whole_chip_names_no_partition(tmp_path):
