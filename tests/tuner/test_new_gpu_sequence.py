@@ -17,6 +17,7 @@ from rooftune.eval.replay import RecordedMeasurer
 from rooftune.hwprofiles import hwprobe, load_profile
 from rooftune.kernels.harness import live
 from rooftune.roofline import predict
+from rooftune.roofline.residual import shipped_residual_path
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
@@ -114,7 +115,7 @@ def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch):
     # 5. a sibling GPU's residual, checked on the sweep: written as this GPU's where it ranks at least as well
     checked = tmp_path / "gemm-my-gpu.json"
     result = runner.invoke(app, ["fit", "gemm", "--data", str(data), "--gpu", str(my_gpu), "--check",
-                                 "hwprofiles/residuals/gemm-NVIDIA_H200.json", "--out", str(checked)])
+                                 str(shipped_residual_path("gemm", load_profile("h200"))), "--out", str(checked)])
     text = " ".join(result.output.split())
     assert (result.exit_code == 0 and "checked on my-gpu" in text and checked.exists()) or \
         (result.exit_code == 1 and "ranks worse than the model alone" in text and not checked.exists())
