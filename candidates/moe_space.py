@@ -24,6 +24,8 @@ BLOCK_SIZES_M = (MOE_MIN_BLOCK_M, 32, 64, 128, 256)
 BLOCK_SIZES_N = (MOE_MIN_BLOCK_N, 64, 128, 256)
 BLOCK_SIZES_K = (64, 128, 256)
 GROUP_SIZES_M = (1, 16, 32, 64)
+# The token counts vLLM's tuner (benchmarks/kernels/benchmark_moe.py, its default batch sizes) writes a table for.
+VLLM_TOKENS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 # Tiles of up to this many rows stay legal however few rows an expert has. On compute capability 9.0 a
 # 64-row tile feeds wgmma, where 16 and 32 rows fall back to mma.sync (roofline/lowering.py), so 64 rows
 # can win over 16 with most of them padding; and vLLM's tuner picked a tile wider than an expert's rows

@@ -88,11 +88,18 @@ class ShapeRecords:
         return min(times) if times else None
 
     @cached_property  # replay asks once per shape per strategy run; the records never change
-    def best_candidate_us(self) -> float | None:
-        """Fastest successful time among the candidates (the best config of the space), or None."""
+    def best_candidate(self) -> Trial | None:
+        """The fastest successful trial among the candidates (the best config of the space; the first on a tie),
+        or None."""
         allowed = None if self.candidates is None else set(self.candidates)
-        times = [t.time_us for t in self.trials if t.ok and (allowed is None or t.config in allowed)]
-        return min(times) if times else None
+        ok = [t for t in self.trials if t.ok and (allowed is None or t.config in allowed)]
+        return min(ok, key=lambda t: t.time_us) if ok else None
+
+    @property
+    def best_candidate_us(self) -> float | None:
+        """Fastest successful time among the candidates, or None."""
+        best = self.best_candidate
+        return None if best is None else best.time_us
 
     def candidate_configs(self) -> list[Config]:
         """The configs a strategy may choose from, in recorded order."""

@@ -22,14 +22,13 @@ import random
 from pathlib import Path
 
 from rooftune.candidates import MOE_SPACE, MoeShape, legal_configs
+from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.candidates.routing import expert_rows
 from rooftune.candidates.shapes import DTYPE_BYTES, MOE_GEMMS, load_moe_shapes
 from rooftune.eval.shapegen import _interleave, write_shape_lists
 from rooftune.hwprofiles import HardwareProfile, load_profile
 
 SEED = 20261202
-# vLLM's tuner's token counts (benchmark_moe.py's default batch sizes).
-TOKENS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 
 # model -> [(layer, experts, topk, hidden, intermediate)], from the models' published configs; "tpN": the
 # expert weights of one tensor-parallel shard of N (intermediate / N), as vLLM's N in a table's name.
@@ -54,7 +53,7 @@ def model_shapes(model: str) -> list[dict]:
     """Every GEMM of every layer of `model` at every token count, as shape-list entries."""
     return [{"experts": e, "topk": topk, "hidden": hidden, "intermediate": inter, "tokens": m, "gemm": gemm,
              "seed": 0, "source": f"{model} {layer}"}
-            for layer, e, topk, hidden, inter in MODELS[model] for m in TOKENS for gemm in MOE_GEMMS]
+            for layer, e, topk, hidden, inter in MODELS[model] for m in VLLM_TOKENS for gemm in MOE_GEMMS]
 
 
 def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:

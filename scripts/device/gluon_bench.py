@@ -1,10 +1,11 @@
 """The Gluon GEMM (kernels/gluon_gemm.py) against cuBLAS on the shapes where cuBLAS beats the Triton kernels.
 
-    python3 scripts/device/gluon_bench.py --out $OUT [--max-seconds 540] [--layout nk]
+    python3 scripts/device/gluon_bench.py --out $OUT [--max-seconds 540] [--layout nk] [--gpu h200]
 
 One GPU call on an H200 under Triton 3.9 (scripts/device/README.md, "A newer Triton on the GPU machine").
-Per shape (bf16, C = A @ B^T, B [N, K]): every config of a small grid is checked once against
-torch.matmul (relative error against the output's scale), and the passing ones are timed beside
+Per shape (bf16, C = A @ B^T, B [N, K]): every config of a small grid that fits the profile's shared memory is
+checked once by the reference check every candidate passes (kernels/harness/check.py `check_gemm`: fp64
+reference, the dtype's tolerance), and the passing ones are timed beside
 torch.matmul by the project's harness (kernels/harness/timing.py: CUDA graphs, interleaved shuffled
 rounds, medians). A config that fails to compile, run or check is recorded with its error, not fatal.
 A config whose check does not finish within HANG_S is recorded as a hang and the process exits 3 (the
@@ -17,8 +18,6 @@ Gluon config, its time, cuBLAS's, ratio = Gluon / cuBLAS (< 1: Gluon faster), an
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import itertools
 import json
 import math
@@ -27,37 +26,26 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from rooftune.candidates.gemm_space import gemm_regs_per_thread
+from rooftune.hwprofiles import load_profile
+from rooftune.outputs import write_atomic
+
 SHAPES = [(m, n, k) for m in (128, 256, 384, 512, 768) for n, k in ((4096, 4096), (6144, 4096), (1280, 8192))]
 SHAPES += [(5158, 1280, 8192), (8192, 1280, 8192)]
 GRID = dict(BLOCK_M=(64, 128), BLOCK_N=(128, 256), BLOCK_K=(64,), num_stages=(3, 4), CLUSTER_M=(1, 2),
             num_warps=(4, 8))
-SMEM_BYTES = 227 * 1024  # an H100/H200 CTA's opt-in shared memory
-MAX_ACC_REGS = 128  # fp32 accumulator registers per thread beyond which the tile spills
 HANG_S = 20.0
-TOLERANCE = 2e-2
 
 
-def load_gluon_gemm():
-    """The installed rooftune's module where it has one, else this checkout's file."""
-    try:
-        return importlib.import_module("rooftune.kernels.gluon_gemm")
-    except ImportError:
-        spec = importlib.util.spec_from_file_location("rooftune.kernels.gluon_gemm", REPO / "kernels/gluon_gemm.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-
-
-def config_grid() -> list[dict]:
-    """The grid's configs that fit: ring in shared memory, accumulator in registers."""
+def config_grid(profile) -> list[dict]:
+    """The grid's configs that fit `profile`: the bf16 ring (and a barrier's kilobyte) in shared memory per block,
+    the accumulator and the GEMM space's register overhead (`gemm_regs_per_thread`) under the per-thread limit."""
     out = []
     for values in itertools.product(*GRID.values()):
         c = dict(zip(GRID, values))
         ring = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2
-        acc_regs = c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"])
-        if ring + 1024 <= SMEM_BYTES and acc_regs <= MAX_ACC_REGS:
+        if (ring + 1024 <= profile.smem_per_block_bytes
+                and gemm_regs_per_thread(c) <= profile.regs_per_thread_max):
             out.append(c)
     return out
 
@@ -67,9 +55,7 @@ def name(c: dict) -> str:
 
 
 def write(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1) + "\n")
 
 
 def wait_or_exit(done, data: dict, path: Path, shape_key: str, key: str) -> None:
@@ -88,6 +74,8 @@ def wait_or_exit(done, data: dict, path: Path, shape_key: str, key: str) -> None
 def bench_shape(gg, shape, layout: str, configs: list[dict], data: dict, path: Path) -> dict:
     import torch
 
+    from rooftune.candidates import GemmShape
+    from rooftune.kernels.harness.check import check_gemm
     from rooftune.kernels.harness.context import error_text
     from rooftune.kernels.harness.timing import input_sets_needed, time_candidates
 
@@ -101,9 +89,6 @@ def bench_shape(gg, shape, layout: str, configs: list[dict], data: dict, path: P
                torch.randn((n, k) if layout == "nk" else (k, n), generator=gen, device="cuda",
                            dtype=torch.bfloat16)) for _ in range(sets)]
     out = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
-    a0, b0 = inputs[0]
-    ref = torch.matmul(a0, b0.T if layout == "nk" else b0).float()
-    scale = ref.abs().max().item()
 
     launchers = {}
     for c in configs:
@@ -111,18 +96,20 @@ def bench_shape(gg, shape, layout: str, configs: list[dict], data: dict, path: P
         if key in data["quarantine"]:
             entry["configs"][key] = {"error": "hang (quarantined)"}
             continue
-        try:
-            got = gg.gluon_matmul(a0, b0, c, out=out, layout=layout)
+
+        def run(a, b, c_out, c=c, key=key):  # the check's run, its end waited for with a hang limit
+            gg.gluon_matmul(a, b, c, out=c_out, layout=layout)
             done = torch.cuda.Event()
             done.record()
             wait_or_exit(done, data, path, shape_key, key)
-            err = ((got.float() - ref).abs().max().item()) / scale
+
+        try:
+            reason = check_gemm(c, GemmShape(m, n, k, layout=layout), run=run)
         except Exception as exc:
-            entry["configs"][key] = {"error": error_text(exc)}
-            continue
-        entry["configs"][key] = {"max_rel_err": err}
-        if err > TOLERANCE:
-            entry["configs"][key]["error"] = f"wrong result: max |C - ref| / max |ref| = {err:.3g}"
+            reason = error_text(exc)
+        entry["configs"][key] = {"check": reason or "passed"}
+        if reason:
+            entry["configs"][key]["error"] = reason
             continue
         launchers[key] = (lambda c: lambda i: gg.gluon_matmul(*inputs[i % sets], c, out=out, layout=layout))(c)
 
@@ -166,12 +153,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--max-seconds", type=float, default=540.0)
     parser.add_argument("--layout", choices=("nk", "kn"), default="nk")
+    parser.add_argument("--gpu", default="h200", help="the profile whose shared memory and registers bound the grid")
     args = parser.parse_args()
     start = time.monotonic()
     import torch
     import triton
 
-    gg = load_gluon_gemm()
+    from rooftune.kernels import gluon_gemm as gg
+
+    profile = load_profile(args.gpu)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "gluon_bench.json"
     data = json.loads(path.read_text()) if path.exists() else {"shapes": {}, "quarantine": []}
@@ -181,7 +171,7 @@ def main() -> int:
         write(path, data)
         print(f"Triton {triton.__version__}: gluon_gemm is unavailable", flush=True)
         return 2
-    configs = config_grid()
+    configs = config_grid(profile)
     print(f"{len(configs)} configs x {len(SHAPES)} shapes, Triton {triton.__version__}", flush=True)
     for shape in SHAPES:
         shape_key = "x".join(map(str, shape))

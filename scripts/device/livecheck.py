@@ -133,9 +133,7 @@ def main(argv=None) -> int:
         entry = state["shapes"].get(shape_id(r.shape), {})
         if "result" not in entry or "retime" in entry:
             continue
-        table = r.lookup()
-        best = min((c for c in r.candidate_configs() if table[c].ok), key=lambda c: table[c].time_us)
-        pairs.append((r, parse_config(entry["result"]["winner"]), best))
+        pairs.append((r, parse_config(entry["result"]["winner"]), r.best_candidate.config))
     for sid, times in retime(pairs, load_profile(args.gpu), args.sms).items():
         state["shapes"][sid]["retime"] = times
     write_atomic(path, json.dumps(state, indent=1).encode())

@@ -9,8 +9,9 @@ import pytest
 
 from rooftune.candidates import KERNELS, MOE_SPACE, Config, MoeShape, config_legality, legal_configs
 from rooftune.candidates.moe_space import KEEP_BLOCK_M, group_twin, moe_legality
+from rooftune.candidates.moe_space import VLLM_TOKENS as TOKENS
 from rooftune.candidates.routing import expert_rows, row_tiles_bound
-from rooftune.eval.moe_shapegen import MODELS, TOKENS
+from rooftune.eval.moe_shapegen import MODELS
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.models.moe_tables import default_config, shipped_tables
 

@@ -6,13 +6,13 @@ from collections import Counter
 from pathlib import Path
 
 from rooftune.candidates import MOE_SPACE, Config, MoeShape, ShapeRecords, Trial
+from rooftune.candidates.moe_space import VLLM_TOKENS as TOKENS
 from rooftune.candidates.shapes import load_moe_shapes
 from rooftune.eval.dataset import read_shape, write_shape
 from rooftune.eval.moe_shapegen import (
     HELDOUT_MODELS,
     MODELS,
     SEED,
-    TOKENS,
     device_time_plan,
     generate,
     plan_table,

@@ -1,14 +1,11 @@
 """ALIGN_N / ALIGN_K: correctness in every alignment class, what they are for views, the compile grouping,
 warmup compiling what a launch uses, and (compiled for sm_90 on the CPU) the code they give."""
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from compile_script import run_script
 from triton._utils import canonicalize_dtype
 from triton.runtime.jit import MockTensor
 
@@ -142,16 +139,7 @@ TILE_BYTES = 64 * 64 * 2  # one 64x64 bf16 operand tile
 
 
 def compile_sm90(jobs: list[dict], cache: Path) -> list[dict]:
-    import triton
-
-    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
-        pytest.skip("this triton has no bundled ptxas")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(cache)
-    done = subprocess.run([sys.executable, str(SM90_SCRIPT), json.dumps(jobs)], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return run_script(SM90_SCRIPT, jobs, cache)
 
 
 def test_sm90_code_for_aligned_shapes_is_unchanged_and_unaligned_rows_vectorize(tmp_path):
@@ -183,11 +171,7 @@ LISTS = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "gemm"
 
 
 def binder_keys(jobs: list[dict]) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, str(BINDER_SCRIPT), json.dumps(jobs)], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return run_script(BINDER_SCRIPT, jobs, needs_ptxas=False)
 
 
 def test_triton_selects_one_binary_per_specialization_group_and_warmup_compiles_it():

@@ -1,10 +1,6 @@
 """The Gluon GEMM (kernels/gluon_gemm.py): compiled for sm_90 on the CPU (wgmma, multicast loads), its
-unavailability on a Triton without Gluon, and on a Hopper GPU its results against torch.matmul.
+unavailability on a Triton without Gluon, and on a Hopper GPU its results against torch.matmul."""
 
-The module is loaded from this checkout's file (sm90_gluon_compile.load_gluon_gemm): an editable install
-may map `rooftune.kernels` to another checkout, where the file does not exist."""
-
-import json
 import os
 import subprocess
 import sys
@@ -12,26 +8,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from compile_script import run_script
 
-sys.path.insert(0, str(Path(__file__).parent))
-from sm90_gluon_compile import MODULE, load_gluon_gemm  # noqa: E402
+from rooftune.kernels import gluon_gemm
 
-gluon_gemm = load_gluon_gemm()
+SCRIPT = Path(__file__).with_name("sm90_gluon_compile.py")
 
 
 def _available_compiled() -> bool:
     """`available()` in a process where Triton compiles (this one may run Triton's interpreter, where it is False)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import sm90_gluon_compile as s; " \
-           "print(s.load_gluon_gemm().available())"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", "from rooftune.kernels import gluon_gemm; print(gluon_gemm.available())"],
+                          capture_output=True, text=True, env=env, timeout=300)
     return done.stdout.strip().endswith("True")
 
 
 needs_gluon = pytest.mark.skipif(not (gluon_gemm.available() or _available_compiled()),
                                  reason="this Triton's Gluon lacks multicast TMA / CTA layouts")
-
-SCRIPT = Path(__file__).with_name("sm90_gluon_compile.py")
 
 
 def config(bm=128, bn=128, bk=64, stages=4, cluster_m=1, warps=4) -> dict:
@@ -39,16 +32,7 @@ def config(bm=128, bn=128, bk=64, stages=4, cluster_m=1, warps=4) -> dict:
 
 
 def compile_sm90(jobs: list[dict], cache: Path) -> list[dict]:
-    import triton
-
-    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
-        pytest.skip("this triton has no bundled ptxas")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(cache)
-    done = subprocess.run([sys.executable, str(SCRIPT), json.dumps(jobs)], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return run_script(SCRIPT, jobs, cache)
 
 
 @needs_gluon
@@ -72,10 +56,9 @@ def test_sm90_compile_has_wgmma_and_a_multicast_b_load_in_a_cluster(tmp_path):
 def test_available_is_a_bool_and_false_without_gluon():
     assert isinstance(gluon_gemm.available(), bool)
     probe = (
-        "import importlib.util, sys\n"
+        "import sys\n"
         "sys.modules['triton.experimental.gluon'] = None\n"  # import of it raises ImportError
-        f"spec = importlib.util.spec_from_file_location('gg', {str(MODULE)!r})\n"
-        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "import rooftune.kernels.gluon_gemm as m\n"
         "assert m.available() is False\n"
         "try:\n"
         "    m.compile_kernels((256, 256, 256), dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3,"

@@ -3,14 +3,10 @@
 one stage more does not, each allocating exactly the estimate. (Run over every tile and warp count of the space,
 104 compiles, the estimate was exact at every boundary; this test keeps four.)"""
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
+from compile_script import run_script
 
 from rooftune.candidates import MOE_SPACE, Config
 from rooftune.candidates.moe_space import moe_smem_bytes
@@ -24,16 +20,7 @@ TILES = [(16, 256, 256, 4), (32, 128, 256, 8), (64, 256, 128, 8), (128, 128, 128
 
 
 def compile_sm90(jobs: list[dict], cache: Path) -> list[dict]:
-    import triton
-
-    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
-        pytest.skip("this triton has no bundled ptxas")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(cache)
-    done = subprocess.run([sys.executable, str(SCRIPT), json.dumps(jobs)], capture_output=True, text=True, env=env,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return run_script(SCRIPT, jobs, cache)
 
 
 def estimate(config: Config) -> int:

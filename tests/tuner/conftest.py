@@ -62,3 +62,22 @@ def shipped_triton(monkeypatch):
 
     for module in (tune, explain):
         monkeypatch.setattr(module, "installed_triton", lambda: "3.6.0")
+
+
+@pytest.fixture
+def live_from(monkeypatch):
+    """live_from(measurer, baseline_us=10.0): the live measurer `tune` opens replaced by `measurer` (no CUDA, no
+    compile time, `baseline_us` as the library's time); returns the measurer."""
+    import contextlib
+
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels.harness import live
+
+    def install(measurer, baseline_us=10.0):
+        measurer.compile_s = 0.0
+        measurer.baseline_us = lambda: baseline_us
+        monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
+        monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
+        return measurer
+
+    return install

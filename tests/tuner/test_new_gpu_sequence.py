@@ -2,7 +2,6 @@
 writes a profile under a new name, `tune --gpu` ranks with it, a short `sweep` records the user's shapes, `eval`
 scores on them, and `fit --check` decides whether a sibling GPU's residual ranks there."""
 
-import contextlib
 import dataclasses
 import json
 import zlib
@@ -15,7 +14,6 @@ from rooftune.candidates.shapes import load_shapes
 from rooftune.eval import sweep
 from rooftune.eval.replay import RecordedMeasurer
 from rooftune.hwprofiles import hwprobe, load_profile
-from rooftune.kernels.harness import live
 from rooftune.roofline import predict
 from rooftune.roofline.residual import shipped_residual_path
 from rooftune.tuner.cli.app import app
@@ -63,7 +61,7 @@ class FakeDevice:
         return dataclasses.replace(_timed(shape, self.profile), trials=_trials(shape, list(configs), self.profile))
 
 
-def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch):
+def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch, live_from):
     monkeypatch.setattr(hwprobe, "probe", lambda name=None, sms=None, log=None: _probed())
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
     monkeypatch.setattr(hwprobe, "nvml_gpu_name", lambda device=0: "NVIDIA H200")
@@ -78,9 +76,7 @@ def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch):
 
     # 2. tune with it: its model ranks (no residual is fitted for it), and no warning that it is another GPU
     shape = GemmShape(4096, 4096, 4096, "nk")
-    measured = RecordedMeasurer(_timed(shape, profile))
-    measured.compile_s, measured.baseline_us = 0.0, (lambda: 100.0)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measured))
+    live_from(RecordedMeasurer(_timed(shape, profile)), baseline_us=100.0)
     out = tmp_path / "tune.json"
     result = runner.invoke(app, ["tune", "gemm", "--shape", "4096x4096x4096", "--layout", "nk", "--gpu", str(my_gpu),
                                  "--budget", "5", "--cache", "none", "--json", str(out)])
@@ -112,10 +108,12 @@ def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch):
     scores = json.loads(summary.read_text())
     assert scores["n_shapes"] == 4 and 0.5 < scores["methods"]["rooftune"]["mean"] <= 1.0
 
-    # 5. a sibling GPU's residual, checked on the sweep: written as this GPU's where it ranks at least as well
+    # 5. a sibling GPU's residual, checked on the sweep: written as this GPU's only where it ranks at least as well
+    # as the model alone. Here the fake GPU runs at the model's own times (within 12%), so the model alone ranks
+    # best and the check refuses (tests/tuner/test_partition.py has the check that writes).
     checked = tmp_path / "gemm-my-gpu.json"
     result = runner.invoke(app, ["fit", "gemm", "--data", str(data), "--gpu", str(my_gpu), "--check",
                                  str(shipped_residual_path("gemm", load_profile("h200"))), "--out", str(checked)])
     text = " ".join(result.output.split())
-    assert (result.exit_code == 0 and "checked on my-gpu" in text and checked.exists()) or \
-        (result.exit_code == 1 and "ranks worse than the model alone" in text and not checked.exists())
+    assert result.exit_code == 1 and "on my-gpu the residual ranks worse than the model alone" in text
+    assert not checked.exists()

@@ -126,17 +126,10 @@ def test_corrupt_cache_names_the_file(tmp_path, records, counting):
         tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=counting(records), cache=path)
 
 
-def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, counting):
-    import contextlib
-
-    from rooftune.hwprofiles import hwprobe
+def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, counting, live_from):
     from rooftune.kernels.harness import live
 
-    m = counting(records)
-    m.compile_s = 0.0
-    m.baseline_us = lambda: 10.0
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(m))
+    live_from(counting(records))
     out, cache = tmp_path / "r.json", tmp_path / "c.json"
     args = ["tune", "gemm", "--shape", "512x512x512", "--budget", "4", "--json", str(out), "--cache", str(cache)]
     result = runner.invoke(app, args)
@@ -190,16 +183,8 @@ def test_tune_help_does_not_import_torch():
     assert not {"torch", "triton"} & imported
 
 
-def test_cli_tune_defaults_to_the_per_user_cache(tmp_path, monkeypatch, records, counting):
-    import contextlib
-
-    from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels.harness import live
-
-    m = counting(records)
-    m.compile_s, m.baseline_us = 0.0, (lambda: None)
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(m))
+def test_cli_tune_defaults_to_the_per_user_cache(tmp_path, monkeypatch, records, counting, live_from):
+    live_from(counting(records), baseline_us=None)
     default = tmp_path / "user" / "tune.json"
     monkeypatch.setenv("ROOFTUNE_CACHE", str(default))
     args = ["tune", "gemm", "--shape", "512x512x512", "--budget", "3"]
@@ -214,19 +199,11 @@ def test_a_cache_path_that_is_not_a_regular_file_is_refused_not_read_forever(tmp
         tune.read_cache(tmp_path)  # a folder; /dev/full (endless zeros) is refused the same way
 
 
-def test_cli_tune_takes_a_residual_file_or_none(tmp_path, monkeypatch, records, counting):
+def test_cli_tune_takes_a_residual_file_or_none(tmp_path, records, counting, live_from):
     """A new GPU's residual (`rooftune fit --out FILE`) or none: `tune --residual`, said in the result."""
-    import contextlib
-
-    from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels.harness import live
     from rooftune.roofline.residual import shipped_residual_path
 
-    m = counting(records)
-    m.compile_s = 0.0
-    m.baseline_us = lambda: 10.0
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(m))
+    live_from(counting(records))
     gemm_residual = shipped_residual_path("gemm", PROFILE)
     for choice, note in (("none", "the model alone (--residual none)"), (str(gemm_residual), f"the residual {gemm_residual}")):
         out = tmp_path / "r.json"

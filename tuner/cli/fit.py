@@ -127,9 +127,9 @@ def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Pa
     # it is written as this GPU's, so `tune --gpu` and `eval --gpu` of this profile use it.
     other_gpu = residual.profile != profile.name
     target = out or (shipped_residual_path(kernel, profile) if other_gpu else source)
-    if other_gpu and residual.mismatch(manifest.get("space_version"), triton):
-        fail(f"{source} was {residual.mismatch(manifest.get('space_version'), triton)}: check it under that Triton "
-             f"on {residual.profile}'s own data first")
+    why = residual.mismatch(manifest.get("space_version"), triton) if other_gpu else None
+    if why:
+        fail(f"{source} was {why}: check it under that Triton on {residual.profile}'s own data first")
     check_output(str(target), "--out")
     result = check_residual(residual, load_records(data, kernel=kernel), profile, triton)
     for budget in result.residual_mean:

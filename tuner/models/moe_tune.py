@@ -48,8 +48,6 @@ from rooftune.tuner.tune import (
 )
 
 TABLE_GEMMS = ("both", *MOE_GEMMS)
-# The token counts vLLM's tuner (benchmarks/kernels/benchmark_moe.py) writes a table for.
-VLLM_TOKENS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 # Configs of each GEMM's tune the pair pass carries to both GEMMs: the ones `tune` confirmed side by side.
 PAIR_TOP = CONFIRM_TOP
 PAIR_STRATEGY = "moe-pair"

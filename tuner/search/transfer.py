@@ -20,13 +20,7 @@ class TransferError(ValueError):
 
 def best_table(source: list[ShapeRecords]) -> dict:
     """Shape -> the fastest successful config among its recorded candidates (shapes where none ran left out)."""
-    table = {}
-    for records in source:
-        allowed = None if records.candidates is None else set(records.candidates)
-        ok = [t for t in records.trials if t.ok and (allowed is None or t.config in allowed)]
-        if ok:
-            table[records.shape] = min(ok, key=lambda t: t.time_us).config
-    return table
+    return {r.shape: r.best_candidate.config for r in source if r.best_candidate is not None}
 
 
 def check_covers(table: Mapping, records: list[ShapeRecords], source_label: str) -> None:
