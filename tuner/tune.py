@@ -22,7 +22,7 @@ from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.kernels.harness import live
 from rooftune.kernels.harness.measure import file_digest  # no torch at import
 from rooftune.outputs import OutputError, write_atomic
-from rooftune.roofline.residual import load_residual, residual_to_dict
+from rooftune.roofline.residual import Residual, load_residual, residual_to_dict
 from rooftune.tuner.search.strategies import rooftune_strategy
 
 CACHE_FORMAT = "rooftune-tune-cache-2"
@@ -273,7 +273,7 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     `sms`); tests pass a recorded one (its `baseline_us()`, where it has one, is the baseline). With
     `cache`, a stored result for the same key is returned without measuring, and a new one is stored
     atomically (where that fails, the result says why in `cache_error`). `residual`: "shipped" (the one fitted for
-    this kernel on this GPU over this space, if any), None, or a Residual.
+    this kernel on this GPU over this space, if any), "none" or None (the model alone), or a Residual.
     Raises ValueError (budget), NoGpuError, TuneCacheError, TuneError."""
     t_start = time.perf_counter()
     spec = kernel_of(shape)
@@ -283,6 +283,10 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     note = None
     if residual == "shipped":
         residual, note = residual_choice(spec, profile, triton)
+    elif residual == "none":
+        residual = None
+    elif residual is not None and not isinstance(residual, Residual):
+        raise ValueError(f'residual must be "shipped", "none", None or a Residual, got {residual!r}')
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
     model_profile = profile if sms is None else replace(profile, sm_count=sms)
     path = Path(cache) if cache is not None else None

@@ -140,11 +140,15 @@ def test_nvml_gpu_name_reads_the_gpu_cuda_would_use(monkeypatch):
     assert nvml_gpu_name() is None
 
 
-def test_a_partition_gives_graph_capture_a_stream_of_its_own(monkeypatch):
-    """The side stream torch captures graphs on is forgotten entering and leaving a partition (a fake torch)."""
+def _fake_partition(monkeypatch, with_stream: bool):
+    """sm_partition over a fake torch: its green context (the calls it saw) and torch.cuda.graph."""
     from types import SimpleNamespace
 
     from rooftune.hwprofiles import hwprobe
+
+    class FakeStream:  # torch.cuda.Stream
+        def __init__(self, stream_id, device_index, device_type):
+            self.ids = (stream_id, device_index, device_type)
 
     class FakeContext:
         def __init__(self):
@@ -156,13 +160,31 @@ def test_a_partition_gives_graph_capture_a_stream_of_its_own(monkeypatch):
         def pop_context(self):
             self.calls.append("leave")
 
+    if with_stream:  # GreenContext.Stream (torch 2.11 on) returns a generic torch.Stream
+        FakeContext.Stream = lambda self: SimpleNamespace(stream_id=7, device_index=0, device_type=1)
     ctx = FakeContext()
     graph = type("graph", (), {"default_capture_stream": "whole-chip stream"})
     props = SimpleNamespace(multi_processor_count=132)
-    cuda = SimpleNamespace(graph=graph, get_device_properties=lambda d: props, synchronize=lambda: None)
+    cuda = SimpleNamespace(graph=graph, get_device_properties=lambda d: props, synchronize=lambda: None,
+                           Stream=FakeStream)
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: SimpleNamespace(cuda=cuda))
     green = SimpleNamespace(GreenContext=SimpleNamespace(create=lambda num_sms, device_id: ctx))
     monkeypatch.setitem(__import__("sys").modules, "torch.cuda.green_contexts", green)
+    return ctx, graph
+
+
+def test_a_partition_captures_graphs_on_the_green_contexts_own_stream(monkeypatch):
+    """Graphs captured inside a partition go to a stream of the green context, not to one torch made earlier
+    for the whole GPU; leaving, the next capture gets a fresh stream."""
+    ctx, graph = _fake_partition(monkeypatch, with_stream=True)
+    with sm_partition(66):
+        assert graph.default_capture_stream.ids == (7, 0, 1)
+    assert graph.default_capture_stream is None and ctx.calls == ["enter", "leave"]
+
+
+def test_without_a_green_context_stream_a_partition_captures_on_a_fresh_stream(monkeypatch):
+    """A torch whose green context has no Stream: the whole GPU's capture stream is forgotten entering and leaving."""
+    ctx, graph = _fake_partition(monkeypatch, with_stream=False)
     with sm_partition(66):
         assert graph.default_capture_stream is None
         graph.default_capture_stream = "partition stream"

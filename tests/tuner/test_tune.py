@@ -215,3 +215,10 @@ def test_cli_tune_takes_a_residual_file_or_none(tmp_path, records, counting, liv
     result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--cache", "none",
                                  "--residual", str(attention_residual)])
     assert result.exit_code == 2 and "a residual for attention, not gemm" in " ".join(result.output.split())
+
+
+def test_residual_none_by_name_is_the_model_alone_and_a_wrong_value_is_refused(records, counting):
+    by_name = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual="none")
+    assert by_name.winner == tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual=None).winner
+    with pytest.raises(ValueError, match='"shipped", "none", None or a Residual'):
+        tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual="fitted")
