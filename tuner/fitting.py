@@ -1,7 +1,8 @@
 """`rooftune fit`: the residual and the search constants, chosen together by cross-validation on a
 training dataset and written as one JSON beside the hardware profiles.
 
-Cross-validation is by shape: the training shapes are split into folds; for each candidate setting
+Cross-validation is by shape (for fused MoE, by layer: its held-out list is split by model): the training
+shapes are split into folds; for each candidate setting
 (ridge penalty, near-best weighting, with or without the zero-trial pick's own correction, search
 constants) the residual is fitted on the other folds and the search (tuner/search/gp.py, the code
 `rooftune tune` runs) is replayed on the held-back fold at every budget. The setting with the best
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from rooftune.candidates import Trial
+from rooftune.candidates import MoeShape, Trial
 from rooftune.eval.metrics import summarize
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.fit import (
@@ -121,13 +122,34 @@ def fit_residual(data: Sequence[Prepared], ridge: RidgeSettings, pick: PickSetti
     return Fitted(coefficients, fit_pick(data, coefficients, pick) if pick is not None else {})
 
 
+def fold_group(shape) -> tuple | None:
+    """What a fold keeps together: a fused-MoE shape's layer (experts, top-k, hidden, intermediate), since its
+    held-out list is split by model and a fold must not see the layer it is scored on; None (each shape on its
+    own) for the other kernels, whose held-out shapes are drawn one by one."""
+    if isinstance(shape, MoeShape):
+        return (shape.experts, shape.topk, shape.hidden, shape.intermediate)
+    return None
+
+
+def fold_assignment(data: Sequence[Prepared], folds: int = FOLDS) -> list[list[int]]:
+    """The held-back indices of each fold: shapes dealt round-robin from a seeded permutation, or, where
+    `fold_group` groups them (two groups at least), whole groups dealt so (leave-one-group-out with at most
+    `folds` groups)."""
+    groups = [fold_group(d.source.shape) for d in data]
+    if any(g is None for g in groups) or len(set(groups)) < 2:
+        order = np.random.default_rng(FOLD_SEED).permutation(len(data))
+        return [order[f::folds].tolist() for f in range(min(folds, len(data)))]
+    names = sorted(set(groups))
+    order = np.random.default_rng(FOLD_SEED).permutation(len(names))
+    dealt = [{names[i] for i in order[f::folds]} for f in range(min(folds, len(names)))]
+    return [[i for i, g in enumerate(groups) if g in held] for held in dealt]
+
+
 def fold_fits(data: list[Prepared], ridge: RidgeSettings, pick: PickSettings | None,
               folds: int = FOLDS) -> list[tuple[list[int], Fitted]]:
-    """Per fold: its held-back shapes, and the residual fitted on the others."""
-    order = np.random.default_rng(FOLD_SEED).permutation(len(data))
+    """Per fold (`fold_assignment`): its held-back shapes, and the residual fitted on the others."""
     out = []
-    for f in range(min(folds, len(data))):
-        test = order[f::folds].tolist()
+    for test in fold_assignment(data, folds):
         held = set(test)
         out.append((test, fit_residual([d for i, d in enumerate(data) if i not in held], ridge, pick)))
     return out
@@ -191,7 +213,9 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
             progress(cand, score)
     chosen, _, cv = best
     fitted = fit_residual(data, chosen.ridge, chosen.pick)
+    grouped = fold_group(shapes[0].shape) is not None
     fit = {"data": data_label, "shapes": len(shapes), "folds": FOLDS, "fold_seed": FOLD_SEED,
+           "folds_by": "layer" if grouped else "shape",
            "ridge": chosen.ridge.ridge, "near_best_weight": chosen.ridge.near_best_weight,
            "pick": None if chosen.pick is None else asdict(chosen.pick),
            "settings_tried": len(grid),

@@ -187,10 +187,10 @@ def test_a_residual_must_carry_its_kernels_features_version(tmp_path):
 
 
 def test_moe_features_name_the_routing_regimes_and_a_planted_effect_is_recovered():
-    """No MoE residual is shipped (no training sweep yet): the model ranks alone. The features are there for
-    `rooftune fit moe` to come: the routing's regimes enter as axes, and the ridge fit finds an effect planted
-    on them."""
-    assert load_residual("moe", PROFILE) is None
+    """The shipped MoE residual is fitted on training data, folded by layer; the routing's regimes enter its
+    features as axes, and the ridge fit finds an effect planted on them."""
+    shipped = load_residual("moe", PROFILE)
+    assert shipped.fit["data"] == "datasets/h200/moe/train" and shipped.fit["folds_by"] == "layer"
     shape = MOE_SHAPES[1]
     configs = legal_configs(MOE_SPACE, shape, PROFILE).configs
     names, x = moe_features(shape, configs, predict(shape, configs_to_columns(configs), PROFILE))

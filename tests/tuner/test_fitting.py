@@ -103,3 +103,28 @@ def test_the_fits_prior_is_the_one_tune_ranks_by(synthetic):
         # and the zero-trial pick is the one cross-validation replays first
         first = fitting.replay_search(d, coefficients, SearchSettings(), budget=1, pick=pick)[0].config
         assert first == zero_trial_pick(d.source.shape, list(d.source.configs), PROFILE, residual)
+
+
+def test_moe_folds_keep_a_layer_together_and_other_kernels_fold_by_shape():
+    """Fused MoE's held-out list is split by model, so its CV folds hold back whole layers; GEMM's by shape."""
+    from types import SimpleNamespace
+
+    from rooftune.candidates import GemmShape, MoeShape
+
+    def prepared(shapes):
+        return [SimpleNamespace(source=SimpleNamespace(shape=s)) for s in shapes]
+
+    layers = [(8, 2, 4096, 14336), (64, 6, 2048, 1408), (16, 1, 5120, 8192)]
+    moe = [MoeShape(*layer, tokens=m, gemm=g) for layer in layers for m in (1, 64, 4096) for g in ("gate_up", "down")]
+    folds = fitting.fold_assignment(prepared(moe))
+    assert len(folds) == 3 and sorted(i for f in folds for i in f) == list(range(len(moe)))
+    for fold in folds:
+        assert len({fitting.fold_group(moe[i]) for i in fold}) == 1 and len(fold) == 6
+    seven = [MoeShape(8 + i, 2, 1024, 512, tokens=16) for i in range(7)]  # more layers than folds: at most FOLDS
+    assert len(fitting.fold_assignment(prepared(seven))) == fitting.FOLDS
+    gemm = [GemmShape(64 * i, 512, 512) for i in range(1, 13)]
+    folds = fitting.fold_assignment(prepared(gemm))
+    assert len(folds) == fitting.FOLDS and sorted(i for f in folds for i in f) == list(range(12))
+    assert max(len(f) for f in folds) == 3  # dealt one shape at a time
+    one_layer = fitting.fold_assignment(prepared(moe[:6]))  # a single layer cannot be left out: by shape
+    assert len(one_layer) == fitting.FOLDS

@@ -130,7 +130,7 @@ def gpu_of_this_machine() -> str:
 def new_gpu_steps(name: str) -> str:
     """What a user does with a GPU rooftune ships no profile for: the whole sequence, in order."""
     return (f"no shipped hardware profile for GPU {name!r} (shipped: {', '.join(list_profiles())}). To tune on it: "
-            f"(1) profile it once: `rooftune hwprobe --out my_gpu.json` (about a minute); "
+            f"(1) profile it once: `rooftune hwprobe --out my_gpu.json` (about 10 seconds); "
             f"(2) tune with it: `rooftune tune gemm --shape MxNxK --gpu my_gpu.json` (the model alone ranks, no "
             f"residual is fitted for it), or set ROOFTUNE_PROFILE=my_gpu.json for every command and rooftune's "
             f"PyTorch ops; (3) optionally check it on your own shapes: `rooftune sweep gemm --shapes SHAPES.json "

@@ -279,7 +279,7 @@ def explain_moe(
     config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_SIZE_M=64,...,num_stages=3")),
     dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
 ) -> None:
-    """Top fused-MoE configs as rooftune ranks them (the model alone until a residual is fitted) with their
+    """Top fused-MoE configs as rooftune ranks them (model × the shipped MoE residual) with their
     breakdown, and what the shape's seeded routing makes of the best one's tiles (rows per expert, padding,
     the grid and its empty programs, the weights read)."""
     _explain("moe", shape, gpu, top, config, "kn", dtype, residual, plot, data, gemm)
