@@ -1,4 +1,4 @@
-"""Running one of this folder's compile scripts (sm90_compile.py, sm90_moe_compile.py, sm90_gluon_compile.py,
+"""Running one of this folder's compile scripts (sm90_compile.py, sm90_moe_compile.py,
 binder_keys.py) in a process of its own: outside Triton's interpreter, which the CPU tests run under and which
 must be off before triton loads. Each script takes a JSON list of jobs and prints a JSON list of results."""
 
