@@ -165,6 +165,8 @@ def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None
         raise PartitionError(f"--sms must be between 1 and {total} on this device, got {num_sms}")
     from torch.cuda.green_contexts import GreenContext
 
+    # The primary context first, as a green context needs (else torch warns, then makes one itself).
+    torch.cuda.synchronize(device)
     ctx = GreenContext.create(num_sms=num_sms, device_id=device)
     enter = getattr(ctx, "set_context", None) or ctx.make_current
     leave = getattr(ctx, "pop_context", None) or ctx.pop_current

@@ -266,6 +266,16 @@ def store_result(path: Path, key: str, result: TuneResult) -> None:
 
 # --- live tuning ---------------------------------------------------------------------------------------
 
+def given_residual(residual):
+    """A caller's residual other than "shipped": "none" or None is the model alone, a Residual is itself; anything
+    else raises ValueError."""
+    if residual == "none":
+        return None
+    if residual is not None and not isinstance(residual, Residual):
+        raise ValueError(f'residual must be "shipped", "none", None or a Residual, got {residual!r}')
+    return residual
+
+
 def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: Measurer | None = None,
                cache: str | Path | None = None, sms: int | None = None, residual="shipped") -> TuneResult:
     """Tune `shape` (of any registered kernel) live with the `rooftune` strategy (model + residual +
@@ -283,10 +293,7 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     note = None
     if residual == "shipped":
         residual, note = residual_choice(spec, profile, triton)
-    elif residual == "none":
-        residual = None
-    elif residual is not None and not isinstance(residual, Residual):
-        raise ValueError(f'residual must be "shipped", "none", None or a Residual, got {residual!r}')
+    residual = given_residual(residual)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
     model_profile = profile if sms is None else replace(profile, sm_count=sms)
     path = Path(cache) if cache is not None else None

@@ -95,7 +95,8 @@ def main(argv=None) -> int:
     p.add_argument("--count", type=int, default=20)
     p.add_argument("--cold", type=int, default=10, help="how many of the shapes get an empty Triton cache each")
     p.add_argument("--triton-cache", default=None, help="the shared Triton cache of the warm shapes "
-                   "(default: a folder beside --out)")
+                   "(default: one in the system's temporary folder, so that its thousands of files stay out of --out, "
+                   "which a device call brings back)")
     p.add_argument("--budget", type=int, default=20)
     p.add_argument("--gpu", default="h200")
     p.add_argument("--sms", type=int, default=None, help="tune and re-time inside a green context of this many SMs")
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
     state = json.loads(path.read_text()) if path.exists() else {"shapes": {}}
     deadline = time.monotonic() + 60 * args.max_minutes
     records = pick_shapes(readers.load_records(args.data), args.count)
-    shared = Path(args.triton_cache or f"{out_dir}-triton-cache")
+    shared = Path(args.triton_cache or Path(tempfile.gettempdir()) / "rooftune-livecheck-triton-cache")
     for i, r in enumerate(records):
         sid = shape_id(r.shape)
         if sid in state["shapes"] or time.monotonic() > deadline:

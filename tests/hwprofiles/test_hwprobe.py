@@ -165,7 +165,7 @@ def _fake_partition(monkeypatch, with_stream: bool):
     ctx = FakeContext()
     graph = type("graph", (), {"default_capture_stream": "whole-chip stream"})
     props = SimpleNamespace(multi_processor_count=132)
-    cuda = SimpleNamespace(graph=graph, get_device_properties=lambda d: props, synchronize=lambda: None,
+    cuda = SimpleNamespace(graph=graph, get_device_properties=lambda d: props, synchronize=lambda *device: None,
                            Stream=FakeStream)
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: SimpleNamespace(cuda=cuda))
     green = SimpleNamespace(GreenContext=SimpleNamespace(create=lambda num_sms, device_id: ctx))

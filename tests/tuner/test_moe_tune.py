@@ -46,13 +46,16 @@ def measurer(synthetic):
     return SyntheticMeasurer(synthetic)
 
 
-def run(measurer, gemm="both", tokens=TOKENS, cache=None, opened=None, budget=20, **kw):
+def run(measurer, gemm="both", tokens=TOKENS, cache=None, opened=None, budget=20, residual=None, **kw):
+    """The table tuned on synthetic records, ranked by the model alone unless `residual` is given (the shipped
+    residual is fitted on real timings, which synthetic records are not)."""
     def factory(kernel):
         if opened is not None:
             opened.append(kernel)
         return contextlib.nullcontext(measurer)
 
-    return tune_moe_table(*LAYER, list(tokens), PROFILE, budget, gemm=gemm, measurer_for=factory, cache=cache, **kw)
+    return tune_moe_table(*LAYER, list(tokens), PROFILE, budget, gemm=gemm, measurer_for=factory, cache=cache,
+                          residual=residual, **kw)
 
 
 @pytest.mark.parametrize("gemm", ["gate_up", "down"])
@@ -204,3 +207,12 @@ def test_a_live_table_on_the_gpu(tmp_path):
     tuned = tune_moe_table(128, 8, 2048, 768, [1, 64], live_gpu(None), 6, tp=4, cache=tmp_path / "c.json")
     assert sorted(tuned.table()) == [1, 64] and all(e.baseline_us for e in tuned.entries)
     assert all(e.time_us > 0 for e in tuned.entries)
+
+
+def test_a_table_tunes_with_the_shipped_residual_by_default_and_refuses_a_wrong_one(measurer):
+    """`residual` reaches every token count's tune: the shipped one by default, "none" by name; a wrong one is
+    refused."""
+    shipped, alone = run(measurer, gemm="gate_up", residual="shipped"), run(measurer, gemm="gate_up", residual="none")
+    assert len(shipped.entries) == len(alone.entries) == len(TOKENS)
+    with pytest.raises(ValueError, match='"shipped", "none", None or a Residual'):
+        run(measurer, residual="fitted")

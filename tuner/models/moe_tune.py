@@ -40,6 +40,7 @@ from rooftune.tuner.tune import (
     TuneResult,
     cache_key,
     cached_result,
+    given_residual,
     kernel_digest,
     shipped_residual,
     store_result,
@@ -220,18 +221,20 @@ def choose_pair(candidates: list[tuple[Config, dict[str, Config]]], trials: dict
 def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, tokens: list[int],
                    profile: HardwareProfile, budget: int = 20, *, gemm: str = "both", tp: int = 1,
                    measurer_for: MeasurerFactory | None = None, cache: str | Path | None = None,
-                   sms: int | None = None, reporter: Reporter | None = None, dtype: str = "bf16") -> MoeTableTune:
+                   sms: int | None = None, reporter: Reporter | None = None, dtype: str = "bf16",
+                   residual="shipped") -> MoeTableTune:
     """Tune the fused-MoE table of a layer (`intermediate` the whole layer's, split over `tp` shards) for each
     token count: every GEMM shape through `tune_shape` (the `rooftune` strategy; with `cache`, shapes already
     there are not measured), then with `gemm` 'both' the pair pass (module docstring). The kernel's measurer is
     opened by `measurer_for` (default: the live GPU one) only where something is measured. A token count whose
     GEMM has no legal config, or whose measured configs all failed, is an entry without a config that says why.
-    Raises ShapeError (the sizes), ValueError (budget), and what a live measurer raises."""
+    `residual`: "shipped" (the one fitted for this GPU, if any), "none" or None (the model alone), or a Residual.
+    Raises ShapeError (the sizes), ValueError (budget, residual), and what a live measurer raises."""
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
     shard = shard_intermediate(intermediate, tp)
     plans = [(m, moe_shapes(experts, topk, hidden, shard, m, gemm, dtype)) for m in tokens]  # sizes checked first
-    residual = shipped_residual(kernel_spec("moe"), profile)
+    residual = shipped_residual(kernel_spec("moe"), profile) if residual == "shipped" else given_residual(residual)
     path = Path(cache) if cache is not None else None
     measurer = _OnDemand(measurer_for or live_measurers(profile, sms))
     if reporter is not None:
