@@ -2,12 +2,12 @@
 its shard of one list into one folder; the shards' sweeps (a fake device) fill the folder with every shape once,
 and `rooftune eval` reads it."""
 
-import importlib.util
 import json
 import os
 import subprocess
 from pathlib import Path
 
+from script_module import load_script
 from typer.testing import CliRunner
 
 from rooftune.candidates import KERNELS
@@ -22,10 +22,7 @@ runner = CliRunner()
 
 
 def _ray_script():
-    spec = importlib.util.spec_from_file_location("ray_sweep", REPO / "scripts" / "cluster" / "ray_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/cluster/ray_sweep.py")
 
 
 def _shard_args(command: list[str]) -> str:
@@ -60,9 +57,7 @@ def test_the_ray_driver_runs_one_command_per_shard_and_reports_failures(capsys):
 
 def _fake_part(kernel, shapes, reporter, *, shapes_path, listed, out, profile, sms, max_minutes, workers, settings):
     """What `rooftune sweep --shard` runs on a GPU, with a device that answers at once (tests/eval/sweep_fakes.py)."""
-    spec = importlib.util.spec_from_file_location("sweep_fakes", REPO / "tests" / "eval" / "sweep_fakes.py")
-    fakes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fakes)
+    fakes = load_script("tests/eval/sweep_fakes.py")
     return sweep.run_sweep(shapes, out, fakes.QuickMeasurer(0.0), profile, kernel=KERNELS[kernel],
                            manifest={"shapes_file": Path(shapes_path).name, "shapes_listed": listed},
                            max_minutes=max_minutes, reporter=reporter, device="gpu 0: fake")

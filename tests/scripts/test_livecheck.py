@@ -1,9 +1,9 @@
 """The live check's bookkeeping on the CPU: the shapes it picks, resume, and the fraction it reports."""
 
-import importlib.util
 import json
 import subprocess
-from pathlib import Path
+
+from script_module import load_script
 
 from rooftune.candidates import GEMM_SPACE, Trial, legal_configs, parse_gemm_shape
 from rooftune.candidates.records import ShapeRecords
@@ -11,17 +11,9 @@ from rooftune.eval.dataset import shape_id
 from rooftune.hwprofiles import load_profile
 
 PROFILE = load_profile("h200")
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "device" / "livecheck.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("livecheck", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-livecheck = _load()
+livecheck = load_script("scripts/device/livecheck.py")
 
 
 def _records(text):

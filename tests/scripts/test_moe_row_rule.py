@@ -1,25 +1,17 @@
 """The MoE row-rule check's CPU side: which training shapes it lists, the taller tiles it times, its verdict."""
 
-import importlib.util
 import json
-from pathlib import Path
+
+from script_module import load_script
 
 from rooftune.candidates import MOE_SPACE, MoeShape, Trial, legal_configs
 from rooftune.candidates.records import ShapeRecords
 from rooftune.hwprofiles import load_profile
 
 PROFILE = load_profile("h200")
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "device" / "moe_row_rule.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("moe_row_rule", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rule = _load()
+rule = load_script("scripts/device/moe_row_rule.py")
 
 
 def _records(shape, fastest_bm):

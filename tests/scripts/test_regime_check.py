@@ -1,13 +1,13 @@
 """scripts/device/regime_check.py on the CPU: the shapes and configs it picks, the burst schedule (a fake
 timer), the per-shape verdict and its table; importing it loads neither torch nor CUDA."""
 
-import importlib.util
 import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from script_module import load_script
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.candidates.records import ShapeRecords
@@ -15,14 +15,7 @@ from rooftune.candidates.records import ShapeRecords
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "device" / "regime_check.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("regime_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rc = _load()
+rc = load_script("scripts/device/regime_check.py")
 
 
 def cfg(bm: int, warps: int = 4) -> Config:
