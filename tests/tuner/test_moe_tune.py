@@ -154,7 +154,7 @@ def test_cli_tune_moe_writes_vllms_table(tmp_path, monkeypatch, measurer):
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "E=8, top-k 2, hidden 1024, N=512 (both) on NVIDIA H200: 12 GEMM tunes measured, 0 from the cache" in text
-    assert "one config ×" in text and "wrote" in text
+    assert "one config ×" in text and "wrote" in text and "ranked by the model" in text
     path = out / "E=8,N=512,device_name=NVIDIA_H200.json"
     data = json.loads(path.read_text())  # what vLLM's get_moe_configs reads: M keys as strings, the six keys
     assert list(data) == ["1", "16", "256"] and all(list(v) == list(VLLM_KEYS) for v in data.values())
@@ -163,6 +163,21 @@ def test_cli_tune_moe_writes_vllms_table(tmp_path, monkeypatch, measurer):
     again = runner.invoke(app, [*args[:-4], "--batch", "1", "--gemm", "both", "--cache", str(cache), "--out", str(out)])
     assert again.exit_code == 0 and "0 GEMM tunes measured, 4 from the cache" in " ".join(again.output.split())
     assert list(read_table(path)) == [1, 16, 256]  # merged with what was there
+
+
+def test_cli_tune_moe_takes_a_residual_choice(tmp_path, monkeypatch, measurer):
+    from rooftune.hwprofiles import hwprobe
+    from rooftune.kernels.harness import live
+
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
+    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
+    args = ["tune", "moe", "--experts", "8", "--topk", "2", "--hidden", "1024", "--intermediate", "512", "--batch",
+            "16", "--gemm", "gate_up", "--budget", "4", "--gpu", "h200", "--cache", "none"]
+    result = runner.invoke(app, [*args, "--residual", "none"], env={"COLUMNS": "140"})
+    assert result.exit_code == 0, result.output
+    assert "ranked by the model alone (--residual none)" in " ".join(result.output.split())
+    wrong = runner.invoke(app, [*args, "--residual", str(tmp_path / "missing.json")])
+    assert wrong.exit_code == 2 and "missing.json" in " ".join(wrong.output.split())
 
 
 @pytest.mark.parametrize("args, words", [

@@ -384,6 +384,7 @@ def tune_moe_cmd(
     out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the table, in vLLM's file name and "
                             "format (E=..,N=..,device_name=...json; --gemm down: SGLang's ..._down.json), merged "
                             "with a table already there"),
+    residual: str = _TUNE_RESIDUAL,
 ) -> None:
     """Tune a fused MoE layer's config table for each token count (at most --budget configs per GEMM, each tune
     kept in the tune cache, so a rerun resumes) and write it where vLLM (VLLM_TUNED_CONFIG_FOLDER) reads it.
@@ -402,10 +403,11 @@ def tune_moe_cmd(
     if path is not None and path.exists():
         read_table(path)  # a file there that is no table is refused before any GPU work, never overwritten
     cache = _cache_file(cache)
+    ranking = "shipped" if residual == "shipped" else residual_option("moe", profile, residual, None)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
-                               cache=cache, sms=sms, reporter=RichReporter(progress))
+                               cache=cache, sms=sms, reporter=RichReporter(progress), residual=ranking)
     title = (f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}: {tuned.tuned} "
              f"GEMM tunes measured, {tuned.cached} from the cache")
     table = width_table(console, title, _MOE_COLUMNS, _MOE_NARROW, 120, left=("config",), wrap=("config",))
@@ -417,6 +419,9 @@ def tune_moe_cmd(
                           "torch / rooftune": f"{base / e.time_us:.3f}" if base and e.config else "-",
                           "one config ×": f"{e.pair_cost:.3f}" if e.pair_cost else "-"})
     console.print(table)
+    note = tuned.residual_note or (f"the residual {residual}" if ranking is not None else
+                                   "the model alone (--residual none)")
+    console.print(f"ranked by {note}")
     if gemm == "both":
         console.print("one config ×: the shared config's summed time ÷ each GEMM's own winner's, timed side by "
                       "side (1.000: one config wins both; below 1: a config from the other GEMM beat a GEMM's own winner)")

@@ -42,7 +42,7 @@ from rooftune.tuner.tune import (
     cached_result,
     given_residual,
     kernel_digest,
-    shipped_residual,
+    residual_choice,
     store_result,
     tune_key,
     tune_shape,
@@ -99,6 +99,7 @@ class MoeTableTune:
     entries: tuple[MoeEntry, ...]
     tuned: int                   # GEMM shapes measured in this run (tunes and pair passes)
     cached: int                  # found in the cache
+    residual_note: str | None = None  # which residual ranked, and why (`residual_choice`'s line; None: as given)
 
     def table(self) -> dict[int, Config]:
         """Token count -> config, for the entries that have one."""
@@ -234,7 +235,10 @@ def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, toke
         raise ValueError(f"budget must be at least 1, got {budget}")
     shard = shard_intermediate(intermediate, tp)
     plans = [(m, moe_shapes(experts, topk, hidden, shard, m, gemm, dtype)) for m in tokens]  # sizes checked first
-    residual = shipped_residual(kernel_spec("moe"), profile) if residual == "shipped" else given_residual(residual)
+    note = None
+    if residual == "shipped":
+        residual, note = residual_choice(kernel_spec("moe"), profile, installed_triton())
+    residual = given_residual(residual)
     path = Path(cache) if cache is not None else None
     measurer = _OnDemand(measurer_for or live_measurers(profile, sms))
     if reporter is not None:
@@ -252,7 +256,8 @@ def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, toke
                 reporter.finished(f"M={m}", time.perf_counter() - t0)
     finally:
         measurer.close()
-    return MoeTableTune(experts, topk, hidden, shard, gemm, profile.name, budget, tuple(entries), tuned, cached)
+    return MoeTableTune(experts, topk, hidden, shard, gemm, profile.name, budget, tuple(entries), tuned, cached,
+                        note)
 
 
 def _tune_entry(tokens: int, shapes: dict[str, MoeShape], profile: HardwareProfile, budget: int, measurer: _OnDemand,
