@@ -131,12 +131,17 @@ def fold_group(shape) -> tuple | None:
     return None
 
 
+def fold_groups(shapes: Sequence) -> list[tuple] | None:
+    """Each shape's `fold_group`, where they group (every shape has one, two groups at least); else None."""
+    groups = [fold_group(s) for s in shapes]
+    return groups if all(g is not None for g in groups) and len(set(groups)) >= 2 else None
+
+
 def fold_assignment(data: Sequence[Prepared], folds: int = FOLDS) -> list[list[int]]:
     """The held-back indices of each fold: shapes dealt round-robin from a seeded permutation, or, where
-    `fold_group` groups them (two groups at least), whole groups dealt so (leave-one-group-out with at most
-    `folds` groups)."""
-    groups = [fold_group(d.source.shape) for d in data]
-    if any(g is None for g in groups) or len(set(groups)) < 2:
+    `fold_groups` groups them, whole groups dealt so (leave-one-group-out with at most `folds` groups)."""
+    groups = fold_groups([d.source.shape for d in data])
+    if groups is None:
         order = np.random.default_rng(FOLD_SEED).permutation(len(data))
         return [order[f::folds].tolist() for f in range(min(folds, len(data)))]
     names = sorted(set(groups))
@@ -213,9 +218,8 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
             progress(cand, score)
     chosen, _, cv = best
     fitted = fit_residual(data, chosen.ridge, chosen.pick)
-    grouped = fold_group(shapes[0].shape) is not None
     fit = {"data": data_label, "shapes": len(shapes), "folds": FOLDS, "fold_seed": FOLD_SEED,
-           "folds_by": "layer" if grouped else "shape",
+           "folds_by": "shape" if fold_groups([s.shape for s in shapes]) is None else "layer",
            "ridge": chosen.ridge.ridge, "near_best_weight": chosen.ridge.near_best_weight,
            "pick": None if chosen.pick is None else asdict(chosen.pick),
            "settings_tried": len(grid),

@@ -266,14 +266,16 @@ def store_result(path: Path, key: str, result: TuneResult) -> None:
 
 # --- live tuning ---------------------------------------------------------------------------------------
 
-def given_residual(residual):
-    """A caller's residual other than "shipped": "none" or None is the model alone, a Residual is itself; anything
-    else raises ValueError."""
+def ranking_residual(residual, spec, profile: HardwareProfile, triton: str | None) -> tuple[object, str | None]:
+    """What a live tune ranks with, and the line saying which: "shipped" is `residual_choice`'s; "none" or None the
+    model alone, a Residual itself (no line: the caller chose). Anything else raises ValueError."""
+    if residual == "shipped":
+        return residual_choice(spec, profile, triton)
     if residual == "none":
-        return None
+        return None, None
     if residual is not None and not isinstance(residual, Residual):
         raise ValueError(f'residual must be "shipped", "none", None or a Residual, got {residual!r}')
-    return residual
+    return residual, None
 
 
 def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: Measurer | None = None,
@@ -290,10 +292,7 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
     triton = installed_triton()
-    note = None
-    if residual == "shipped":
-        residual, note = residual_choice(spec, profile, triton)
-    residual = given_residual(residual)
+    residual, note = ranking_residual(residual, spec, profile, triton)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
     model_profile = profile if sms is None else replace(profile, sm_count=sms)
     path = Path(cache) if cache is not None else None

@@ -28,21 +28,23 @@ TRAIN = REPO / "datasets/h200/moe/train"
 TALLEST = 256
 
 
-def _taller(config: dict, profile, elem_bytes: int = 2) -> list[dict]:
+# The space's rules a taller tile must still pass: it must launch and not spill (the row rule is what is checked).
+KEPT_RULES = ("shared memory over the per-block limit", "registers over the per-thread limit")
+
+
+def _taller(shape, config: dict, profile) -> list[dict]:
     """`config` with BLOCK_SIZE_M doubled, and doubled again, up to TALLEST: each with the most stages (up to its
-    own) whose buffers fit the profile's shared memory; none where no stage count fits or the accumulator spills."""
+    own) that pass the space's KEPT_RULES (`moe_legality`); none where no stage count does."""
     import numpy as np
 
-    from rooftune.candidates.moe_space import moe_regs_per_thread, moe_smem_bytes
+    from rooftune.candidates.moe_space import moe_legality
 
-    hopper = tuple(profile.compute_capability) >= (9, 0)
     out, bm = [], config["BLOCK_SIZE_M"] * 2
     while bm <= TALLEST:
         for stages in range(config["num_stages"], 1, -1):
             c = {**config, "BLOCK_SIZE_M": bm, "num_stages": stages}
-            cols = {k: np.array([v]) for k, v in c.items()}
-            if (moe_smem_bytes(cols, elem_bytes, hopper)[0] <= profile.smem_per_block_bytes
-                    and moe_regs_per_thread(cols)[0] <= profile.regs_per_thread_max):
+            rules = moe_legality(shape, {k: np.array([v]) for k, v in c.items()}, profile)
+            if not any(rules[name][0] for name in KEPT_RULES):
                 out.append(c)
                 break
         bm *= 2
@@ -66,7 +68,7 @@ def plan_entries(records, profile) -> list[dict]:
         shorter = [t for t in r.trials if t.ok and t.config["BLOCK_SIZE_M"] < bm]
         config = dict(best.config)
         entries.append({"id": shape_id(r.shape), "shape": r.shape.__dict__, "best": config,
-                        "taller": _taller(config, profile),
+                        "taller": _taller(r.shape, config, profile),
                         "shorter": dict(min(shorter, key=lambda t: t.time_us).config) if shorter else None,
                         "recorded_us": best.time_us})
     return entries

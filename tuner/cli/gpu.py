@@ -65,6 +65,16 @@ class RichReporter:
         self.progress.console.print(f"{shape}  {seconds:.1f} s")
 
 
+def _ranking(kernel: str, profile, choice: str):
+    """--residual of a live tune: "shipped" as is (`tune` resolves it and says why), else `residual_option`'s."""
+    return "shipped" if choice == "shipped" else residual_option(kernel, profile, choice, None)
+
+
+def _chosen_note(choice: str, residual) -> str:
+    """The line naming what ranked, where --residual chose it."""
+    return f"the residual {choice}" if residual is not None else "the model alone (--residual none)"
+
+
 @cli_errors()
 def hwprobe_cmd(
     out: str = typer.Option(None, "--out", metavar=PATH, help="write the profile JSON here (default: print it)"),
@@ -231,12 +241,11 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     check_output(json_out, "--json")
     cache = _cache_file(cache)
     label = kernel_spec(kernel).baseline_label
-    residual = "shipped" if residual_choice == "shipped" else residual_option(kernel, profile, residual_choice, None)
+    residual = _ranking(kernel, profile, residual_choice)
     with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):
         result = tune_shape(problem, profile, budget, cache=cache, sms=sms, residual=residual)
     if residual_choice != "shipped" and not result.cached:
-        result = replace(result, residual_note=f"the residual {residual_choice}" if residual is not None
-                         else "the model alone (--residual none)")
+        result = replace(result, residual_note=_chosen_note(residual_choice, residual))
     cached = " (from the cache)" if result.cached else ""
     title = f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}"
     table = width_table(console, title, ("#", "config", "predicted µs", "measured µs"), left=("config",),
@@ -403,7 +412,7 @@ def tune_moe_cmd(
     if path is not None and path.exists():
         read_table(path)  # a file there that is no table is refused before any GPU work, never overwritten
     cache = _cache_file(cache)
-    ranking = "shipped" if residual == "shipped" else residual_option("moe", profile, residual, None)
+    ranking = _ranking("moe", profile, residual)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
@@ -419,9 +428,7 @@ def tune_moe_cmd(
                           "torch / rooftune": f"{base / e.time_us:.3f}" if base and e.config else "-",
                           "one config ×": f"{e.pair_cost:.3f}" if e.pair_cost else "-"})
     console.print(table)
-    note = tuned.residual_note or (f"the residual {residual}" if ranking is not None else
-                                   "the model alone (--residual none)")
-    console.print(f"ranked by {note}")
+    console.print(f"ranked by {tuned.residual_note or _chosen_note(residual, ranking)}")
     if gemm == "both":
         console.print("one config ×: the shared config's summed time ÷ each GEMM's own winner's, timed side by "
                       "side (1.000: one config wins both; below 1: a config from the other GEMM beat a GEMM's own winner)")

@@ -40,9 +40,8 @@ from rooftune.tuner.tune import (
     TuneResult,
     cache_key,
     cached_result,
-    given_residual,
     kernel_digest,
-    residual_choice,
+    ranking_residual,
     store_result,
     tune_key,
     tune_shape,
@@ -99,7 +98,7 @@ class MoeTableTune:
     entries: tuple[MoeEntry, ...]
     tuned: int                   # GEMM shapes measured in this run (tunes and pair passes)
     cached: int                  # found in the cache
-    residual_note: str | None = None  # which residual ranked, and why (`residual_choice`'s line; None: as given)
+    residual_note: str | None = None  # which residual ranked, and why (`ranking_residual`'s line; None: as given)
 
     def table(self) -> dict[int, Config]:
         """Token count -> config, for the entries that have one."""
@@ -235,10 +234,7 @@ def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, toke
         raise ValueError(f"budget must be at least 1, got {budget}")
     shard = shard_intermediate(intermediate, tp)
     plans = [(m, moe_shapes(experts, topk, hidden, shard, m, gemm, dtype)) for m in tokens]  # sizes checked first
-    note = None
-    if residual == "shipped":
-        residual, note = residual_choice(kernel_spec("moe"), profile, installed_triton())
-    residual = given_residual(residual)
+    residual, note = ranking_residual(residual, kernel_spec("moe"), profile, installed_triton())
     path = Path(cache) if cache is not None else None
     measurer = _OnDemand(measurer_for or live_measurers(profile, sms))
     if reporter is not None:
