@@ -1,5 +1,5 @@
 """Reports on an exhaustive dataset: best config vs the kernel's library baseline per shape (GEMM: cuBLAS;
-attention: SDPA), repeatability, errors. One row type and one reading for every kernel; what differs
+attention: SDPA; fused MoE: torch's grouped GEMM), repeatability, errors. One row type and one reading for every kernel; what differs
 (the shape list's keys, the summary's groups and sentences) is a REPORT_KINDS entry."""
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooftune.candidates import KERNELS
-from rooftune.candidates.shapes import DTYPE_BYTES, ShapeListError, load_attention_shapes, load_shapes
+from rooftune.candidates.shapes import (
+    DTYPE_BYTES,
+    ShapeListError,
+    load_attention_shapes,
+    load_moe_shapes,
+    load_shapes,
+)
 from rooftune.eval.dataset import ShapeRecords, read_manifest, read_shape, shape_files, to_records
 from rooftune.kernels.harness.measure import nearest_rank
 
@@ -95,6 +101,8 @@ def row_class(row: ShapeRow, kernel: str) -> str:
     'prefill' or 'random' by the shape list's source ('other' without one); attention its seq band."""
     if kernel == "attention":
         return next((t for t in row.tags if t.startswith("seq")), "other")
+    if kernel == "moe":
+        return next((t for t in row.tags if t.startswith("tokens")), "other")
     if row.source.startswith("random"):
         return "random"
     return next((p for p in ("decode", "prefill") if p in row.source.split()), "other")
@@ -155,6 +163,55 @@ def attention_summary(rows: list[ShapeRow]) -> dict:
                            "shapes": sum(k in r.routes_us for r in timed)} for k in routes},
         **noise_summary(rows),
     }
+
+
+# The grouped GEMM alone on rows already sorted by expert (`MoeBench`'s route): a bound on what torch's route
+# could reach with the gather, weighting and scatter fused away.
+MOE_GEMM_ONLY = "grouped_mm:gemm"
+# Token counts up to here are decode-sized batches (vLLM's tuner's 1 to 64); above, prefill-sized ones.
+MOE_DECODE_TOKENS = 64
+
+
+def _moe_tags(shape) -> tuple[str, ...]:
+    return shape.gemm, f"tokens <= {MOE_DECODE_TOKENS}" if shape.tokens <= MOE_DECODE_TOKENS else f"tokens > {MOE_DECODE_TOKENS}"
+
+
+def _moe_group(rows: list[ShapeRow]) -> dict:
+    return {"vs_grouped_mm_geomean": geomean(r.vs_baseline for r in rows),
+            "vs_gemm_only_geomean": geomean((r.routes_us or {}).get(MOE_GEMM_ONLY, 0) / r.best_us
+                                            for r in rows if r.best_us),
+            "shapes": len(rows)}
+
+
+def moe_summary(rows: list[ShapeRow]) -> dict:
+    """Geometric-mean grouped-GEMM time / best time (torch's whole route, and its grouped GEMM alone where timed)
+    over all shapes, per tag (the GEMM, decode- or prefill-sized token counts) and per layer (the list's source)."""
+    tags = sorted({t for r in rows for t in r.tags})
+    layers = sorted({r.source for r in rows if r.source})
+    return {**_moe_group(rows),
+            "by_tag": {t: _moe_group([r for r in rows if t in r.tags]) for t in tags},
+            "by_layer": {src: _moe_group([r for r in rows if r.source == src]) for src in layers},
+            **noise_summary(rows)}
+
+
+def _moe_groups(groups: dict) -> str:
+    return ", ".join(f"{name} {figure(g['vs_grouped_mm_geomean'])} ({g['shapes']})" for name, g in groups.items())
+
+
+def _moe_text(t: dict, route: str) -> str:
+    return (f"{route} / best time, geometric mean: all {figure(t['vs_grouped_mm_geomean'])} ({t['shapes']} shapes; "
+            f"the grouped GEMM alone on rows already sorted by expert: {figure(t['vs_gemm_only_geomean'])}); "
+            f"{_moe_groups(t['by_tag'])}; by layer: {_moe_groups(t['by_layer'])}")
+
+
+def moe_line(totals: dict) -> str:
+    """The fused-MoE summary as `rooftune report` prints it."""
+    return f"{_moe_text(totals, 'torch._grouped_mm route time')}; errors {totals['errors']}"
+
+
+def moe_sentence(totals: dict) -> str:
+    """The fused-MoE summary as the Markdown table's opening sentence."""
+    return _moe_text(totals, "torch._grouped_mm time (gather, grouped GEMM, routing weight, scatter)") + "."
 
 
 def figure(value: float | None, spec: str = ".3f") -> str:
@@ -242,6 +299,9 @@ REPORT_KINDS = {
     # head_dim is a power of two from 16: every row is 16-byte aligned.
     "attention": ReportKind(load_attention_shapes, lambda s: s, lambda s: True, _attention_tags,
                             attention_summary, attention_line, attention_sentence, "SDPA's own choice of backend"),
+    "moe": ReportKind(load_moe_shapes, lambda s: s,
+                      lambda s: all(d * DTYPE_BYTES[s.dtype] % 16 == 0 for d in (s.n, s.k)), _moe_tags,
+                      moe_summary, moe_line, moe_sentence, "gather, grouped GEMM, routing weight, scatter"),
 }
 
 

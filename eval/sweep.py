@@ -154,12 +154,12 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: SweepDevice, p
               max_minutes: float | None = None, lookahead: int = 8,
               reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
               first_shape_s: float = 30.0, compile_s_per_config: float = 0.05,
-              device: str | None = None) -> SweepSummary:
+              device: str | None = None, cost: Callable[[Shape], float] | None = None) -> SweepSummary:
     """Measure every shape of `shapes` not yet in the dataset at `out` and write each when done: the
     legal configs of `kernel.space`, then `kernel.extras` (rows with in_space = 0).
 
     Resumable: finished shapes are skipped, each is written atomically, so a killed run loses at
-    most the shape in progress. `max_minutes`: see `run_shapes`. A config whose run kills the CUDA
+    most the shape in progress. `max_minutes` (and `cost`, each shape's estimated cost): see `run_shapes`. A config whose run kills the CUDA
     context (the measurer raises ContextLost) is quarantined and the run ends (ContextQuarantined);
     quarantined configs are not measured, their rows carry the error `QUARANTINED`. `device` (which
     GPU measures, e.g. 'gpu 1: NVIDIA H200') goes into each shape's meta and the manifest's
@@ -194,7 +194,7 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: SweepDevice, p
     finished, stopped = run_shapes(todo, lambda s: measured[shape_id(s)], measurer, quarantining(out, work),
                                    started=started, max_minutes=max_minutes, lookahead=lookahead,
                                    reporter=reporter, now=now, first_shape_s=first_shape_s,
-                                   compile_s_per_config=compile_s_per_config)
+                                   compile_s_per_config=compile_s_per_config, cost=cost)
     refresh_manifest(out)
     return SweepSummary(done=finished, skipped=len(unique) - len(todo),
                         remaining=len(todo) - finished, stopped_early=stopped, seconds=now() - started)
@@ -205,15 +205,33 @@ def dataset_identity(kernel: KernelSpec, profile: HardwareProfile, sms: int | No
     return {"kernel": kernel.name, "space_version": kernel.space.version, "gpu_profile": profile.name, "sms": sms}
 
 
+# A shape's measuring time over its estimate: the mean shape time varies 7× between fused-MoE shapes (4 to 69 s
+# on the H200 training list), the cost-scaled estimate (`sweep_cost_us`) within 2× (p90 1.29); a shape started
+# that the budget cannot hold is cut by the caller's timeout and lost.
+MEAN_MARGIN, COST_MARGIN = 1.25, 1.5
+
+
+def shape_estimate_s(durations: list[float], costs: list[float], shape_cost: float | None, first_shape_s: float) -> float:
+    """Seconds the next shape is expected to take measuring, with a margin: scaled by its cost where costs of the
+    finished shapes are known (`sweep_cost_us`), else their mean time; `first_shape_s` before any finished."""
+    if not durations:
+        return first_shape_s
+    if shape_cost is not None and len(costs) == len(durations) and sum(costs) > 0:
+        return COST_MARGIN * sum(durations) / sum(costs) * shape_cost
+    return MEAN_MARGIN * statistics.mean(durations)
+
+
 def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]], measurer: Compiler,
                work: Callable[[Shape, dict[Config, float | str]], None], *, started: float,
                max_minutes: float | None, lookahead: int, reporter: Reporter, now: Callable[[], float],
-               first_shape_s: float, compile_s_per_config: float) -> tuple[int, bool]:
+               first_shape_s: float, compile_s_per_config: float,
+               cost: Callable[[Shape], float] | None = None) -> tuple[int, bool]:
     """The loop of the sweep and of the backfill over `todo` (ordered by compile group): before each
     shape, compile in one parallel batch what it and the next `lookahead` shapes of its group still
     need (`configs_of`), then `work(shape, compiled)`. With `max_minutes`, a shape is not started when
-    the time used plus its estimate (1.25 × the mean shape time so far, `first_shape_s` before any,
-    plus the batch's compiles at the compile time per config so far) would pass the budget; when only
+    the time used plus its estimate (`shape_estimate_s`: with `cost`, the seconds per unit of cost so far
+    × this shape's cost; else the mean shape time so far; `first_shape_s` before any; plus the batch's
+    compiles at the compile time per config so far) would pass the budget; when only
     the lookahead's compiles are too many, the batch shrinks to the shape's own; and a batch's compile
     timeout is the budget's time left (a hung compile worker cannot outlast the run's budget).
     Returns (shapes finished, whether the budget stopped the loop)."""
@@ -222,6 +240,7 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
     # Seconds per config over all batches: one small batch (its pool start-up spread over a few
     # configs) must not set the rate for the next group's thousands.
     compile_total_s, compile_total_n = 0.0, 0
+    costs: list[float] = []  # `cost` of each finished shape, beside `durations`
     timeout_s = None
     for index, shape in enumerate(todo):
         group = measurer.group_key(shape)
@@ -233,7 +252,7 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
         if max_minutes is not None:
             compile_rate = compile_total_s / compile_total_n if compile_total_n else compile_s_per_config
             timeout_s = 60 * max_minutes - (now() - started)
-            left = timeout_s - (1.25 * statistics.mean(durations) if durations else first_shape_s)
+            left = timeout_s - shape_estimate_s(durations, costs, cost(shape) if cost else None, first_shape_s)
             if len(jobs) * compile_rate > left:  # the lookahead does not fit: this shape's configs only
                 jobs = {c: s for c, s in jobs.items() if s == shape}
             if len(jobs) * compile_rate > left:
@@ -246,6 +265,8 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
         t1 = now()
         work(shape, have)
         durations.append(now() - t1)
+        if cost is not None:
+            costs.append(cost(shape))
         reporter.finished(shape, now() - t0)
     return len(todo), False
 
@@ -314,7 +335,9 @@ def _sweep_part(kernel: str, shapes: list[Shape], reporter: Reporter | None, *, 
         # A sweep times the library's other routes beside its own choice (attention: each SDPA backend).
         with hwprobe.sm_partition(sms), kernel_measurer(kernel, profile, settings, pool=pool, all_baselines=True) as measurer:
             return run_sweep(shapes, out, measurer, profile, kernel=spec, manifest=manifest,
-                             max_minutes=max_minutes, reporter=reporter, device=hwprobe.device_label())
+                             max_minutes=max_minutes, reporter=reporter, device=hwprobe.device_label(),
+                             cost=functools.partial(sweep_cost_us, profile=profile,
+                                                    replay_us=1000.0 * settings.target_ms))
 
 
 def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:

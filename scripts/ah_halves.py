@@ -2,10 +2,13 @@
 chosen on; odd: the half it is then scored on), each scored as `rooftune eval gemm` scores the whole log.
 
     python scripts/ah_halves.py [--fma-exposed-clocks C] [--dtype fp32] [--shared ../shared]
+    python scripts/ah_halves.py --fit [--out DIR]
 
 Prints, per log and budget (1 and 5 configs), mean / worst-tenth mean of `rooftune` (the model alone: these logs
 are another kernel's) on each half. `--fma-exposed-clocks` replays with roofline.gemm.FMA_EXPOSED_CLOCKS set
-(0: the model without the term).
+(0: the model without the term). `--fit`: a residual for that GPU and the log's kernel fitted on the choosing half
+only (`fit_kernel`, its settings chosen by cross-validation there, as `rooftune fit` does), then the scoring half
+replayed with the model alone and with it; `--out DIR` keeps each residual (`rooftune eval --residual FILE`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from rooftune.eval import readers
 from rooftune.eval.metrics import summarize
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import gemm
+from rooftune.roofline.residual import write_residual
 from rooftune.tuner.evaluation import replay
+from rooftune.tuner.fitting import fit_kernel, fit_shapes_from_records
 from rooftune.tuner.search.strategies import rooftune_strategy
 
 LOGS = (("h100", "h100_sxm"), ("a100", "a100_sxm4_80gb"))
@@ -36,6 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fma-exposed-clocks", type=float, default=None)
     parser.add_argument("--dtype", default=None, help="only the inputs of this dtype (fp32, tf32, bf16, fp16)")
     parser.add_argument("--shared", type=Path, default=Path("../shared"))
+    parser.add_argument("--fit", action="store_true", help="fit a residual on the choosing half, score the other")
+    parser.add_argument("--out", type=Path, default=None, help="with --fit: write each log's residual here")
     args = parser.parse_args(argv)
     if args.fma_exposed_clocks is not None:
         gemm.FMA_EXPOSED_CLOCKS = args.fma_exposed_clocks
@@ -44,6 +51,9 @@ def main(argv: list[str] | None = None) -> None:
         records = [r for r in readers.load_records(args.shared / "datasets" / "autoheuristic" / f"{log}_mm.txt.gz",
                                                    kernel="gemm")
                    if r.best_candidate_us and (args.dtype is None or r.shape.dtype == args.dtype)]
+        if args.fit:
+            fit_half(log, profile, records, args.out)
+            continue
         cells = []
         for budget in (1, 5):
             scores = replay(records, rooftune_strategy(None), budget, profile)
@@ -52,6 +62,23 @@ def main(argv: list[str] | None = None) -> None:
                 cells.append(f"{budget} config{'s' * (budget > 1)}, half {h} ({len(mine)}): "
                              f"{np.mean(mine):.3f} / {summarize(mine)['worst_decile_mean']:.3f}")
         print(f"{log}{' ' + args.dtype if args.dtype else ''}: " + "; ".join(cells))
+
+
+def fit_half(log: str, profile, records, out: Path | None) -> None:
+    """Fit on the choosing half (half 0) only; print its CV and both strategies' scores on the scoring half."""
+    choosing = [r for r in records if half(r) == 0]
+    scoring = [r for r in records if half(r) == 1]
+    report = fit_kernel("gemm", fit_shapes_from_records(choosing), profile, f"{log}_mm.txt.gz, crc32-even half")
+    cv = "; ".join(f"{b}: {s['mean']:.3f} / {s['worst_decile_mean']:.3f}" for b, s in sorted(report.cv.items()))
+    print(f"{log}: residual fitted on the choosing half ({len(choosing)} inputs), its CV {cv}")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_residual(report.residual, out / f"gemm-{log}-choosing-half.json")
+    for budget in (1, 5):
+        for name, residual in (("model alone", None), ("residual", report.residual)):
+            scores = [s.score for s in replay(scoring, rooftune_strategy(residual), budget, profile)]
+            print(f"  scoring half ({len(scores)}), {budget} config{'s' * (budget > 1)}, {name}: "
+                  f"{np.mean(scores):.3f} / {summarize(scores)['worst_decile_mean']:.3f}")
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ def verdicts(plan: list[dict], timed: dict) -> list[dict]:
         if row is None or row["us"][0] is None:
             continue
         taller = [us for us in row["us"][1:1 + len(entry["taller"])] if us is not None]
-        rows.append({"id": entry["id"], "best_us": row["us"][0],
+        rows.append({"id": entry["id"], "best_us": row["us"][0], "planned": len(entry["taller"]),
                      "taller_ratio": min(taller) / row["us"][0] if taller else None})
     return rows
 
@@ -133,10 +133,15 @@ def report(plan_path: Path, out: Path) -> None:
     plan = json.loads(plan_path.read_text())["shapes"]
     rows = verdicts(plan, json.loads(out.read_text()))
     for r in rows:
-        ratio = "no taller config ran" if r["taller_ratio"] is None else f"{r['taller_ratio']:.3f}"
+        if r["taller_ratio"] is not None:
+            ratio = f"{r['taller_ratio']:.3f}"
+        else:  # none planned: every taller tile breaks the shared-memory or register rule; or all planned failed
+            ratio = "none: no taller tile fits" if not r["planned"] else "every taller config failed"
         print(f"{r['id']:48s} kept best {r['best_us']:9.2f} us   fastest taller / kept best {ratio}")
     dropped = [r for r in rows if r["taller_ratio"] is not None and r["taller_ratio"] < 1]
-    print(f"{len(rows)} shapes timed; the rule dropped a faster config on {len(dropped)}")
+    compared = sum(r["taller_ratio"] is not None for r in rows)
+    print(f"{len(rows)} shapes timed, {compared} with a taller config that fits; "
+          f"the rule dropped a faster config on {len(dropped)}")
 
 
 def main(argv=None) -> None:

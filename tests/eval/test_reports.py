@@ -3,9 +3,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from rooftune.candidates import AttentionShape, Config, GemmShape
+from rooftune.candidates import AttentionShape, Config, GemmShape, MoeShape
 from rooftune.eval.dataset import ShapeRecords, Trial, write_manifest, write_shape
-from rooftune.eval.reports import attention_summary, geomean, pooled_repeatability, shape_rows, summary
+from rooftune.eval.reports import attention_summary, geomean, moe_summary, pooled_repeatability, shape_rows, summary
 from rooftune.tuner.cli.app import app
 
 
@@ -131,3 +131,56 @@ def test_report_attention_command(attention_dataset, tmp_path):
     assert table[-2].startswith("| 4x32x4096x128 ") and table[-1].startswith("| 31x16x64x64x2 ")
     gemm = CliRunner().invoke(app, ["report", "gemm", "--data", str(attention_dataset)])
     assert gemm.exit_code == 2 and "attention measurements, not gemm" in " ".join(gemm.output.split())
+
+
+@pytest.fixture
+def moe_dataset(tmp_path):
+    root = tmp_path / "train"
+    (tmp_path / "shapes.json").write_text(json.dumps([
+        {"experts": 8, "topk": 2, "hidden": 256, "intermediate": 128, "tokens": 4, "gemm": "down", "source": "tiny tp1"},
+        {"experts": 8, "topk": 2, "hidden": 256, "intermediate": 128, "tokens": 512, "gemm": "gate_up",
+         "source": "tiny tp1"},
+        {"experts": 4, "topk": 1, "hidden": 128, "intermediate": 64, "tokens": 96, "gemm": "down", "source": "small tp2"}]))
+    write_manifest(root, {"kernel": "moe", "shapes_file": "shapes.json"})
+
+    def cfg(bm):
+        return Config.make(4, 3, BLOCK_SIZE_M=bm, BLOCK_SIZE_N=64, BLOCK_SIZE_K=64, GROUP_SIZE_M=1)
+
+    # decode-sized: the space's best (10 us) is 3x torch's route (30 us), 2x its grouped GEMM alone; one failure
+    write_shape(root, ShapeRecords(MoeShape(8, 2, 256, 128, 4, "down"), (
+        Trial(cfg(16), 10.0, retime_us=10.0, retime2_us=10.0), Trial(cfg(32), 11.0, retime_us=11.0, retime2_us=11.0),
+        Trial(cfg(64), None, error="check: bad")), {"grouped_mm": 30.0, "grouped_mm:gemm": 20.0}))
+    # prefill-sized: the route is 0.8x the best; no route without it timed
+    write_shape(root, ShapeRecords(MoeShape(8, 2, 256, 128, 512, "gate_up"), (
+        Trial(cfg(64), 100.0),), {"grouped_mm": 80.0}))
+    write_shape(root, ShapeRecords(MoeShape(4, 1, 128, 64, 96, "down"), (
+        Trial(cfg(16), 5.0),), {"grouped_mm": 10.0, "grouped_mm:gemm": 5.0}))
+    return root
+
+
+def test_moe_rows_and_summary_by_gemm_token_band_and_layer(moe_dataset):
+    rows = {r.shape: r for r in shape_rows(moe_dataset, kernel="moe")}
+    small = rows["8x2x256x128x4 down"]
+    assert (small.source, small.legal, small.errors, small.best_us, small.baseline_us) == ("tiny tp1", 3, 1, 10.0, 30.0)
+    assert small.vs_baseline == pytest.approx(3.0) and small.tags == ("down", "tokens <= 64")
+    assert rows["8x2x256x128x512 gate_up"].tags == ("gate_up", "tokens > 64")
+    totals = moe_summary(list(rows.values()))
+    assert totals["vs_grouped_mm_geomean"] == pytest.approx(geomean([3.0, 0.8, 2.0])) and totals["errors"] == 1
+    # the grouped GEMM alone, over the shapes where it was timed
+    assert totals["vs_gemm_only_geomean"] == pytest.approx(geomean([2.0, 1.0]))
+    assert totals["by_tag"]["down"]["vs_grouped_mm_geomean"] == pytest.approx(geomean([3.0, 2.0]))
+    assert totals["by_tag"]["tokens > 64"]["shapes"] == 2
+    assert totals["by_layer"]["tiny tp1"] == {"vs_grouped_mm_geomean": pytest.approx(geomean([3.0, 0.8])),
+                                              "vs_gemm_only_geomean": pytest.approx(2.0), "shapes": 2}
+
+
+def test_report_moe_command(moe_dataset, tmp_path):
+    md = tmp_path / "r.md"
+    result = CliRunner().invoke(app, ["report", "moe", "--data", str(moe_dataset), "--markdown", str(md)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"all {geomean([3.0, 0.8, 2.0]):.3f}" in text and "small tp2 2.000 (1)" in text and "errors 1" in text
+    table = md.read_text().splitlines()
+    assert "torch._grouped_mm" in table[0] and table[-1].startswith("| 8x2x256x128x4 down ")  # fastest vs it last
+    wrong = CliRunner().invoke(app, ["report", "gemm", "--data", str(moe_dataset)])
+    assert wrong.exit_code == 2 and "moe measurements, not gemm" in " ".join(wrong.output.split())

@@ -316,6 +316,29 @@ def test_time_budget_rate_is_not_set_by_one_small_batch():
     assert _run(configs, fake, clock, max_minutes=100 / 60, lookahead=0) == (3, False)
     assert fake.batches == [1000, 4, 1000] and clock.t <= 100
 
+def test_time_budget_scales_the_next_shape_by_its_cost():
+    # Three shapes of 10, 10 and 60 s, each taking 1 s per unit of cost: after the first two (20 s of a 60 s budget)
+    # the mean (10 s × 1.25) would start the 60-s shape; its cost says it cannot finish.
+    from rooftune.eval.sweep import COST_MARGIN, SilentReporter, run_shapes, shape_estimate_s
+
+    clock = Clock()
+    seconds = {("a", 0): 10.0, ("a", 1): 10.0, ("a", 2): 60.0}
+
+    class Fake(BatchClock):
+        def work(self, shape, compiled):
+            self.measured.append(shape)
+            self.clock.t += seconds[shape]
+
+    fake = Fake(clock, start_s=0.0, per_config_s=0.0, shape_s=None)
+    done = run_shapes(list(seconds), lambda s: [1], fake, fake.work, started=clock.t, max_minutes=1.0, lookahead=0,
+                      reporter=SilentReporter(), now=clock, first_shape_s=10.0, compile_s_per_config=0.0,
+                      cost=seconds.__getitem__)
+    assert done == (2, True) and clock.t == 20.0
+    # without costs, the mean; before any shape, the first shape's guess
+    assert shape_estimate_s([10.0, 30.0], [], None, 5.0) == 25.0 and shape_estimate_s([], [], 3.0, 5.0) == 5.0
+    assert shape_estimate_s([10.0, 30.0], [1.0, 3.0], 2.0, 5.0) == COST_MARGIN * 20.0
+
+
 def test_load_shapes_reads_and_rejects(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps([{"m": 1, "n": 2, "k": 3}, {"m": 4, "n": 5, "k": 6, "layout": "nk", "why": "x"}]))

@@ -1,4 +1,4 @@
-"""`rooftune report gemm|attention`: a swept dataset's best config vs the library baseline per shape."""
+"""`rooftune report gemm|attention|moe`: a swept dataset's best config vs the library baseline per shape."""
 
 from __future__ import annotations
 
@@ -63,13 +63,22 @@ def report_attention(
     _report("attention", data, json_out, markdown, rows, plot)
 
 
+@report_app.command("moe", short_help="A fused-MoE dataset: best config vs torch's grouped GEMM per shape.")
+def report_moe(
+    data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("moe")),
+    json_out: Path = _JSON, markdown: Path = _MARKDOWN, rows: bool = _ROWS, plot: Path = _PLOT,
+) -> None:
+    """Report a swept fused-MoE dataset: per shape (one GEMM of one layer at one token count) the space's best
+    config vs torch's grouped GEMM doing the same work (`torch._grouped_mm` with the gather, routing weight and
+    scatter; the grouped GEMM alone beside it), the configs that failed, the repeatability of the final passes;
+    then the geometric means by GEMM, by decode- or prefill-sized token count and by layer."""
+    _report("moe", data, json_out, markdown, rows, plot)
+
+
 @cli_errors()
 def _report(kernel: str, data: Path, json_out: Path | None, markdown: Path | None, rows: bool,
             plot: Path | None) -> None:
     """Read the dataset once, print the per-shape table and the summary, write what was asked for."""
-
-
-
     kind, label = REPORT_KINDS[kernel], KERNELS[kernel].baseline_label
     check_output(json_out, "--json")
     check_output(markdown, "--markdown")
