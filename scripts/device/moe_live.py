@@ -1,0 +1,164 @@
+"""The live check of `rooftune tune moe`: whole layers' vLLM tables (18 token counts, both GEMMs) tuned on a GPU, each
+in a fresh process with an empty Triton cache and no tune cache (a first tune on a new machine), its wall time kept;
+then, on a CPU, each table scored on the layer's recorded ground truth as vLLM runs it (each batch the entry of the
+nearest M key, on both GEMMs), beside vLLM's shipped table and the sweep's own time for the same table.
+
+    python3 scripts/device/moe_live.py tune --layer 128,8,2048,768 [--layer ...] --out DIR [--budget 20]   # GPU
+    python3 scripts/device/moe_live.py check DIR/moe_live.json [--data datasets/h200/moe/heldout]          # CPU
+
+A layer is E,TOPK,HIDDEN,INTERMEDIATE[,TP]. `tune` writes DIR/moe_live.json (per layer: wall seconds, exit code,
+the table as written, the log's tail) and DIR/tables/; resumable: layers already in the JSON are not tuned again.
+`check` prints, per layer, the table's score per GEMM (best recorded time / the entry's recorded time: mean and
+worst over the layer's token counts) and the sweep's seconds for those shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rooftune.outputs import write_atomic
+from rooftune.tuner.models.moe_tune import shard_intermediate
+
+REPO = Path(__file__).resolve().parents[2]
+HELD_OUT = REPO / "datasets/h200/moe/heldout"
+
+
+def parse_layer(text: str) -> tuple[int, int, int, int, int]:
+    """'E,TOPK,HIDDEN,INTERMEDIATE[,TP]' -> the five integers (TP 1 where not given)."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (4, 5) or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"a layer is E,TOPK,HIDDEN,INTERMEDIATE[,TP] of positive integers: {text!r}")
+    return tuple(values + [1] * (5 - len(values)))
+
+
+def layer_key(layer) -> str:
+    return ",".join(map(str, layer))
+
+
+def tune_layer(layer, out_dir: Path, budget: int, gpu: str) -> dict:
+    """`rooftune tune moe` for one layer in a fresh process (empty Triton cache, no tune cache): wall seconds, exit
+    code, the table it wrote and the log's tail."""
+    experts, topk, hidden, intermediate, tp = layer
+    tables = out_dir / "tables" / layer_key(layer).replace(",", "x")
+    with tempfile.TemporaryDirectory() as fresh:
+        cmd = [sys.executable, "-m", "rooftune.tuner.cli.app", "tune", "moe", "--experts", str(experts), "--topk",
+               str(topk), "--hidden", str(hidden), "--intermediate", str(intermediate), "--tp", str(tp),
+               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--out", str(tables)]
+        t0 = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TRITON_CACHE_DIR": fresh})
+        wall_s = time.perf_counter() - t0
+    written = sorted(tables.glob("*.json")) if tables.is_dir() else []
+    return {"wall_s": round(wall_s, 2), "rc": run.returncode, "budget": budget, "command": " ".join(cmd[1:]),
+            "table_file": written[0].name if written else None,
+            "table": json.loads(written[0].read_text()) if written else None,
+            "log_tail": (run.stdout + run.stderr)[-4000:]}
+
+
+def layer_records(records, layer) -> list:
+    """The recorded shapes of `layer` (both GEMMs, every token count swept)."""
+    experts, topk, hidden, intermediate, tp = layer
+    shard = shard_intermediate(intermediate, tp)
+    return [r for r in records if (r.shape.experts, r.shape.topk, r.shape.hidden, r.shape.intermediate)
+            == (experts, topk, hidden, shard)]
+
+
+def sweep_seconds(records) -> float:
+    """The sweep's own seconds for these shapes: timing, reference checks and final passes (each shape's meta)."""
+    return sum(r.meta.get("time_s", 0) + r.meta.get("check_s", 0) + r.meta.get("retime_s", 0) for r in records)
+
+
+def score_table(records, table: dict, profile) -> dict[str, list[float]]:
+    """Per GEMM, each recorded shape's score with the table's entry at the nearest M (vLLM's lookup), replayed."""
+    from rooftune.tuner.evaluation import replay
+    from rooftune.tuner.models.moe_tables import config_of, table_file_name
+    from rooftune.tuner.search.vllm import vllm_shipped
+
+    if not records:
+        return {}
+    s = records[0].shape
+    name = table_file_name(s.experts, s.intermediate, profile.name)
+    entries = {int(m): config_of(e) for m, e in table.items()}
+    scores: dict[str, list[float]] = {}
+    for r, sc in zip(records, replay(records, vllm_shipped({name: entries}), 1, profile)):
+        scores.setdefault(r.shape.gemm, []).append(sc.score)
+    return scores
+
+
+def check(state: dict, data: Path, gpu: str) -> list[dict]:
+    """Per tuned layer: the live table's scores on the recorded shapes of its layer, vLLM's shipped table's (or its
+    default rule's) beside them, the tune's wall seconds and the sweep's seconds for the same shapes."""
+    from rooftune.eval import readers
+    from rooftune.hwprofiles import load_profile
+    from rooftune.tuner.evaluation import replay
+    from rooftune.tuner.search.vllm import vllm_shipped
+
+    profile = load_profile(gpu)
+    records = readers.load_records(data)
+    rows = []
+    for key, run in state["layers"].items():
+        mine = layer_records(records, parse_layer(key))
+        if run.get("table") is None or not mine:
+            rows.append({"layer": key, "wall_s": run.get("wall_s"), "shapes": len(mine), "rc": run.get("rc")})
+            continue
+        vllm = [sc.score for sc in replay(mine, vllm_shipped(), 1, profile)]
+        rows.append({"layer": key, "wall_s": run["wall_s"], "rc": run["rc"], "shapes": len(mine),
+                     "scores": score_table(mine, run["table"], profile), "vllm_mean": statistics.fmean(vllm),
+                     "sweep_s": sweep_seconds(mine)})
+    return rows
+
+
+def print_check(rows: list[dict]) -> None:
+    print(f"{'layer':22s} {'tune s':>7s} {'shapes':>6s} {'gate_up mean/worst':>19s} {'down mean/worst':>16s} "
+          f"{'vLLM shipped':>12s} {'sweep s':>8s}")
+    for r in rows:
+        if "scores" not in r:
+            print(f"{r['layer']:22s} {r['wall_s'] or 0:7.1f} {r['shapes']:6d}   no table or no recorded shapes "
+                  f"(exit {r['rc']})")
+            continue
+        cells = [f"{statistics.fmean(v):.3f} / {min(v):.3f}" if v else "-"
+                 for v in (r["scores"].get("gate_up", []), r["scores"].get("down", []))]
+        print(f"{r['layer']:22s} {r['wall_s']:7.1f} {r['shapes']:6d} {cells[0]:>19s} {cells[1]:>16s} "
+              f"{r['vllm_mean']:12.3f} {r['sweep_s']:8.0f}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="verb", required=True)
+    t = sub.add_parser("tune")
+    t.add_argument("--layer", type=parse_layer, action="append", required=True)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--budget", type=int, default=20)
+    t.add_argument("--gpu", default="h200")
+    c = sub.add_parser("check")
+    c.add_argument("state", type=Path)
+    c.add_argument("--data", type=Path, default=HELD_OUT)
+    c.add_argument("--gpu", default="h200")
+    args = p.parse_args(argv)
+    if args.verb == "check":
+        print_check(check(json.loads(args.state.read_text()), args.data, args.gpu))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "moe_live.json"
+    state = json.loads(path.read_text()) if path.exists() else {"layers": {}}
+    for layer in args.layer:
+        if layer_key(layer) in state["layers"]:
+            continue
+        state["layers"][layer_key(layer)] = run = tune_layer(layer, args.out, args.budget, args.gpu)
+        write_atomic(path, json.dumps(state, indent=1) + "\n")
+        print(f"{layer_key(layer)}: {run['wall_s']:.1f} s, exit {run['rc']}, table {run['table_file']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
