@@ -1,6 +1,6 @@
 """Reports on an exhaustive dataset: best config vs the kernel's library baseline per shape (GEMM: cuBLAS;
-attention: SDPA; fused MoE: torch's grouped GEMM), repeatability, errors. One row type and one reading for every kernel; what differs
-(the shape list's keys, the summary's groups and sentences) is a REPORT_KINDS entry."""
+attention: SDPA; fused MoE: torch's grouped GEMM), repeatability, errors. One row type and one reading for every
+kernel; what differs (the shape list's keys, the summary's groups and sentences) is a REPORT_KINDS entry."""
 
 from __future__ import annotations
 
@@ -173,7 +173,8 @@ MOE_DECODE_TOKENS = 64
 
 
 def _moe_tags(shape) -> tuple[str, ...]:
-    return shape.gemm, f"tokens <= {MOE_DECODE_TOKENS}" if shape.tokens <= MOE_DECODE_TOKENS else f"tokens > {MOE_DECODE_TOKENS}"
+    band = "<=" if shape.tokens <= MOE_DECODE_TOKENS else ">"
+    return shape.gemm, f"tokens {band} {MOE_DECODE_TOKENS}"
 
 
 def _moe_group(rows: list[ShapeRow]) -> dict:

@@ -159,11 +159,11 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: SweepDevice, p
     legal configs of `kernel.space`, then `kernel.extras` (rows with in_space = 0).
 
     Resumable: finished shapes are skipped, each is written atomically, so a killed run loses at
-    most the shape in progress. `max_minutes` (and `cost`, each shape's estimated cost): see `run_shapes`. A config whose run kills the CUDA
-    context (the measurer raises ContextLost) is quarantined and the run ends (ContextQuarantined);
-    quarantined configs are not measured, their rows carry the error `QUARANTINED`. `device` (which
-    GPU measures, e.g. 'gpu 1: NVIDIA H200') goes into each shape's meta and the manifest's
-    `shape_devices`. Several runs (other GPUs, other shards) may write into one `out` at once.
+    most the shape in progress. `max_minutes` (and `cost`, each shape's estimated cost): see `run_shapes`.
+    A config whose run kills the CUDA context (the measurer raises ContextLost) is quarantined and the run
+    ends (ContextQuarantined); quarantined configs are not measured, their rows carry the error
+    `QUARANTINED`. `device` (which GPU measures, e.g. 'gpu 1: NVIDIA H200') goes into each shape's meta
+    and the manifest's `shape_devices`. Several runs (other GPUs, other shards) may write into one `out` at once.
     """
     own = getattr(measurer, "kernel", None)  # a KernelMeasurer knows its kernel; fakes may not
     if kernel is not None and own is not None and kernel != own:
@@ -211,7 +211,8 @@ def dataset_identity(kernel: KernelSpec, profile: HardwareProfile, sms: int | No
 MEAN_MARGIN, COST_MARGIN = 1.25, 1.5
 
 
-def shape_estimate_s(durations: list[float], costs: list[float], shape_cost: float | None, first_shape_s: float) -> float:
+def shape_estimate_s(durations: list[float], costs: list[float], shape_cost: float | None,
+                     first_shape_s: float) -> float:
     """Seconds the next shape is expected to take measuring, with a margin: scaled by its cost where costs of the
     finished shapes are known (`sweep_cost_us`), else their mean time; `first_shape_s` before any finished."""
     if not durations:
@@ -336,8 +337,8 @@ def _sweep_part(kernel: str, shapes: list[Shape], reporter: Reporter | None, *, 
         with hwprobe.sm_partition(sms), kernel_measurer(kernel, profile, settings, pool=pool, all_baselines=True) as measurer:
             return run_sweep(shapes, out, measurer, profile, kernel=spec, manifest=manifest,
                              max_minutes=max_minutes, reporter=reporter, device=hwprobe.device_label(),
-                             cost=functools.partial(sweep_cost_us, profile=profile,
-                                                    replay_us=1000.0 * settings.target_ms))
+                             cost=functools.cache(functools.partial(sweep_cost_us, profile=profile,
+                                                                    replay_us=1000.0 * settings.target_ms)))
 
 
 def sweep_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, **options) -> SweepSummary:

@@ -41,7 +41,8 @@ def test_tune_runs_each_layer_once_and_keeps_its_table(monkeypatch, tmp_path):
     assert len(calls) == 1 and "--cache" in calls[0] and calls[0][calls[0].index("--cache") + 1] == "none"
     state = json.loads((tmp_path / "moe_live.json").read_text())
     run = state["layers"]["16,1,5120,8192,1"]
-    assert run["rc"] == 0 and run["table_file"].startswith("E=16,N=8192") and run["table"] == {"1": {"BLOCK_SIZE_M": 16}}
+    assert run["rc"] == 0 and run["table_file"].startswith("E=16,N=8192")
+    assert run["table"] == {"1": {"BLOCK_SIZE_M": 16}}
 
 
 def test_a_table_of_each_m_s_recorded_best_scores_one_on_its_gemm():
@@ -49,7 +50,8 @@ def test_a_table_of_each_m_s_recorded_best_scores_one_on_its_gemm():
     assert len(records) == 36  # 18 token counts x 2 GEMMs
     gate_up = {r.shape.tokens: min((t for t in r.trials if t.ok and t.in_space), key=lambda t: t.time_us).config
                for r in records if r.shape.gemm == "gate_up"}
-    table = {str(m): {**dict(c.params), "num_warps": c.num_warps, "num_stages": c.num_stages} for m, c in gate_up.items()}
+    table = {str(m): {**dict(c.params), "num_warps": c.num_warps, "num_stages": c.num_stages}
+             for m, c in gate_up.items()}
     state = {"layers": {"16,1,5120,8192,1": {"wall_s": 60.0, "rc": 0, "table": table}}}
     (row,) = live.check(state, TRAIN, "h200")
     assert row["shapes"] == 36 and row["scores"]["gate_up"] == pytest.approx([1.0] * 18)
