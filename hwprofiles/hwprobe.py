@@ -8,6 +8,7 @@ torch, triton and pynvml are imported inside the functions that need a GPU.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import functools
 import importlib.metadata
@@ -28,6 +29,11 @@ SMEM_BYTES_PER_CLOCK = 128  # 32 banks x 4 bytes per clock on every NVIDIA SM si
 # Only the capabilities checked against the guide; others get 128 and 16, marked as estimates.
 FP32_LANES_PER_SM = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128}
 SFU_OPS_PER_CLOCK = 16  # every compute capability from 7.0 to 9.0 in the guide's table
+# A green context's SMs come in groups: the driver splits a device's SMs in groups of 8 from compute capability 9.0
+# on, of 2 before, and rounds a request up to whole groups (CUDA driver API, cuDevSmResourceSplitByCount; torch's
+# GreenContext.create passes the request as its minimum count, default flags). So `--sms 66` on an H200 runs on
+# 72 SMs: the partition's timings fit 72, not 66 (docs/results.md, "A second device").
+SM_GROUP_FROM_9_0, SM_GROUP_BEFORE_9_0 = 8, 2
 # Effective pipelined-load latencies (see HardwareProfile): not measured by this probe yet, so a
 # probed profile carries the same estimates as the shipped ones, marked as such in its sources.
 L2_LATENCY_NS_ESTIMATE = 500.0
@@ -150,9 +156,31 @@ def nvml_compute_capability(device: int = 0) -> tuple[int, int] | None:
         _nvml_handle(nvml, device))), None)
 
 
+def sm_group(compute_capability) -> int:
+    """How many SMs a green context's partition is made of a multiple of on a GPU of this compute capability."""
+    return SM_GROUP_FROM_9_0 if tuple(compute_capability) >= (9, 0) else SM_GROUP_BEFORE_9_0
+
+
+def granted_sms(requested: int, compute_capability) -> int:
+    """The SMs a green context asked for `requested` of them runs on: the request rounded up to whole groups
+    (`sm_group`). What the model must count for `--sms`, and what `hwprobe --sms` records."""
+    group = sm_group(compute_capability)
+    return max(group, -(-int(requested) // group) * group)
+
+
+def partition_profile(profile: HardwareProfile, sms: int | None) -> HardwareProfile:
+    """`profile` as the model must see the GPU inside `sm_partition(sms)`: its SMs the partition's granted count
+    (waves, split-K, persistent grids); `profile` itself without a partition."""
+    if sms is None:
+        return profile
+    return dataclasses.replace(profile, sm_count=granted_sms(sms, profile.compute_capability))
+
+
 @contextlib.contextmanager
 def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None]:
-    """Run the body in a green context of `num_sms` SMs (None: the whole device, no context).
+    """Run the body in a green context of `num_sms` SMs (None: the whole device, no context): the driver grants
+    `granted_sms(num_sms, ...)` of them, whole groups of `sm_group`; a request whose groups would pass the
+    device's SMs is refused.
 
     torch's API changed names across releases (set_context/pop_context, earlier
     make_current/pop_current); both are accepted."""
@@ -160,9 +188,16 @@ def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None
         yield None
         return
     torch = require_cuda()
-    total = torch.cuda.get_device_properties(device).multi_processor_count
+    props = torch.cuda.get_device_properties(device)
+    total = props.multi_processor_count
     if not 0 < num_sms <= total:
         raise PartitionError(f"--sms must be between 1 and {total} on this device, got {num_sms}")
+    cc = (props.major, props.minor)
+    if granted_sms(num_sms, cc) > total:
+        group = sm_group(cc)
+        raise PartitionError(f"--sms {num_sms}: this GPU (compute capability {cc[0]}.{cc[1]}) gives a partition "
+                             f"whole groups of {group} SMs, {granted_sms(num_sms, cc)} here, more than its {total}; "
+                             f"ask for at most {total // group * group}")
     from torch.cuda.green_contexts import GreenContext
 
     # The primary context first, as a green context needs (else torch warns, then makes one itself).
@@ -323,6 +358,51 @@ def matmul_tflops(dtype: str, size: int = 8192, reps: int = 10) -> float:
     return 2 * size**3 / (ms * 1e-3) / 1e12
 
 
+@functools.cache
+def _record_sm_kernel():
+    """A Triton kernel (built on first use) whose every program spins `spin_ns` on the global timer, so that the
+    programs stay resident and spread over every SM they may run on, then stores the id of the SM it ran on."""
+    import triton
+    import triton.language as tl
+    from triton.language.extra.cuda import globaltimer, smid
+
+    @triton.jit
+    def record_sm(out_ptr, spin_ns):
+        start = globaltimer()
+        while globaltimer() - start < spin_ns:
+            pass
+        tl.store(out_ptr + tl.program_id(0), smid())
+
+    return record_sm
+
+
+def sms_in_use(programs: int, spin_us: float = 20.0) -> int:
+    """How many distinct SMs ran `programs` one-warp programs of `_record_sm_kernel` in the current context: a green
+    context's own SMs when launched inside `sm_partition` (torch's current stream is then the context's)."""
+    import torch
+
+    out = torch.full((programs,), -1, dtype=torch.int32, device="cuda")
+    _record_sm_kernel()[(programs,)](out, int(spin_us * 1000), num_warps=1)
+    torch.cuda.synchronize()
+    return int(torch.unique(out).numel())
+
+
+def partition_sm_count(requested: int, props, date: str, measure: Callable[[int], int] = sms_in_use
+                       ) -> tuple[int, str]:
+    """The SMs of a green context asked for `requested` (run inside it) and the source to record: counted, as the
+    distinct SMs that ran 8 programs per SM of the whole device; where that kernel cannot run, `granted_sms`'s rule."""
+    cc = (props.major, props.minor)
+    rule = granted_sms(requested, cc)
+    try:
+        counted = measure(8 * props.multi_processor_count)
+    except Exception as exc:  # a probe keeps the rule rather than fail for want of this kernel
+        return rule, (f"rule, not counted ({type(exc).__name__}): a green context asked for {requested} SMs gets "
+                      f"whole groups of {sm_group(cc)} on compute capability {cc[0]}.{cc[1]}")
+    agrees = "as the rule of groups says" if counted == rule else f"the rule of groups says {rule}"
+    return counted, (f"probed {date}: {counted} distinct SMs ran a kernel in a green context asked for {requested} "
+                     f"SMs ({agrees})")
+
+
 def launch_overhead_us(launches: int = 1000, reps: int = 10) -> float:
     """GPU-side cost of one more kernel in a stream: a CUDA graph of `launches` one-element kernels
     replayed back to back, time per kernel in µs. This is what a split-K reduction kernel adds to a
@@ -387,6 +467,7 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
         raise RuntimeError(f"cannot read clocks: {nvml.get('error', 'pynvml unavailable')}")
     date = _today()
     with sm_partition(sms, device):
+        counted = partition_sm_count(sms, props, date) if sms else None
         measured = {}
         for key, fn in (("dram_bw_gbps", dram_bw_gbps),
                         ("l2_bw_gbps", lambda: l2_bw_gbps(props.L2_cache_size, props.multi_processor_count)),
@@ -397,22 +478,27 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
                         ("launch_overhead_us", launch_overhead_us)):
             measured[key] = fn()
             log(f"{key}: {measured[key]:.1f}")
-    values, sources = profile_fields(props, nvml, measured, name=name, sms=sms, date=date)
+    values, sources = profile_fields(props, nvml, measured, name=name, sms=sms, date=date, partition=counted)
     meta = {**software_versions(device), "kind": "probed"}
     if sms:
-        meta["sm_partition"] = f"torch.cuda.green_contexts, {sms} of {props.multi_processor_count} SMs"
+        meta["sm_partition"] = (f"torch.cuda.green_contexts, {sms} of {props.multi_processor_count} SMs asked for, "
+                                f"{values['sm_count']} granted")
     return HardwareProfile(**values, sources=sources, meta=meta)
 
 
 def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: int | None,
-                   date: str) -> tuple[dict, dict[str, str]]:
+                   date: str, partition: tuple[int, str] | None = None) -> tuple[dict, dict[str, str]]:
     """The profile's values and their sources from device properties (torch's), pynvml facts and
-    the measured rates: everything `probe` writes except `meta`."""
+    the measured rates: everything `probe` writes except `meta`. With `sms` (a green context asked for that
+    many SMs), `partition` is its SM count and source (`partition_sm_count`; default: `granted_sms`'s rule)."""
     cc = (props.major, props.minor)
+    if sms and partition is None:
+        partition = (granted_sms(sms, cc), f"rule: a green context asked for {sms} SMs gets whole groups of "
+                                           f"{sm_group(cc)} on compute capability {cc[0]}.{cc[1]}")
     read = f"probed {date}: torch.cuda.get_device_properties"
     values = dict(
         name=name or (props.name if sms is None else f"{props.name} ({sms} SMs)"),
-        sm_count=sms or props.multi_processor_count,
+        sm_count=partition[0] if sms else props.multi_processor_count,
         sm_clock_mhz=nvml["sm_clock_mhz"], mem_clock_mhz=nvml["mem_clock_mhz"],
         smem_per_sm_bytes=props.shared_memory_per_multiprocessor,
         smem_per_block_bytes=props.shared_memory_per_block_optin,
@@ -424,7 +510,7 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
         dram_latency_ns=DRAM_LATENCY_NS_ESTIMATE, mma_latency_clocks=MMA_LATENCY_CLOCKS_ESTIMATE,
         compute_capability=cc, **measured)
     how = {
-        "sm_count": f"probed {date}: green context of {sms} SMs" if sms else read,
+        "sm_count": partition[1] if sms else read,
         "sm_clock_mhz": f"probed {date}: pynvml max SM clock (not locked)",
         "mem_clock_mhz": f"probed {date}: pynvml max memory clock",
         "regs_per_thread_max": "CUDA limit (compute capability >= 3.5)",

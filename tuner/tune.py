@@ -18,7 +18,7 @@ from pathlib import Path
 from rooftune.candidates import Config, Measurer, Trial, kernel_of, kernel_spec, legal_configs, parse_config
 from rooftune.eval.dataset import shape_id
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.hwprofiles.hwprobe import installed_triton
+from rooftune.hwprofiles.hwprobe import installed_triton, partition_profile
 from rooftune.kernels.harness import live
 from rooftune.kernels.harness.measure import file_digest  # no torch at import
 from rooftune.outputs import OutputError, write_atomic
@@ -294,7 +294,7 @@ def tune_shape(shape, profile: HardwareProfile, budget: int = 20, *, measurer: M
     triton = installed_triton()
     residual, note = ranking_residual(residual, spec, profile, triton)
     # On an SM partition the model ranks for the SMs the configs will run on (waves, split-K).
-    model_profile = profile if sms is None else replace(profile, sm_count=sms)
+    model_profile = partition_profile(profile, sms)
     path = Path(cache) if cache is not None else None
     key = None
     if path:

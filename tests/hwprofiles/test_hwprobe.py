@@ -65,14 +65,70 @@ def test_probe_fills_every_profile_field_on_the_cpu():
                             L2_cache_size=62914560)
     measured = dict(dram_bw_gbps=4000.0, l2_bw_gbps=9000.0, bf16_tflops=750.0, fp16_tflops=740.0,
                     tf32_tflops=390.0, fp32_tflops=50.0, launch_overhead_us=2.0)
-    values, sources = profile_fields(props, {"sm_clock_mhz": 1980.0, "mem_clock_mhz": 3201.0}, measured,
-                                     name=None, sms=66, date="2026-11-29")
+    nvml = {"sm_clock_mhz": 1980.0, "mem_clock_mhz": 3201.0}
+    counted = (72, "probed 2026-11-29: 72 distinct SMs ran a kernel in a green context asked for 66 SMs")
+    values, sources = profile_fields(props, nvml, measured, name=None, sms=66, date="2026-11-29", partition=counted)
     profile = HardwareProfile(**values, sources=sources)
-    assert profile.sm_count == 66 and profile.name == "Fake GPU (66 SMs)"
+    assert profile.sm_count == 72 and profile.name == "Fake GPU (66 SMs)"
     assert set(sources) == set(values) - {"name"}
-    assert "green context of 66 SMs" in sources["sm_count"] and "estimate" in sources["l2_latency_ns"]
+    assert "asked for 66 SMs" in sources["sm_count"] and "estimate" in sources["l2_latency_ns"]
     # what a probe measures says so; what it takes from a table or estimates never claims to be probed
     assert all(v.startswith("probed") != (k in UNPROBED_FIELDS) for k, v in sources.items())
+    # where the SMs were not counted, the driver's rule gives them, and the source says it is the rule
+    values, sources = profile_fields(props, nvml, measured, name=None, sms=66, date="2026-11-29")
+    assert values["sm_count"] == 72 and sources["sm_count"].startswith("rule")
+
+
+@pytest.mark.parametrize("requested, cc, granted", [
+    (66, (9, 0), 72), (64, (9, 0), 64), (1, (9, 0), 8), (129, (10, 0), 136),  # groups of 8 from 9.0 on
+    (66, (8, 0), 66), (7, (8, 0), 8), (1, (7, 5), 2),                          # groups of 2 before
+])
+def test_a_green_context_gets_whole_groups_of_sms(requested, cc, granted):
+    from rooftune.hwprofiles.hwprobe import granted_sms
+
+    assert granted_sms(requested, cc) == granted
+
+
+def test_the_model_of_a_partition_counts_the_granted_sms():
+    from rooftune.hwprofiles import load_profile
+    from rooftune.hwprofiles.hwprobe import partition_profile
+
+    h200 = load_profile("h200")
+    assert partition_profile(h200, None) is h200
+    assert partition_profile(h200, 66).sm_count == 72 and partition_profile(h200, 64).sm_count == 64
+
+
+def test_the_partitions_sm_count_is_counted_where_the_kernel_runs_else_the_rule():
+    from types import SimpleNamespace
+
+    from rooftune.hwprofiles.hwprobe import partition_sm_count
+
+    props = SimpleNamespace(major=9, minor=0, multi_processor_count=132)
+    seen = []
+    count, source = partition_sm_count(66, props, "2026-12-02", measure=lambda programs: seen.append(programs) or 72)
+    assert (count, seen) == (72, [8 * 132]) and "72 distinct SMs" in source and "as the rule" in source
+    count, source = partition_sm_count(66, props, "2026-12-02", measure=lambda programs: 70)
+    assert count == 70 and "the rule of groups says 72" in source  # the count wins; the source shows the rule
+
+    def broken(programs):
+        raise RuntimeError("no smid here")
+
+    count, source = partition_sm_count(66, props, "2026-12-02", measure=broken)
+    assert count == 72 and source.startswith("rule, not counted (RuntimeError)")
+
+
+@pytest.mark.gpu
+def test_a_partition_runs_on_the_sms_the_rule_grants():
+    """The rule the model counts SMs by, checked on this GPU: a kernel inside `--sms 66` runs on granted_sms(66) SMs."""
+    import torch
+
+    from rooftune.hwprofiles.hwprobe import granted_sms, sms_in_use
+
+    props = torch.cuda.get_device_properties(0)
+    assert sms_in_use(8 * props.multi_processor_count) == props.multi_processor_count
+    with sm_partition(66):
+        counted = sms_in_use(8 * props.multi_processor_count)
+    assert counted == granted_sms(66, (props.major, props.minor))
 
 
 @pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")  # the interpreter
@@ -164,7 +220,7 @@ def _fake_partition(monkeypatch, with_stream: bool):
         FakeContext.Stream = lambda self: SimpleNamespace(stream_id=7, device_index=0, device_type=1)
     ctx = FakeContext()
     graph = type("graph", (), {"default_capture_stream": "whole-chip stream"})
-    props = SimpleNamespace(multi_processor_count=132)
+    props = SimpleNamespace(multi_processor_count=132, major=9, minor=0)
     cuda = SimpleNamespace(graph=graph, get_device_properties=lambda d: props, synchronize=lambda *device: None,
                            Stream=FakeStream)
     monkeypatch.setattr(hwprobe, "require_cuda", lambda: SimpleNamespace(cuda=cuda))
@@ -180,6 +236,17 @@ def test_a_partition_captures_graphs_on_the_green_contexts_own_stream(monkeypatc
     with sm_partition(66):
         assert graph.default_capture_stream.ids == (7, 0, 1)
     assert graph.default_capture_stream is None and ctx.calls == ["enter", "leave"]
+
+
+def test_a_partition_whose_groups_pass_the_devices_sms_is_refused(monkeypatch):
+    from rooftune.hwprofiles.hwprobe import PartitionError
+
+    ctx, _ = _fake_partition(monkeypatch, with_stream=True)
+    with pytest.raises(PartitionError, match=r"--sms 130: .* groups of 8 SMs, 136 here, more than its 132; ask for "
+                                             r"at most 128"):
+        with sm_partition(130):
+            pass
+    assert ctx.calls == []  # refused before any green context
 
 
 def test_without_a_green_context_stream_a_partition_captures_on_a_fresh_stream(monkeypatch):

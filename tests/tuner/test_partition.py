@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from rooftune.candidates import Config, GemmShape, Trial
 from rooftune.candidates.records import ShapeRecords
 from rooftune.hwprofiles import load_profile
+from rooftune.hwprofiles.hwprobe import granted_sms
 from rooftune.roofline.residual import load_residual, read_residual
 from rooftune.tuner import tune
 from rooftune.tuner.cli.app import app
@@ -26,9 +27,10 @@ def _out(result) -> str:
     return " ".join(result.output.split())
 
 
-def test_the_partition_profile_is_probed_inside_66_sms():
-    assert SM66.sm_count == 66 and SM66.name == "h200-sm66"
-    assert "green context of 66 SMs" in SM66.sources["sm_count"]
+def test_the_partition_profile_is_probed_inside_the_partition_that_sms_66_gets():
+    # `--sms 66` names it; the driver grants whole groups of 8 SMs on the H200, 72 (hwprobe.granted_sms)
+    assert SM66.sm_count == granted_sms(66, SM66.compute_capability) == 72 and SM66.name == "h200-sm66"
+    assert "asked for 66 SMs" in SM66.sources["sm_count"]
     # the same SMs, fewer of them: per-SM limits as the full chip's, throughput about halved
     assert SM66.smem_per_block_bytes == FULL.smem_per_block_bytes and SM66.regs_per_sm == FULL.regs_per_sm
     assert 0.5 < SM66.bf16_tflops / FULL.bf16_tflops < 0.7 and SM66.dram_bw_gbps < FULL.dram_bw_gbps

@@ -6,12 +6,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from rooftune.candidates import Measurer, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.hwprofiles.hwprobe import partition_profile
 from rooftune.kernels.harness import live
 from rooftune.tuner.models.shapes import LayerShape, ModelConfig, model_shapes
 from rooftune.tuner.tune import TuneError, TuneResult, cached_result, shipped_residual, tune_key, tune_shape
@@ -103,7 +104,7 @@ def tune_model(config: ModelConfig, tokens: list[int], profile: HardwareProfile,
         raise ValueError(f"budget must be at least 1, got {budget}")
     layers = model_shapes(config, tokens, seq)
     distinct = list(dict.fromkeys(lt.shape for lt in layers))
-    model_profile = profile if sms is None else replace(profile, sm_count=sms)
+    model_profile = partition_profile(profile, sms)
     residuals = {spec.name: shipped_residual(spec, profile) for spec in {kernel_of(s) for s in distinct}}
     path = Path(cache) if cache is not None else None
     results: dict = {}
