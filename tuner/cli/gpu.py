@@ -42,6 +42,8 @@ from rooftune.tuner.pytorch.ops import library_faster
 from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
 
 console = Console()
+# What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.
+_SMS_GROUPS = " (rounded up to whole groups of 8 SMs from compute capability 9.0, of 2 before: 66 gives 72)"
 tune_app = typer.Typer(help="Tune a shape live on this GPU: at most --budget configs compiled, checked and timed.",
                        no_args_is_help=True)
 sweep_app = typer.Typer(help="Time every legal config of the space for each shape: a dataset's ground truth.",
@@ -79,7 +81,7 @@ def _chosen_note(choice: str, residual) -> str:
 def hwprobe_cmd(
     out: str = typer.Option(None, "--out", metavar=PATH, help="write the profile JSON here (default: print it)"),
     name: str = typer.Option(None, "--name", help="profile name (default: the GPU's name)"),
-    sms: int = typer.Option(None, "--sms", help="profile a green context of this many SMs"),
+    sms: int = typer.Option(None, "--sms", help="profile a green context of this many SMs" + _SMS_GROUPS),
 ) -> None:
     """Measure this machine's GPU and write a hardware profile."""
     check_sms(sms)
@@ -110,7 +112,7 @@ _SWEEP_OUT = typer.Option(..., "--out", metavar=PATH, help="dataset folder (crea
 _SWEEP_GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
                           help=f"this GPU, for legality: {GPU_HELP} (default: $ROOFTUNE_PROFILE, "
                           "else the shipped profile of the GPU the driver names)", show_default=False)
-_SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs")
+_SWEEP_SMS = typer.Option(None, "--sms", help="sweep inside a green context of this many SMs" + _SMS_GROUPS)
 _MAX_MINUTES = typer.Option(None, "--max-minutes", help="start no shape that would end later")
 _WORKERS = typer.Option(None, "--workers", help="compile processes per GPU (default: the CPU cores, shared "
                         "among --gpus)")
@@ -213,7 +215,7 @@ _BUDGET = typer.Option(20, "--budget", help="at most this many configs are compi
 _GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
                     help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
                     "$ROOFTUNE_PROFILE, else the shipped profile of the GPU the driver names)", show_default=False)
-_SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs")
+_SMS = typer.Option(None, "--sms", help="tune inside a green context of this many SMs" + _SMS_GROUPS)
 _CACHE = typer.Option(None, "--cache", metavar=PATH,
                       help="JSON cache file: a hit is returned without the GPU (default: the "
                       "per-user cache that rooftune's PyTorch ops read, $ROOFTUNE_CACHE or "
