@@ -468,6 +468,8 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
     date = _today()
     with sm_partition(sms, device):
         counted = partition_sm_count(sms, props, date) if sms else None
+        if counted:
+            log(f"sm_count: {counted[0]} ({counted[1]})")
         measured = {}
         for key, fn in (("dram_bw_gbps", dram_bw_gbps),
                         ("l2_bw_gbps", lambda: l2_bw_gbps(props.L2_cache_size, props.multi_processor_count)),
