@@ -68,3 +68,28 @@ def test_sweep_sh_on_the_whole_chip_names_no_partition(tmp_path):
     call = log.read_text().strip()
     assert call.startswith(f"sweep moe --shapes datasets/h200/moe/shapes_train.json --out {tmp_path}/root/moe/train "
                            "--gpu h200 --max-minutes") and "--sms" not in call
+
+
+def test_slim_triton_pack_drops_only_what_compiling_never_loads(tmp_path):
+    """The pack rewritten in place without the profiler's CUPTI libraries, the disassemblers and FileCheck; the rest
+    (the library, the compiler's Python, ptxas's neighbours that stay) unchanged."""
+    import tarfile
+
+    src = tmp_path / "src"
+    keep = ["triton/_C/libtriton.so", "triton/backends/nvidia/compiler.py", "triton/backends/nvidia/include/cuda.h",
+            "triton-3.9.0.dist-info/METADATA"]
+    drop = ["triton/backends/nvidia/lib/cupti-blackwell/libcupti.so", "triton/backends/nvidia/lib/cupti/libcupti.so",
+            "triton/backends/nvidia/bin/nvdisasm", "triton/backends/nvidia/bin/cuobjdump", "triton/FileCheck"]
+    for name in keep + drop:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(name)
+    pack = tmp_path / "triton.tar.xz"
+    with tarfile.open(pack, "w:xz") as tar:
+        for top in ("triton", "triton-3.9.0.dist-info"):
+            tar.add(src / top, arcname=top)
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "device" / "slim-triton-pack.sh"), str(pack)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    with tarfile.open(pack) as tar:
+        files = {m.name for m in tar.getmembers() if m.isfile()}
+    assert files == set(keep)
