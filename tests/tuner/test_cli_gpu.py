@@ -256,3 +256,25 @@ def test_the_live_commands_default_to_the_profile_of_the_gpu_the_driver_names(mo
     partition.write_text(json.dumps({**profile_to_dict(load_profile("h200")), "name": "NVIDIA H200 (66 SMs)"}))
     result = runner.invoke(app, ["tune", "gemm", "--shape", "64x64x64", "--gpu", str(partition), "--cache", "none"])
     assert "warning" not in result.output, result.output
+
+
+def test_a_tune_inside_a_partition_says_how_many_sms_it_ran_on(monkeypatch):
+    """`tune --sms 66` on an H200: the title names the 72 SMs the green context gets, as the model counted them."""
+    from rooftune.candidates import Config, Trial
+    from rooftune.hwprofiles import load_profile
+    from rooftune.tuner.cli import gpu
+    from rooftune.tuner.tune import TuneResult
+
+    seen = {}
+    config = Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=1, SPLIT_K=1, TMA=1, PERSISTENT=0,
+                         FIXUP=0, BLOCK_N2=0)
+
+    def fake_tune(problem, profile, budget, **kw):
+        seen.update(kw)
+        return TuneResult(problem, config, 10.0, (Trial(config, 10.0),), "rooftune", profile.name, "v")
+
+    monkeypatch.setattr(gpu, "live_gpu", lambda name: load_profile("h200"))
+    monkeypatch.setattr(gpu, "tune_shape", fake_tune)
+    result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--sms", "66", "--cache", "none"])
+    assert result.exit_code == 0, result.output
+    assert "inside 72 SMs (--sms 66)" in " ".join(result.output.split()) and seen["sms"] == 66

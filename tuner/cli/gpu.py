@@ -249,7 +249,8 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     if residual_choice != "shipped" and not result.cached:
         result = replace(result, residual_note=_chosen_note(residual_choice, residual))
     cached = " (from the cache)" if result.cached else ""
-    title = f"{kernel} {problem} on {result.profile}: {len(result.trials)} configs tried{cached}"
+    where = f"{result.profile}{_partition_label(sms, profile)}"
+    title = f"{kernel} {problem} on {where}: {len(result.trials)} configs tried{cached}"
     table = width_table(console, title, ("#", "config", "predicted µs", "measured µs"), left=("config",),
                         wrap=("measured µs",))  # an error wraps there
     for i, t in enumerate(result.trials, start=1):
@@ -279,6 +280,13 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
 
 
 _OPS = {"gemm": "matmul, rooftune.linear", "attention": "attention"}  # what runs a kernel's shapes in PyTorch
+
+
+def _partition_label(sms: int | None, profile) -> str:
+    """', inside 72 SMs (--sms 66)': the SMs a green context asked for `sms` runs on, as the model counted them."""
+    if sms is None:
+        return ""
+    return f", inside {hwprobe.granted_sms(sms, profile.compute_capability)} SMs (--sms {sms})"
 
 
 @tune_app.command("gemm", help=_TUNE_HELP, short_help="Tune one GEMM shape live, beside cuBLAS.")
