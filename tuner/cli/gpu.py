@@ -341,8 +341,8 @@ def tune_model_cmd(
     with Progress(*columns, console=console, transient=True) as progress:
         tuned = tune_model(model, tokens, profile, budget, seq=seq, cache=cache, sms=sms,
                            reporter=RichReporter(progress))
-    title = (f"{model.name} on {tuned.profile}: µs per call, forward = Σ time × runs ({tuned.tuned} shapes tuned, "
-             f"{tuned.cached} from the cache)")
+    title = (f"{model.name} on {tuned.profile}{_partition_label(sms, profile)}: µs per call, forward = Σ time × "
+             f"runs ({tuned.tuned} shapes tuned, {tuned.cached} from the cache)")
     table = width_table(console, title, ("tokens", "layer", "shape", "runs", "rooftune", "torch", "ratio"),
                         left=("layer", "shape"), wrap=("layer", "shape"))
     for f in tuned.forward_times():
@@ -427,8 +427,8 @@ def tune_moe_cmd(
     with Progress(*columns, console=console, transient=True) as progress:
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
                                cache=cache, sms=sms, reporter=RichReporter(progress), residual=ranking)
-    title = (f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}: {tuned.tuned} "
-             f"GEMM tunes measured, {tuned.cached} from the cache")
+    title = (f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}"
+             f"{_partition_label(sms, profile)}: {tuned.tuned} GEMM tunes measured, {tuned.cached} from the cache")
     table = width_table(console, title, _MOE_COLUMNS, _MOE_NARROW, 120, left=("config",), wrap=("config",))
     for e in tuned.entries:
         base = e.baseline_us
