@@ -1,3 +1,6 @@
+"""The AutoHeuristic logs' choosing half (argument 0) or scoring half (1) replayed with the model alone, its FMA-path
+register counts as written, then as ptxas reports them (fma_regs.json beside this file). Run from the repository root."""
+
 import json
 import sys
 import zlib
@@ -12,7 +15,7 @@ from rooftune.roofline import gemm
 from rooftune.tuner.evaluation import replay
 from rooftune.tuner.search.strategies import rooftune_strategy
 
-R = json.load(open('fma_regs.json'))
+R = json.load(open(Path(__file__).resolve().parent / 'fma_regs.json'))
 table = {(r[0], r[1], r[2], r[3], r[4], r[5]): r[6] + r[7] / 4 for r in R}
 orig = gemm.gemm_residency
 CAP = {}

@@ -1,3 +1,6 @@
+"""The registers and spills ptxas reports for a plain fp32 FMA-path matmul at every config of the AutoHeuristic logs
+(sm_90a and sm_80); writes fma_regs.json beside this file. Run from the repository root (it reads ../shared)."""
+
 import gzip
 import json
 import os
@@ -48,5 +51,5 @@ jobs = [(cap, *c) for cap in (90, 80) for c in sorted(choices)]
 print(len(jobs), "jobs", flush=True)
 with ProcessPoolExecutor(2) as ex:
     rows = list(ex.map(one, jobs))
-json.dump(rows, open("fma_regs.json", "w"))
+json.dump(rows, open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fma_regs.json"), "w"))
 for r in rows: print(r)
