@@ -256,3 +256,24 @@ def test_without_a_green_context_stream_a_partition_captures_on_a_fresh_stream(m
         assert graph.default_capture_stream is None
         graph.default_capture_stream = "partition stream"
     assert graph.default_capture_stream is None and ctx.calls == ["enter", "leave"]
+
+
+def test_the_sm_counting_kernel_compiles_for_sm_90_on_the_cpu():
+    """`sms_in_use`'s kernel builds for the H200 without one (a probe inside a partition runs it): it reads the SM id
+    and spins on the global timer. Compiled in a process of its own, outside the tests' Triton interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import triton\n"
+        "from triton.backends.compiler import GPUTarget\n"
+        "from rooftune.hwprofiles.hwprobe import _record_sm_kernel\n"
+        "src = triton.compiler.ASTSource(fn=_record_sm_kernel(), signature={'out_ptr': '*i32', 'spin_ns': 'i32'},"
+        " constexprs={})\n"
+        "ptx = triton.compile(src, target=GPUTarget('cuda', 90, 32), options={'num_warps': 1}).asm['ptx']\n"
+        "print('%smid' in ptx, '%globaltimer' in ptx)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["True", "True"]
