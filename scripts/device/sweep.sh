@@ -7,10 +7,12 @@
 #   e.g. bash scripts/device/sweep.sh gemm heldout 540      (KERNEL: gemm, attention or moe; LIST: train, heldout)
 #        GPU=hwprofiles/h200_sm66.json SMS=66 bash scripts/device/sweep.sh gemm heldout 540 datasets/h200-sm66
 # GPU: the profile for legality (default h200); SMS: sweep inside a green context of that many SMs;
-# PREBUILT: a prebuild archive to unpack first (e.g. PREBUILT=.tcache/moe.tar.gz, carried with the call).
+# PREBUILT: a prebuild archive to unpack first (e.g. PREBUILT=.tcache/moe.tar.gz, carried with the call);
+# GPUS: sweep on these GPUs at once (e.g. GPUS=0,1 on a machine of two H200s: `rooftune sweep --gpus`).
 set -u
 K=$1; L=$2; T=$3; ROOT=${4:-datasets/h200}; end=$((SECONDS + T))
-GPU=${GPU:-h200}; SMS_ARGS=(); [ -n "${SMS:-}" ] && SMS_ARGS=(--sms "$SMS")
+GPU=${GPU:-h200}; DEVICE_ARGS=(); [ -n "${SMS:-}" ] && DEVICE_ARGS=(--sms "$SMS")
+[ -n "${GPUS:-}" ] && DEVICE_ARGS+=(--gpus "$GPUS")
 S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json
 D=$ROOT/$K/$L
 export PYTHONUNBUFFERED=1
@@ -25,7 +27,7 @@ if [ "$done_" -ge "$listed" ]; then
   echo "sweep $K $L: all $listed shapes there"
 else
   l=$(( end - SECONDS - 20 ))   # leave time to pack
-  timeout $l rooftune sweep "$K" --shapes "$S" --out "$D" --gpu "$GPU" "${SMS_ARGS[@]}" \
+  timeout $l rooftune sweep "$K" --shapes "$S" --out "$D" --gpu "$GPU" "${DEVICE_ARGS[@]}" \
     --max-minutes "$(python3 -c "print(($l - 25) / 60)")" > "$OUT/sweep_${K}_$L.log" 2>&1
   echo "sweep $K $L rc=$? (3: a config killed the CUDA context, quarantined: call again)"
   grep -v "measuring" "$OUT/sweep_${K}_$L.log" | tail -2

@@ -67,7 +67,15 @@ def test_sweep_sh_on_the_whole_chip_names_no_partition(tmp_path):
     assert run.returncode == 0, run.stderr
     call = log.read_text().strip()
     assert call.startswith(f"sweep moe --shapes datasets/h200/moe/shapes_train.json --out {tmp_path}/root/moe/train "
-                           "--gpu h200 --max-minutes") and "--sms" not in call
+                           "--gpu h200 --max-minutes") and "--sms" not in call and "--gpus" not in call
+
+
+def test_sweep_sh_spreads_over_the_gpus_named(tmp_path):
+    env, log, out = _fakes(tmp_path)
+    run = subprocess.run(["bash", "scripts/device/sweep.sh", "moe", "train", "100", str(tmp_path / "root")], cwd=ROOT,
+                         env={**env, "GPUS": "0,1"}, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "--gpu h200 --gpus 0,1 --max-minutes" in log.read_text()
 
 
 def test_slim_triton_pack_drops_only_what_compiling_never_loads(tmp_path):
