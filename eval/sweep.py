@@ -266,7 +266,7 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
         t1 = now()
         work(shape, have)
         durations.append(now() - t1)
-        if cost is not None:
+        if cost is not None and max_minutes is not None:  # only a budget needs the estimate
             costs.append(cost(shape))
         reporter.finished(shape, now() - t0)
     return len(todo), False

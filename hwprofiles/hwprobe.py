@@ -168,6 +168,12 @@ def granted_sms(requested: int, compute_capability) -> int:
     return max(group, -(-int(requested) // group) * group)
 
 
+def _rule_source(requested: int, cc, why: str = "") -> str:
+    """The source of an SM count given by `granted_sms`'s rule rather than counted (`why`: what stopped the count)."""
+    return (f"rule{why}: a green context asked for {requested} SMs gets whole groups of {sm_group(cc)} on compute "
+            f"capability {cc[0]}.{cc[1]}")
+
+
 def partition_profile(profile: HardwareProfile, sms: int | None) -> HardwareProfile:
     """`profile` as the model must see the GPU inside `sm_partition(sms)`: its SMs the partition's granted count
     (waves, split-K, persistent grids); `profile` itself without a partition."""
@@ -193,10 +199,10 @@ def sm_partition(num_sms: int | None, device: int = 0) -> Iterator[object | None
     if not 0 < num_sms <= total:
         raise PartitionError(f"--sms must be between 1 and {total} on this device, got {num_sms}")
     cc = (props.major, props.minor)
-    if granted_sms(num_sms, cc) > total:
-        group = sm_group(cc)
+    granted, group = granted_sms(num_sms, cc), sm_group(cc)
+    if granted > total:
         raise PartitionError(f"--sms {num_sms}: this GPU (compute capability {cc[0]}.{cc[1]}) gives a partition "
-                             f"whole groups of {group} SMs, {granted_sms(num_sms, cc)} here, more than its {total}; "
+                             f"whole groups of {group} SMs, {granted} here, more than its {total}; "
                              f"ask for at most {total // group * group}")
     from torch.cuda.green_contexts import GreenContext
 
@@ -396,8 +402,7 @@ def partition_sm_count(requested: int, props, date: str, measure: Callable[[int]
     try:
         counted = measure(8 * props.multi_processor_count)
     except Exception as exc:  # a probe keeps the rule rather than fail for want of this kernel
-        return rule, (f"rule, not counted ({type(exc).__name__}): a green context asked for {requested} SMs gets "
-                      f"whole groups of {sm_group(cc)} on compute capability {cc[0]}.{cc[1]}")
+        return rule, _rule_source(requested, cc, f", not counted ({type(exc).__name__})")
     agrees = "as the rule of groups says" if counted == rule else f"the rule of groups says {rule}"
     return counted, (f"probed {date}: {counted} distinct SMs ran a kernel in a green context asked for {requested} "
                      f"SMs ({agrees})")
@@ -495,8 +500,7 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
     many SMs), `partition` is its SM count and source (`partition_sm_count`; default: `granted_sms`'s rule)."""
     cc = (props.major, props.minor)
     if sms and partition is None:
-        partition = (granted_sms(sms, cc), f"rule: a green context asked for {sms} SMs gets whole groups of "
-                                           f"{sm_group(cc)} on compute capability {cc[0]}.{cc[1]}")
+        partition = (granted_sms(sms, cc), _rule_source(sms, cc))
     read = f"probed {date}: torch.cuda.get_device_properties"
     values = dict(
         name=name or (props.name if sms is None else f"{props.name} ({sms} SMs)"),

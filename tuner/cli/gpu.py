@@ -43,7 +43,8 @@ from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
 
 console = Console()
 # What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.
-_SMS_GROUPS = " (rounded up to whole groups of 8 SMs from compute capability 9.0, of 2 before: 66 gives 72)"
+_SMS_GROUPS = (f" (rounded up to whole groups of {hwprobe.SM_GROUP_FROM_9_0} SMs from compute capability 9.0, of "
+               f"{hwprobe.SM_GROUP_BEFORE_9_0} before: 66 gives {hwprobe.granted_sms(66, (9, 0))})")
 tune_app = typer.Typer(help="Tune a shape live on this GPU: at most --budget configs compiled, checked and timed.",
                        no_args_is_help=True)
 sweep_app = typer.Typer(help="Time every legal config of the space for each shape: a dataset's ground truth.",
