@@ -475,9 +475,11 @@ def probe(name: str | None = None, sms: int | None = None, device: int = 0,
         counted = partition_sm_count(sms, props, date) if sms else None
         if counted:
             log(f"sm_count: {counted[0]} ({counted[1]})")
+        # the SMs the work runs on: a partition's (counted), else the device's; the L2 probe's programs scale with them
+        in_use = counted[0] if counted else props.multi_processor_count
         measured = {}
         for key, fn in (("dram_bw_gbps", dram_bw_gbps),
-                        ("l2_bw_gbps", lambda: l2_bw_gbps(props.L2_cache_size, props.multi_processor_count)),
+                        ("l2_bw_gbps", lambda: l2_bw_gbps(props.L2_cache_size, in_use)),
                         ("bf16_tflops", lambda: matmul_tflops("bf16")),
                         ("fp16_tflops", lambda: matmul_tflops("fp16")),
                         ("tf32_tflops", lambda: matmul_tflops("tf32")),

@@ -79,6 +79,32 @@ def test_probe_fills_every_profile_field_on_the_cpu():
     assert values["sm_count"] == 72 and sources["sm_count"].startswith("rule")
 
 
+def test_a_partitions_l2_probe_runs_programs_for_its_own_sms(monkeypatch):
+    """probe inside a partition sizes the L2 probe's programs by the partition's counted SMs, not the device's."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from rooftune.hwprofiles import hwprobe
+
+    props = SimpleNamespace(name="Fake GPU", major=9, minor=0, multi_processor_count=132,
+                            shared_memory_per_multiprocessor=233472, shared_memory_per_block_optin=232448,
+                            regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048,
+                            L2_cache_size=62914560)
+    cuda = SimpleNamespace(set_device=lambda d: None, get_device_properties=lambda d: props)
+    monkeypatch.setattr(hwprobe, "require_cuda", lambda: SimpleNamespace(cuda=cuda))
+    monkeypatch.setattr(hwprobe, "_nvml_facts", lambda d: {"sm_clock_mhz": 1980.0, "mem_clock_mhz": 3201.0})
+    monkeypatch.setattr(hwprobe, "software_versions", lambda d: {})
+    monkeypatch.setattr(hwprobe, "sm_partition", lambda sms, device: nullcontext())
+    monkeypatch.setattr(hwprobe, "partition_sm_count", lambda sms, p, date: (72, "probed: 72 counted"))
+    for name in ("dram_bw_gbps", "launch_overhead_us"):
+        monkeypatch.setattr(hwprobe, name, lambda: 1.0)
+    monkeypatch.setattr(hwprobe, "matmul_tflops", lambda dtype: 1.0)
+    l2_sms = []
+    monkeypatch.setattr(hwprobe, "l2_bw_gbps", lambda l2, sms: l2_sms.append(sms) or 1.0)
+    assert hwprobe.probe(sms=66).sm_count == 72 and l2_sms == [72]
+    assert hwprobe.probe().sm_count == 132 and l2_sms == [72, 132]
+
+
 @pytest.mark.parametrize("requested, cc, granted", [
     (66, (9, 0), 72), (64, (9, 0), 64), (1, (9, 0), 8), (129, (10, 0), 136),  # groups of 8 from 9.0 on
     (66, (8, 0), 66), (7, (8, 0), 8), (1, (7, 5), 2),                          # groups of 2 before
