@@ -8,6 +8,10 @@ recorded final configs in two final passes, and put on the dataset's scale by th
 recorded / new time over those finals. The loop, the time budget and the quarantine are the
 sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras` (kernels/harness/measure.py).
 
+The legal backfill: configs a profile corrected since the sweep makes legal (a GEMM dataset swept under the
+legality of its profile as first probed), timed the same way and added as in-space rows (`legal=True`), so the
+dataset's space is the corrected profile's; configs it no longer makes legal keep their rows.
+
 The routes backfill: the SDPA backends that attention sweeps built but did not time (they were left out
 of the final passes), timed beside SDPA's own choice and put on the dataset's scale through its recorded
 time (`backfill_routes`; the GPU side is `KernelMeasurer.measure_extras` given no configs).
@@ -23,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from rooftune.candidates import GEMM_SPACE, Config, GemmShape
+from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
 from rooftune.candidates.baselines import gemm_baseline_extras
 from rooftune.candidates.shapes import load_attention_shapes, load_shapes
 from rooftune.eval.dataset import (
@@ -74,14 +78,14 @@ class BackfillSummary:
 
 
 def backfilled_shape(result: ShapeRecords, extras: list[Config], passes: RetimePasses,
-                     compiled: dict[Config, float | str], date: str) -> ShapeRecords | None:
-    """`result` with `extras` appended as in_space=0 rows, on the dataset's scale; None when none of
-    its final configs (rows with `retime_us`) has times in both passes.
+                     compiled: dict[Config, float | str], date: str, legal: bool = False) -> ShapeRecords | None:
+    """`result` with `extras` appended as in_space=0 rows (`legal`: in_space=1 rows, configs of the space), on
+    the dataset's scale; None when none of its final configs (rows with `retime_us`) has times in both passes.
 
     Each candidate's new time is the median over both passes' rounds (as a sweep's final config).
     scale = median over the re-timed final configs of recorded `time_us` / new time; an extra's
     `time_us` = its new time × scale, `screen_us` its new time unscaled, `rounds` and `spread` over
-    both passes. The meta's `extras_backfilled` records the date, the scale, how well that one scale
+    both passes. The meta's `extras_backfilled` (`legal_backfilled`) records the date, the scale, how well that one scale
     maps the finals' new times onto their recorded ones (`vs_recorded`: `repeatability` of recorded
     vs scaled new times) and the two new passes' agreement with each other (`passes`)."""
     new_us = {k: statistics.median([*passes.first_us[k], *passes.second_us[k]]) for k in passes.first_us
@@ -100,7 +104,7 @@ def backfilled_shape(result: ShapeRecords, extras: list[Config], passes: RetimeP
             config=c, time_us=new_us[c] * scale if ok else None, error=error,
             compile_s=compiled[c] if isinstance(compiled.get(c), float) else None,
             rounds=len(times) if ok else 0, spread=(max(times) - min(times)) / new_us[c] if ok else None,
-            screen_us=new_us[c] if ok else None, in_space=False))
+            screen_us=new_us[c] if ok else None, in_space=legal))
     timed = [k for k in new_us if k != "cublas"]
     record = {
         "date": date, "scale": scale, "finals": len(finals), "extras": len(extras),
@@ -111,7 +115,11 @@ def backfilled_shape(result: ShapeRecords, extras: list[Config], passes: RetimeP
     }
     if "cublas" in new_us and result.baselines_us.get("cublas"):
         record["cublas_scale"] = result.baselines_us["cublas"] / new_us["cublas"]
-    meta = {**result.meta, "baseline_configs": len(extras), "extras_backfilled": record}
+    if legal:
+        meta = {**result.meta, "legal_configs": result.meta.get("legal_configs", 0) + len(extras),
+                "legal_backfilled": record}
+    else:
+        meta = {**result.meta, "baseline_configs": len(extras), "extras_backfilled": record}
     return replace(result, trials=result.trials + tuple(rows), meta=meta)
 
 
@@ -120,9 +128,12 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
                     manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
                     reporter: Reporter | None = None, now: Callable[[], float] = time.monotonic,
                     date: str | None = None, first_shape_s: float = 15.0,
-                    compile_s_per_config: float = 0.05) -> BackfillSummary:
+                    compile_s_per_config: float = 0.05, legal: bool = False) -> BackfillSummary:
     """Give the finished shapes of the dataset at `root` (those in `shapes`, or all) that were swept
-    before the sweep timed the tutorial's configs outside the space their `gemm_baseline_extras`.
+    before the sweep timed the tutorial's configs outside the space their `gemm_baseline_extras`; with
+    `legal`, instead the configs of the space `profile` makes legal that they have no row for (in-space rows;
+    the manifest's list is `legal_backfill`, a shape's meta `legal_backfilled`; `already`: shapes backfilled
+    before, `not_needed`: shapes with a row for every legal config).
 
     Per shape: the extras and its recorded final configs are compiled (in parallel, grouped as the
     sweep does), checked, and timed interleaved in two independent final passes
@@ -147,10 +158,15 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
         result = read_shape(path)
         if wanted is not None and shape_id(result.shape) not in wanted:
             continue
-        if any(not r.in_space for r in result.trials) or "extras_backfilled" in result.meta:
+        if legal and "legal_backfilled" in result.meta or not legal and (
+                any(not r.in_space for r in result.trials) or "extras_backfilled" in result.meta):
             already += 1
             continue
-        extras = gemm_baseline_extras(result.shape, [r.config for r in result.trials if r.in_space])
+        if legal:
+            recorded = {r.config for r in result.trials}
+            extras = [c for c in legal_configs(GEMM_SPACE, result.shape, profile).configs if c not in recorded]
+        else:
+            extras = gemm_baseline_extras(result.shape, [r.config for r in result.trials if r.in_space])
         if not extras:
             not_needed += 1
             continue
@@ -172,7 +188,7 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
         passes = measurer.measure_extras(shape, [c for c in extras if c not in skip],
                                          [c for c in finals if c not in skip], compiled)
         passes = replace(passes, errors={**passes.errors, **{c: QUARANTINED for c in extras if c in skip}})
-        new = backfilled_shape(result, extras, passes, compiled, date)
+        new = backfilled_shape(result, extras, passes, compiled, date, legal)
         if new is None:
             failed += 1
         else:
@@ -186,28 +202,32 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
                                    compile_s_per_config=compile_s_per_config)
     if finished > failed:
         manifest_now = read_manifest(root)
-        runs = [*manifest_now.get("extras_backfill", []), {**(manifest or {}), "shapes": finished - failed}]
-        write_manifest(root, {**manifest_now, "extras_backfill": runs})
+        key = "legal_backfill" if legal else "extras_backfill"
+        runs = [*manifest_now.get(key, []), {**(manifest or {}), "shapes": finished - failed}]
+        write_manifest(root, {**manifest_now, key: runs})
     return BackfillSummary(done=finished - failed, already=already, not_needed=not_needed, failed=failed,
                            remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started)
 
 
 def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
                   max_minutes: float | None = None, workers: int | None = None,
-                  settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None) -> BackfillSummary:
+                  settings: SweepSettings = SweepSettings(), reporter: Reporter | None = None,
+                  legal: bool = False) -> BackfillSummary:
     """`rooftune sweep gemm --backfill-extras`: time the missing tutorial configs of the shapes of the
-    list already finished in the dataset at `out`, on this GPU (`backfill_extras`). Raises ShapeListError,
+    list already finished in the dataset at `out`, on this GPU (`backfill_extras`); `--backfill-legal`
+    (`legal`): the configs `profile` makes legal that those shapes have no row for. Raises ShapeListError,
     NoGpuError, DatasetError, ContextQuarantined, CompileStalled."""
 
     shapes = load_shapes(shapes_path)
     hwprobe.require_cuda()
     run = {**describe_device(settings, sms), "shapes_file": Path(shapes_path).name,
-           "method": "each shape's extras timed interleaved with its recorded final configs and cuBLAS in two "
-                     "independent final passes; time = median over both passes x scale, scale = median "
-                     "recorded / new time over the final configs (shape meta: extras_backfilled)"}
+           "method": f"each shape's {'newly legal configs' if legal else 'extras'} timed interleaved with its "
+                     "recorded final configs and cuBLAS in two independent final passes; time = median over both "
+                     "passes x scale, scale = median recorded / new time over the final configs (shape meta: "
+                     f"{'legal_backfilled' if legal else 'extras_backfilled'})"}
     with hwprobe.sm_partition(sms), gemm_measurer(profile, settings, workers=workers) as measurer:
         return backfill_extras(out, profile, measurer, shapes=shapes, sms=sms, manifest=run,
-                               max_minutes=max_minutes, reporter=reporter)
+                               max_minutes=max_minutes, reporter=reporter, legal=legal)
 
 
 # --- The routes backfill: SDPA backends timed beside the recorded baseline -------------------------------

@@ -2,6 +2,7 @@
 swept without them, on the dataset's scale; existing rows unchanged; resume; failures as data; the
 `tutorial` method of `rooftune eval` once every shape carries them."""
 
+import dataclasses
 import gzip
 import statistics
 
@@ -285,6 +286,71 @@ def test_eval_scores_the_tutorial_once_every_shape_carries_the_extras(tmp_path):
     assert tutorial["mean"] == pytest.approx(statistics.mean(scores))
     result = CliRunner().invoke(app, ["eval", "gemm", "--data", str(tmp_path), "--budget", "8"])
     assert result.exit_code == 0 and "tutorial" in result.output, result.output
+
+
+# A profile corrected after the sweep: the partition swept with the legality of 66 SMs, which has 72.
+PARTITION = load_profile("h200-sm66")
+AS_SWEPT = dataclasses.replace(PARTITION, sm_count=66)
+WIDER = GemmShape(1024, 2560, 2048, "nk")  # 72 SMs make some split-K / wave-dependent configs legal
+
+
+def swept_as(root, profile, shapes) -> dict[str, bytes]:
+    """A partition dataset swept with `profile`'s legality (every legal config a row, its 10 fastest re-timed)."""
+    open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": PARTITION.name,
+                        "sms": 66})
+    for shape in shapes:
+        space = legal_configs(GEMM_SPACE, shape, profile).configs
+        finals = set(sorted(space, key=true_us)[:10])
+        rows = tuple(Trial(c, true_us(c), None, 0.3, 7, 0.01, true_us(c) / 1.05,
+                           *((true_us(c) * 0.999, true_us(c) * 1.001, 15) if c in finals else ()))
+                     for c in space)
+        write_shape(root, ShapeRecords(shape, rows, {"cublas": 100.0}, {"legal_configs": len(space)}))
+    return {p.name: p.read_bytes() for p in (root / "shapes").iterdir()}
+
+
+def test_the_legal_backfill_adds_the_configs_a_corrected_profile_makes_legal(tmp_path):
+    as_swept = legal_configs(GEMM_SPACE, WIDER, AS_SWEPT).configs
+    now_legal = legal_configs(GEMM_SPACE, WIDER, PARTITION).configs
+    new = [c for c in now_legal if c not in set(as_swept)]
+    assert new  # the correction adds configs
+    same = GemmShape(64, 512, 512, "nk")
+    assert legal_configs(GEMM_SPACE, same, AS_SWEPT).configs == legal_configs(GEMM_SPACE, same, PARTITION).configs
+    before = swept_as(tmp_path, AS_SWEPT, [WIDER, same])
+    fake = FakeExtrasMeasurer()
+    summary = backfill_extras(tmp_path, PARTITION, fake, sms=66, date="2026-12-02", legal=True)
+    assert (summary.done, summary.already, summary.not_needed, summary.failed) == (1, 0, 1, 0)
+    assert [(s, e) for s, e, _ in fake.measured] == [(WIDER, new)]  # only the missing ones, beside the finals
+    path = tmp_path / "shapes" / f"{shape_id(WIDER)}.csv.gz"
+    old_lines = _csv_lines(before[path.name])
+    assert _csv_lines(path.read_bytes())[1: len(old_lines)] == old_lines[1:]  # every recorded row as it was
+    result = read_shape(path)
+    added = result.trials[len(as_swept):]
+    assert [r.config for r in added] == new and all(r.in_space for r in added)  # rows of the space now
+    for r in added:
+        if r.ok:  # on the dataset's scale, though the backfill's GPU ran DRIFT faster
+            assert r.time_us == pytest.approx(true_us(r.config), rel=1e-3)
+    assert result.meta["legal_configs"] == len(as_swept) + len(new)
+    assert result.meta["legal_backfilled"]["scale"] == pytest.approx(DRIFT, rel=1e-3)
+    assert "extras_backfilled" not in result.meta and "extras_backfill" not in read_manifest(tmp_path)
+    assert [r["shapes"] for r in read_manifest(tmp_path)["legal_backfill"]] == [1]
+    # replay chooses among them: every in-space row is a candidate, the dropped configs' rows stay
+    records = {str(r.shape): r for r in read_dataset(tmp_path)}
+    assert set(new) <= set(records[str(WIDER)].candidate_configs())
+    # resumable: a second run finds it done and measures nothing
+    again = FakeExtrasMeasurer()
+    summary = backfill_extras(tmp_path, PARTITION, again, sms=66, legal=True)
+    assert (summary.done, summary.already, summary.not_needed) == (0, 1, 1) and not again.measured
+
+
+def test_the_backfills_are_one_at_a_time_on_the_command_line(tmp_path):
+    shapes = tmp_path / "shapes.json"
+    shapes.write_text('[{"m": 64, "n": 512, "k": 512}]')
+    result = CliRunner().invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d"),
+                                      "--backfill-extras", "--backfill-legal"])
+    assert result.exit_code == 2 and "give one" in result.output
+    result = CliRunner().invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d"),
+                                      "--backfill-legal", "--shard", "0/2"])
+    assert result.exit_code == 2 and "--backfill-legal runs on one GPU" in result.output
 
 
 @pytest.mark.gpu

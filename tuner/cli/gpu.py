@@ -125,7 +125,9 @@ _GPUS = typer.Option(None, "--gpus", help="comma-separated GPU numbers (as CUDA 
 
 @sweep_app.command("gemm", help=_SWEEP_HELP.format("cuBLAS and the Triton tutorial's configs", """ With
     --backfill-extras, add the tutorial's configs outside the space to finished shapes swept without them
-    (timed beside their final configs, on the dataset's scale); resumable too."""),
+    (timed beside their final configs, on the dataset's scale); resumable too. With --backfill-legal, the same
+    for the configs the profile (--gpu) makes legal that finished shapes have no row for: after a profile is
+    corrected (an SM count, say), the dataset's space becomes the corrected profile's."""),
                    short_help="Time every legal GEMM config of each shape, beside cuBLAS.")
 def sweep_gemm_cmd(
     shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format("{m, n, k[, layout]}")),
@@ -135,8 +137,15 @@ def sweep_gemm_cmd(
         False, "--backfill-extras",
         help="instead of sweeping: time the tutorial configs outside the space that finished shapes lack "
              "(one GPU; not with --shard or --gpus)"),
+    backfill_legal: bool = typer.Option(
+        False, "--backfill-legal",
+        help="instead of sweeping: time the configs the profile makes legal that finished shapes have no row "
+             "for (one GPU; not with --shard or --gpus)"),
 ) -> None:
-    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_extras)
+    if backfill_extras and backfill_legal:
+        fail("--backfill-extras and --backfill-legal are separate runs: give one")
+    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_extras or backfill_legal,
+           legal=backfill_legal)
 
 
 @sweep_app.command("attention", help=_SWEEP_HELP.format("PyTorch's SDPA and each of its backends", """ With
@@ -169,12 +178,13 @@ def sweep_moe_cmd(
 
 @cli_errors()
 def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None, max_minutes: float | None,
-           workers: int | None, shard: str | None, gpus: str | None, backfilling: bool = False) -> None:
-    """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras,
-    attention: the routes), print the summary."""
+           workers: int | None, shard: str | None, gpus: str | None, backfilling: bool = False,
+           legal: bool = False) -> None:
+    """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras, or with
+    `legal` the newly legal configs; attention: the routes), print the summary."""
     KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
-    flag = {"gemm": "--backfill-extras", "attention": "--backfill-routes"}.get(kernel)
+    flag = {"gemm": "--backfill-legal" if legal else "--backfill-extras", "attention": "--backfill-routes"}.get(kernel)
     if backfilling and (shard_of or gpu_list):
         fail(f"{flag} runs on one GPU: drop --shard and --gpus")
     profile = live_gpu(gpu)
@@ -184,7 +194,7 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
     backfills = {"gemm": backfill.backfill_gemm, "attention": backfill.backfill_attention_routes}
     sweeps = {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention, "moe": sweep.sweep_moe}
     run = (backfills if backfilling else sweeps)[kernel]
-    split = {} if backfilling else {"shard": shard_of, "gpus": gpu_list}
+    split = ({"legal": True} if legal else {}) if backfilling else {"shard": shard_of, "gpus": gpu_list}
     with Progress(*columns, console=console) as progress:
         summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
                       reporter=RichReporter(progress), **split)
@@ -195,7 +205,8 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
         return
     if backfilling:
         budget = " (time budget reached)" if summary.stopped_early else ""
-        console.print(f"backfilled {summary.done}, already with extras {summary.already}, needing none "
+        console.print(f"backfilled {summary.done}, already {'backfilled' if legal else 'with extras'} "
+                      f"{summary.already}, needing none "
                       f"{summary.not_needed}, failed (no final config re-timed) {summary.failed}, "
                       f"left {summary.remaining}{budget}; {summary.seconds:.0f} s")
         return
