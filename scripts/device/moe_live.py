@@ -9,7 +9,8 @@ nearest M key, on both GEMMs), beside vLLM's shipped table and the sweep's own t
 A layer is E,TOPK,HIDDEN,INTERMEDIATE[,TP]. `tune` writes DIR/moe_live.json (per layer: wall seconds, exit code,
 the table as written, the log's tail) and DIR/tables/; resumable: layers already in the JSON are not tuned again.
 `check` prints, per layer, the table's score per GEMM (best recorded time / the entry's recorded time: mean and
-worst over the layer's token counts) and the sweep's seconds for those shapes.
+worst over the layer's token counts), its mean over both GEMMs beside vLLM's shipped table's (each over the same
+shapes) and the sweep's seconds for those shapes.
 """
 
 from __future__ import annotations
@@ -112,15 +113,16 @@ def check(state: dict, data: Path, gpu: str) -> list[dict]:
             rows.append({"layer": key, "wall_s": run.get("wall_s"), "shapes": len(mine), "rc": run.get("rc")})
             continue
         vllm = [sc.score for sc in replay(mine, vllm_shipped(), 1, profile)]
-        rows.append({"layer": key, "wall_s": run["wall_s"], "rc": run["rc"], "shapes": len(mine),
-                     "scores": score_table(mine, run["table"], profile), "vllm_mean": statistics.fmean(vllm),
-                     "sweep_s": sweep_seconds(mine)})
+        scores = score_table(mine, run["table"], profile)
+        rows.append({"layer": key, "wall_s": run["wall_s"], "rc": run["rc"], "shapes": len(mine), "scores": scores,
+                     "mean": statistics.fmean(s for v in scores.values() for s in v),
+                     "vllm_mean": statistics.fmean(vllm), "sweep_s": sweep_seconds(mine)})
     return rows
 
 
 def print_check(rows: list[dict]) -> None:
     print(f"{'layer':22s} {'tune s':>7s} {'shapes':>6s} {'gate_up mean/worst':>19s} {'down mean/worst':>16s} "
-          f"{'vLLM shipped':>12s} {'sweep s':>8s}")
+          f"{'both':>6s} {'vLLM shipped':>12s} {'sweep s':>8s}")
     for r in rows:
         if "scores" not in r:
             print(f"{r['layer']:22s} {r['wall_s'] or 0:7.1f} {r['shapes']:6d}   no table or no recorded shapes "
@@ -129,7 +131,7 @@ def print_check(rows: list[dict]) -> None:
         cells = [f"{statistics.fmean(v):.3f} / {min(v):.3f}" if v else "-"
                  for v in (r["scores"].get("gate_up", []), r["scores"].get("down", []))]
         print(f"{r['layer']:22s} {r['wall_s']:7.1f} {r['shapes']:6d} {cells[0]:>19s} {cells[1]:>16s} "
-              f"{r['vllm_mean']:12.3f} {r['sweep_s']:8.0f}")
+              f"{r['mean']:6.3f} {r['vllm_mean']:12.3f} {r['sweep_s']:8.0f}")
 
 
 def main(argv=None) -> int:

@@ -56,4 +56,5 @@ def test_a_table_of_each_m_s_recorded_best_scores_one_on_its_gemm():
     (row,) = live.check(state, TRAIN, "h200")
     assert row["shapes"] == 36 and row["scores"]["gate_up"] == pytest.approx([1.0] * 18)
     assert all(0 < s <= 1 for s in row["scores"]["down"]) and 0 < row["vllm_mean"] <= 1
+    assert row["mean"] == pytest.approx((18 + sum(row["scores"]["down"])) / 36)  # over both GEMMs, as vLLM's
     assert row["sweep_s"] == pytest.approx(live.sweep_seconds(records)) and row["sweep_s"] > 0
