@@ -232,10 +232,12 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
     need (`configs_of`), then `work(shape, compiled)`. With `max_minutes`, a shape is not started when
     the time used plus its estimate (`shape_estimate_s`: with `cost`, the seconds per unit of cost so far
     × this shape's cost; else the mean shape time so far; `first_shape_s` before any; plus the batch's
-    compiles at the compile time per config so far) would pass the budget; when only
-    the lookahead's compiles are too many, the batch shrinks to the shape's own; and a batch's compile
-    timeout is the budget's time left (a hung compile worker cannot outlast the run's budget).
-    Returns (shapes finished, whether the budget stopped the loop)."""
+    compiles at the compile time per config so far) would pass the budget: with `cost`, the loop goes on to
+    later shapes, which may be cheap enough to fit the time left (a call's budget is used, not cut at its
+    first costly shape); without, it stops there. When only the lookahead's compiles are too many, the batch
+    shrinks to the shape's own; and a batch's compile timeout is the budget's time left (a hung compile
+    worker cannot outlast the run's budget).
+    Returns (shapes finished, whether the budget left any of `todo` undone)."""
     compiled: dict[Hashable, dict[Config, float | str]] = {}
     durations: list[float] = []
     # Seconds per config over all batches: one small batch (its pool start-up spread over a few
@@ -243,6 +245,7 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
     compile_total_s, compile_total_n = 0.0, 0
     costs: list[float] = []  # `cost` of each finished shape, beside `durations`
     timeout_s = None
+    finished, passed_over = 0, False
     for index, shape in enumerate(todo):
         group = measurer.group_key(shape)
         have = compiled.setdefault(group, {})
@@ -257,7 +260,10 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
             if len(jobs) * compile_rate > left:  # the lookahead does not fit: this shape's configs only
                 jobs = {c: s for c, s in jobs.items() if s == shape}
             if len(jobs) * compile_rate > left:
-                return index, True
+                if cost is None or not durations:  # every later shape's estimate is as large: stop
+                    return finished, True
+                passed_over = True  # a costlier shape than the time left holds; a cheaper later one may fit
+                continue
         t0 = now()
         if jobs:
             reporter.phase(shape, f"compiling {len(jobs)} configs")
@@ -269,7 +275,8 @@ def run_shapes(todo: Sequence[Shape], configs_of: Callable[[Shape], list[Config]
         if cost is not None and max_minutes is not None:  # only a budget needs the estimate
             costs.append(cost(shape))
         reporter.finished(shape, now() - t0)
-    return len(todo), False
+        finished += 1
+    return finished, passed_over
 
 
 def _flag_space(result: ShapeRecords, space_configs: list[Config]) -> ShapeRecords:

@@ -339,6 +339,34 @@ def test_time_budget_scales_the_next_shape_by_its_cost():
     assert shape_estimate_s([10.0, 30.0], [1.0, 3.0], 2.0, 5.0) == COST_MARGIN * 20.0
 
 
+def test_time_budget_passes_over_a_costly_shape_for_cheaper_ones_that_fit():
+    # 10, 60, 10 and 10 s in a 60 s budget: after the first, the 60-s shape cannot finish (90 s with the margin);
+    # the two 10-s shapes after it still fit, and the sweep says shapes were left.
+    from rooftune.eval.sweep import SilentReporter, run_shapes
+
+    clock = Clock()
+    seconds = {("a", 0): 10.0, ("a", 1): 60.0, ("a", 2): 10.0, ("a", 3): 10.0}
+
+    class Fake(BatchClock):
+        def work(self, shape, compiled):
+            self.measured.append(shape)
+            self.clock.t += seconds[shape]
+
+    def run(fake, cost):
+        return run_shapes(list(seconds), lambda s: [1], fake, fake.work, started=clock.t, max_minutes=1.0,
+                          lookahead=0, reporter=SilentReporter(), now=clock, first_shape_s=10.0,
+                          compile_s_per_config=0.0, cost=cost)
+
+    fake = Fake(clock, start_s=0.0, per_config_s=0.0, shape_s=None)
+    assert run(fake, seconds.__getitem__) == (3, True)
+    assert fake.measured == [("a", 0), ("a", 2), ("a", 3)] and clock.t == 30.0
+    # without costs every shape's estimate is the mean: the sweep stops at the first that does not fit
+    clock.t = 0.0
+    seconds[("a", 0)] = 50.0
+    fake = Fake(clock, start_s=0.0, per_config_s=0.0, shape_s=None)
+    assert run(fake, None) == (1, True) and fake.measured == [("a", 0)]
+
+
 def test_load_shapes_reads_and_rejects(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(json.dumps([{"m": 1, "n": 2, "k": 3}, {"m": 4, "n": 5, "k": 6, "layout": "nk", "why": "x"}]))
