@@ -8,11 +8,14 @@
 #        GPU=hwprofiles/h200_sm66.json SMS=66 bash scripts/device/sweep.sh gemm heldout 540 datasets/h200-sm66
 # GPU: the profile for legality (default h200); SMS: sweep inside a green context of that many SMs;
 # PREBUILT: a prebuild archive to unpack first (e.g. PREBUILT=.tcache/moe.tar.gz, carried with the call);
-# GPUS: sweep on these GPUs at once (e.g. GPUS=0,1 on a machine of two H200s: `rooftune sweep --gpus`).
+# GPUS: sweep on these GPUs at once (e.g. GPUS=0,1 on a machine of two H200s: `rooftune sweep --gpus`);
+# BACKFILL: instead of sweeping, backfill the finished shapes (legal, extras or routes: `--backfill-legal`, ...), e.g.
+#   BACKFILL=legal GPU=h200-sm66 SMS=66 bash scripts/device/sweep.sh gemm heldout 240 datasets/h200-sm66
 set -u
 K=$1; L=$2; T=$3; ROOT=${4:-datasets/h200}; end=$((SECONDS + T))
 GPU=${GPU:-h200}; DEVICE_ARGS=(); [ -n "${SMS:-}" ] && DEVICE_ARGS=(--sms "$SMS")
 [ -n "${GPUS:-}" ] && DEVICE_ARGS+=(--gpus "$GPUS")
+[ -n "${BACKFILL:-}" ] && DEVICE_ARGS+=("--backfill-$BACKFILL")
 S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json
 D=$ROOT/$K/$L
 export PYTHONUNBUFFERED=1
@@ -23,7 +26,7 @@ if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ] && [ ! -f /tmp/.prebuilt_unpacke
 fi
 listed=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))))" "$S")
 done_=$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$')
-if [ "$done_" -ge "$listed" ]; then
+if [ -z "${BACKFILL:-}" ] && [ "$done_" -ge "$listed" ]; then
   echo "sweep $K $L: all $listed shapes there"
 else
   l=$(( end - SECONDS - 20 ))   # leave time to pack

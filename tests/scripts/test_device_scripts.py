@@ -78,6 +78,19 @@ def test_sweep_sh_spreads_over_the_gpus_named(tmp_path):
     assert "--gpu h200 --gpus 0,1 --max-minutes" in log.read_text()
 
 
+def test_sweep_sh_backfills_a_finished_list_when_asked(tmp_path):
+    env, log, out = _fakes(tmp_path)
+    tree = _partition_tree(tmp_path)  # GEMM train: all 24 shapes there
+    run = subprocess.run(["bash", "scripts/device/sweep.sh", "gemm", "train", "100", "datasets/h200-sm66"], cwd=tree,
+                         env={**env, "BACKFILL": "legal", "GPU": "h200-sm66", "SMS": "66"}, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    call = log.read_text().strip()
+    assert call.startswith("sweep gemm --shapes datasets/h200-sm66/gemm/shapes_train.json "
+                           "--out datasets/h200-sm66/gemm/train --gpu h200-sm66 --sms 66 --backfill-legal --max-minutes")
+    assert (out / "gemm_train.tgz").is_file()
+
+
 def test_slim_triton_pack_drops_only_what_compiling_never_loads(tmp_path):
     """The pack rewritten in place without the profiler's CUPTI libraries, the disassemblers and FileCheck; the rest
     (the library, the compiler's Python, ptxas's neighbours that stay) unchanged."""
