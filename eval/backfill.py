@@ -123,6 +123,32 @@ def backfilled_shape(result: ShapeRecords, extras: list[Config], passes: RetimeP
     return replace(result, trials=result.trials + tuple(rows), meta=meta)
 
 
+def legal_backfill_configs(result: ShapeRecords, profile: HardwareProfile) -> tuple[list[Config], list[Config]]:
+    """What the legal backfill times for one finished GEMM shape: the configs of the space `profile` makes legal
+    that it has no row for, and its recorded final configs (rows with `retime_us`), beside which they are timed."""
+    recorded = {r.config for r in result.trials}
+    missing = [c for c in legal_configs(GEMM_SPACE, result.shape, profile).configs if c not in recorded]
+    return missing, [r.config for r in result.trials if r.retime_us is not None]
+
+
+def legal_backfill_plan(root: str | Path, profile: HardwareProfile,
+                        shapes: Sequence[GemmShape] | None = None) -> dict[GemmShape, list[Config]]:
+    """Per finished shape of the dataset at `root` (those in `shapes`, or all) that the legal backfill has yet to
+    give rows to, the configs it compiles (`legal_backfill_configs`: the missing ones, then the finals): what
+    `prebuild build --backfill-legal` builds ahead on a CPU."""
+    read_manifest(root)  # a dataset must exist
+    wanted = None if shapes is None else {shape_id(s) for s in shapes}
+    plan = {}
+    for path in shape_files(root):
+        result = read_shape(path)
+        if (wanted is not None and shape_id(result.shape) not in wanted) or "legal_backfilled" in result.meta:
+            continue
+        missing, finals = legal_backfill_configs(result, profile)
+        if missing:
+            plan[result.shape] = missing + finals
+    return plan
+
+
 def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: ExtrasMeasurer, *,
                     shapes: Sequence[GemmShape] | None = None, sms: int | None = None,
                     manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
@@ -163,14 +189,13 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
             already += 1
             continue
         if legal:
-            recorded = {r.config for r in result.trials}
-            extras = [c for c in legal_configs(GEMM_SPACE, result.shape, profile).configs if c not in recorded]
+            extras, finals = legal_backfill_configs(result, profile)
         else:
             extras = gemm_baseline_extras(result.shape, [r.config for r in result.trials if r.in_space])
+            finals = [r.config for r in result.trials if r.retime_us is not None]
         if not extras:
             not_needed += 1
             continue
-        finals = [r.config for r in result.trials if r.retime_us is not None]
         todo[shape_id(result.shape)] = (path, result, extras, finals)
     quarantined = read_quarantine(root)
     order = order_by_group([result.shape for _, result, _, _ in todo.values()], measurer.group_key)

@@ -126,18 +126,23 @@ def moe_jobs(shapes: Sequence[MoeShape], profile: HardwareProfile, *, max_config
 
 
 def binary_jobs(shapes: Sequence[GemmShape | AttentionShape | MoeShape], profile: HardwareProfile, *,
-                max_configs: int | None = None) -> list[BinaryJob]:
+                max_configs: int | None = None,
+                gemm_configs: Callable[[GemmShape], list[Config]] | None = None) -> list[BinaryJob]:
     """One job per distinct binary a sweep of `shapes` on `profile` compiles. GEMM: per `specialization_key`,
-    the legal configs and the tutorial extras, distinct in (FIXUP, BLOCK_N2, BLOCK_M, BLOCK_N, BLOCK_K,
-    num_warps, num_stages) (GROUP_M and SPLIT_K are runtime integers); then one reduction per `reduce_key` of the
-    shapes with a split-K config that sums in the reduction kernel. Attention and MoE shapes: `attention_jobs`
-    and `moe_jobs`, after the GEMM's. `max_configs`: only the first that many configs of each shape."""
+    the legal configs and the tutorial extras (or `gemm_configs(shape)`: e.g. a backfill's), distinct in (FIXUP,
+    BLOCK_N2, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) (GROUP_M and SPLIT_K are runtime integers); then
+    one reduction per `reduce_key` of the shapes with a split-K config that sums in the reduction kernel.
+    Attention and MoE shapes: `attention_jobs` and `moe_jobs`, after the GEMM's. `max_configs`: only the first
+    that many configs of each shape."""
     seen, reduced = set(), set()
     gemm_jobs, reduce_jobs = [], []
     attention_shapes = [s for s in shapes if isinstance(s, AttentionShape)]
     for shape in (s for s in shapes if isinstance(s, GemmShape)):
-        configs = legal_configs(GEMM_SPACE, shape, profile).configs
-        configs = (configs + gemm_baseline_extras(shape, configs))[:max_configs]
+        if gemm_configs is not None:
+            configs = gemm_configs(shape)[:max_configs]
+        else:
+            configs = legal_configs(GEMM_SPACE, shape, profile).configs
+            configs = (configs + gemm_baseline_extras(shape, configs))[:max_configs]
         group = gemm.specialization_key(shape)
         for config in configs:
             fixup = gemm.uses_fixup(config)  # a constexpr: its own binary, compiled with its SPLIT_K
@@ -327,7 +332,17 @@ def _build(args: argparse.Namespace) -> None:
     except ProfileError as exc:
         raise PrebuildError(str(exc)) from None
     arch = args.arch or arch_of(profile)
-    jobs = binary_jobs(shapes, profile, max_configs=args.max_configs)
+    gemm_configs = None
+    if args.backfill_legal:  # only what `rooftune sweep gemm --backfill-legal` compiles over that dataset
+        from rooftune.eval.backfill import legal_backfill_plan
+        from rooftune.eval.dataset import DatasetError
+
+        try:
+            plan = legal_backfill_plan(args.backfill_legal, profile, [s for s in shapes if isinstance(s, GemmShape)])
+        except DatasetError as exc:
+            raise PrebuildError(str(exc)) from None
+        shapes, gemm_configs = list(plan), plan.__getitem__
+    jobs = binary_jobs(shapes, profile, max_configs=args.max_configs, gemm_configs=gemm_configs)
     print(f"{len(shapes)} shapes -> {len(jobs)} binaries for sm_{arch} into {args.cache}", flush=True)
     columns = (TextColumn("compiling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns) as progress:
@@ -368,6 +383,8 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--workers", type=int, help="compile processes (default: one per core)")
     build.add_argument("--tar", help="then pack the cache into this .tar.gz")
     build.add_argument("--max-configs", type=int, help="only the first N configs of each shape (a smoke test)")
+    build.add_argument("--backfill-legal", metavar="DIR", help="only the binaries `rooftune sweep gemm "
+                       "--backfill-legal` needs for the listed shapes finished in the GEMM dataset DIR")
     build.set_defaults(run=_build)
     unpacking = commands.add_parser("unpack", help="extract a packed cache and point its group files there")
     unpacking.add_argument("tar", help="the .tar.gz that `build --tar` wrote")

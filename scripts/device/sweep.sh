@@ -21,8 +21,10 @@ D=$ROOT/$K/$L
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 # PREBUILT: a `prebuild build --tar` archive carried with the call (its binaries then cost no GPU time)
-if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ] && [ ! -f /tmp/.prebuilt_unpacked ]; then
-  python3 -m rooftune.kernels.harness.prebuild unpack "$PREBUILT" | tail -1 && touch /tmp/.prebuilt_unpacked
+# (once per archive and machine: a second call on a warm machine, or a second archive, still finds its own)
+unpacked=/tmp/.prebuilt_$(basename "${PREBUILT:-none}")
+if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ] && [ ! -f "$unpacked" ]; then
+  python3 -m rooftune.kernels.harness.prebuild unpack "$PREBUILT" | tail -1 && touch "$unpacked"
 fi
 listed=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))))" "$S")
 done_=$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$')

@@ -336,10 +336,30 @@ def test_the_legal_backfill_adds_the_configs_a_corrected_profile_makes_legal(tmp
     # replay chooses among them: every in-space row is a candidate, the dropped configs' rows stay
     records = {str(r.shape): r for r in read_dataset(tmp_path)}
     assert set(new) <= set(records[str(WIDER)].candidate_configs())
+    assert backfill.legal_backfill_plan(tmp_path, PARTITION) == {}  # nothing left to build ahead for it
     # resumable: a second run finds it done and measures nothing
     again = FakeExtrasMeasurer()
     summary = backfill_extras(tmp_path, PARTITION, again, sms=66, legal=True)
     assert (summary.done, summary.already, summary.not_needed) == (0, 1, 1) and not again.measured
+
+
+def test_the_legal_backfills_plan_is_what_it_compiles_and_prebuild_builds_only_that(tmp_path):
+    from rooftune.kernels.harness import prebuild as pb
+
+    swept_as(tmp_path, AS_SWEPT, [WIDER, GemmShape(64, 512, 512, "nk")])
+    plan = backfill.legal_backfill_plan(tmp_path, PARTITION)
+    fake = FakeExtrasMeasurer()
+    backfill_extras(tmp_path, PARTITION, fake, sms=66, legal=True)
+    (shape, extras, finals), = fake.measured
+    assert plan == {shape: extras + finals} and shape == WIDER  # the other shape needs nothing
+    jobs = pb.binary_jobs(list(plan), PARTITION, gemm_configs=plan.__getitem__)
+    every = pb.binary_jobs([WIDER], PARTITION)
+    assert 0 < len(jobs) < len(every) and {(j.shape, j.kind) for j in jobs} <= {(WIDER, "gemm"), (WIDER, "reduce")}
+    built = {(j.config["BLOCK_M"], j.config["BLOCK_N"], j.config["BLOCK_K"], j.config.num_warps, j.config.num_stages)
+             for j in jobs}
+    assert {(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c.num_warps, c.num_stages) for c in plan[WIDER]} == built
+    with pytest.raises(DatasetError, match="no manifest.json"):
+        backfill.legal_backfill_plan(tmp_path / "nothing", PARTITION)
 
 
 def test_the_backfills_are_one_at_a_time_on_the_command_line(tmp_path):
