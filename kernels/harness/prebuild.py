@@ -325,6 +325,31 @@ def arch_of(profile: HardwareProfile) -> int:
     return 10 * profile.compute_capability[0] + profile.compute_capability[1]
 
 
+def build_and_pack(jobs: Sequence[BinaryJob], cache: str | os.PathLike, profile: HardwareProfile, *,
+                   arch: int | None = None, workers: int | None = None, tar: str | os.PathLike | None = None,
+                   ) -> PrebuildSummary:
+    """`prebuild` the jobs for `arch` (default the profile's) with a progress bar, each binary checked against the
+    profile's shared memory per block where `arch` is its own; print failures and the summary; pack into `tar`."""
+    arch = arch or arch_of(profile)
+    columns = (TextColumn("compiling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns) as progress:
+        task = progress.add_task("compile", total=len(jobs))
+        # The profile's per-block limit holds for its own architecture only (--arch may name another).
+        limit = profile.smem_per_block_bytes if arch == arch_of(profile) else None
+        summary = prebuild(jobs, cache, workers=workers, arch=arch, smem_limit=limit,
+                           on_done=lambda k: progress.advance(task, k))
+    for job, error in summary.failed.items():
+        print(f"failed: {job.shape} {job.config} ({job.kind}): {error}")
+    print(f"compiled {summary.compiled} of {summary.jobs}, failed {len(summary.failed)}; {summary.seconds:.0f} s")
+    if limit is not None and not summary.failed:
+        print(f"every binary fits {profile.name}'s {limit} bytes of shared memory per block")
+    if tar:
+        entries = pack(cache, tar)
+        print(f"packed {entries} cache entries into {tar}; on the GPU machine, with the same Python "
+              f"and triton: python -m rooftune.kernels.harness.prebuild unpack {Path(tar).name} [--cache DIR]")
+    return summary
+
+
 def _build(args: argparse.Namespace) -> None:
     shapes = [s for path in args.shapes for s in read_shapes(path, args.kernel)]
     try:
@@ -332,34 +357,9 @@ def _build(args: argparse.Namespace) -> None:
     except ProfileError as exc:
         raise PrebuildError(str(exc)) from None
     arch = args.arch or arch_of(profile)
-    gemm_configs = None
-    if args.backfill_legal:  # only what `rooftune sweep gemm --backfill-legal` compiles over that dataset
-        from rooftune.eval.backfill import legal_backfill_plan
-        from rooftune.eval.dataset import DatasetError
-
-        try:
-            plan = legal_backfill_plan(args.backfill_legal, profile, [s for s in shapes if isinstance(s, GemmShape)])
-        except DatasetError as exc:
-            raise PrebuildError(str(exc)) from None
-        shapes, gemm_configs = list(plan), plan.__getitem__
-    jobs = binary_jobs(shapes, profile, max_configs=args.max_configs, gemm_configs=gemm_configs)
+    jobs = binary_jobs(shapes, profile, max_configs=args.max_configs)
     print(f"{len(shapes)} shapes -> {len(jobs)} binaries for sm_{arch} into {args.cache}", flush=True)
-    columns = (TextColumn("compiling"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns) as progress:
-        task = progress.add_task("compile", total=len(jobs))
-        # The profile's per-block limit holds for its own architecture only (--arch may name another).
-        limit = profile.smem_per_block_bytes if args.arch in (None, arch_of(profile)) else None
-        summary = prebuild(jobs, args.cache, workers=args.workers, arch=arch, smem_limit=limit,
-                           on_done=lambda k: progress.advance(task, k))
-    for job, error in summary.failed.items():
-        print(f"failed: {job.shape} {job.config} ({job.kind}): {error}")
-    print(f"compiled {summary.compiled} of {summary.jobs}, failed {len(summary.failed)}; {summary.seconds:.0f} s")
-    if limit is not None and not summary.failed:
-        print(f"every binary fits {profile.name}'s {limit} bytes of shared memory per block")
-    if args.tar:
-        entries = pack(args.cache, args.tar)
-        print(f"packed {entries} cache entries into {args.tar}; on the GPU machine, with the same Python "
-              f"and triton: python -m rooftune.kernels.harness.prebuild unpack {Path(args.tar).name} [--cache DIR]")
+    build_and_pack(jobs, args.cache, profile, arch=arch, workers=args.workers, tar=args.tar)
 
 
 def _unpack(args: argparse.Namespace) -> None:
@@ -383,8 +383,6 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--workers", type=int, help="compile processes (default: one per core)")
     build.add_argument("--tar", help="then pack the cache into this .tar.gz")
     build.add_argument("--max-configs", type=int, help="only the first N configs of each shape (a smoke test)")
-    build.add_argument("--backfill-legal", metavar="DIR", help="only the binaries `rooftune sweep gemm "
-                       "--backfill-legal` needs for the listed shapes finished in the GEMM dataset DIR")
     build.set_defaults(run=_build)
     unpacking = commands.add_parser("unpack", help="extract a packed cache and point its group files there")
     unpacking.add_argument("tar", help="the .tar.gz that `build --tar` wrote")
