@@ -135,7 +135,7 @@ def legal_backfill_plan(root: str | Path, profile: HardwareProfile,
                         shapes: Sequence[GemmShape] | None = None) -> dict[GemmShape, list[Config]]:
     """Per finished shape of the dataset at `root` (those in `shapes`, or all) that the legal backfill has yet to
     give rows to, the configs it compiles (`legal_backfill_configs`: the missing ones, then the finals): what
-    `prebuild build --backfill-legal` builds ahead on a CPU."""
+    `scripts/prebuild_legal_backfill.py` builds ahead on a CPU."""
     read_manifest(root)  # a dataset must exist
     wanted = None if shapes is None else {shape_id(s) for s in shapes}
     plan = {}
