@@ -44,6 +44,14 @@ OVERLAP_NORM = 4.0
 # pipes idle for FMA_EXPOSED_CLOCKS of each step (see `fma_issue_fraction`). Chosen on one half of PyTorch's
 # AutoHeuristic A100 and H100 logs (crc32 of the shape, even), scored on the other: docs/results.md.
 FMA_EXPOSED_CLOCKS = 7.0
+# On the FMA path with B N-contiguous ('kn'), tiles of FMA_KN_ACCUMULATORS or more fp32 accumulators per thread
+# run their FMAs FMA_KN_SLOWDOWN times slower than the issue model says. Both AutoHeuristic logs show it: with
+# B 'nk', 128×128×32 tiles of 4 warps (128 accumulators a thread) are the best config on average (0.98 of the
+# best on the H100, 0.99 on the A100); with B 'kn' they fall out of the top eight, and 64×64×32 tiles of 4
+# warps (32) lead. The compiler's register and spill counts do not explain it (ptxas spills more with 'nk':
+# experiments/fma-register-counts). Chosen on the logs' choosing half, scored on the other: docs/results.md.
+FMA_KN_ACCUMULATORS = 128
+FMA_KN_SLOWDOWN = 1.5
 SPLIT_K_PARTIAL_BYTES = 4  # split-K partials are fp32
 CP_ASYNC_BYTES = 16  # the widest asynchronous global -> shared copy
 
@@ -395,6 +403,9 @@ def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTr
         if shape.dtype not in TENSOR_DTYPES:
             warps_per_scheduler = warps_per_scheduler * fma_issue_fraction(bm, bn, warps)
         warps_busy = np.minimum(1.0, warps_per_scheduler)
+        if shape.dtype not in TENSOR_DTYPES and shape.layout == "kn":
+            crowded = bm * bn / (warps * THREADS_PER_WARP) >= FMA_KN_ACCUMULATORS
+            warps_busy = warps_busy / np.where(crowded, FMA_KN_SLOWDOWN, 1.0)
         tensor = tr.flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
         return np.stack([
             per_sm * tr.flops_iter / (rate_sm * warps_busy),

@@ -1,12 +1,12 @@
 """The AutoHeuristic logs split in two halves by the crc32 of each shape (even: the half a model constant is
 chosen on; odd: the half it is then scored on), each scored as `rooftune eval gemm` scores the whole log.
 
-    python scripts/ah_halves.py [--fma-exposed-clocks C] [--dtype fp32] [--shared ../shared]
+    python scripts/ah_halves.py [--fma-exposed-clocks C] [--fma-kn-slowdown F] [--dtype fp32] [--shared ../shared]
     python scripts/ah_halves.py --fit [--out DIR]
 
 Prints, per log and budget (1 and 5 configs), mean / worst-tenth mean of `rooftune` (the model alone: these logs
 are another kernel's) on each half. `--fma-exposed-clocks` replays with roofline.gemm.FMA_EXPOSED_CLOCKS set
-(0: the model without the term). `--fit`: a residual for that GPU and the log's kernel fitted on the choosing half
+(0: the model without the term); `--fma-kn-slowdown` with roofline.gemm.FMA_KN_SLOWDOWN set (1: without it). `--fit`: a residual for that GPU and the log's kernel fitted on the choosing half
 only (`fit_kernel`, its settings chosen by cross-validation there, as `rooftune fit` does), then the scoring half
 replayed with the model alone and with it; `--out DIR` keeps each residual (`rooftune eval --residual FILE`).
 """
@@ -39,6 +39,7 @@ def half(records) -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fma-exposed-clocks", type=float, default=None)
+    parser.add_argument("--fma-kn-slowdown", type=float, default=None)
     parser.add_argument("--dtype", default=None, help="only the inputs of this dtype (fp32, tf32, bf16, fp16)")
     parser.add_argument("--shared", type=Path, default=Path("../shared"))
     parser.add_argument("--fit", action="store_true", help="fit a residual on the choosing half, score the other")
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.fma_exposed_clocks is not None:
         gemm.FMA_EXPOSED_CLOCKS = args.fma_exposed_clocks
+    if args.fma_kn_slowdown is not None:
+        gemm.FMA_KN_SLOWDOWN = args.fma_kn_slowdown
     for log, gpu in LOGS:
         profile = load_profile(gpu)
         records = [r for r in readers.load_records(args.shared / "datasets" / "autoheuristic" / f"{log}_mm.txt.gz",

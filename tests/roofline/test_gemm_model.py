@@ -324,3 +324,25 @@ def test_one_warp_per_scheduler_starves_the_fma_path_only(monkeypatch):
     assert times("fp32")[0] < 1.02 * times("fp32")[1]
     monkeypatch.setattr(gemm, "FMA_EXPOSED_CLOCKS", 1000.0)
     assert np.array_equal(times("bf16"), bf16)
+
+
+def test_crowded_fma_tiles_slow_down_only_with_b_n_contiguous(monkeypatch):
+    """fp32 without matrix units, B 'kn': a 128×128 tile of 4 warps (128 accumulators a thread) slows by about
+    FMA_KN_SLOWDOWN where its FMAs bind, and a 64×64 tile of 4 warps (32) does not; with B 'nk', or in bf16,
+    the term changes nothing."""
+    from rooftune.roofline import gemm
+
+    h100 = load_profile("h100_sxm")
+    crowded, light = Config.make(4, 3, BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8), \
+        Config.make(4, 2, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8)
+
+    def times(layout, dtype="fp32"):
+        return predict(GemmShape(4096, 4096, 4096, layout, dtype), configs_to_columns([crowded, light]), h100).time_us
+
+    with_term = {(lay, dt): times(lay, dt) for lay in ("kn", "nk") for dt in ("fp32", "bf16")}
+    monkeypatch.setattr(gemm, "FMA_KN_SLOWDOWN", 1.0)  # the term off
+    without = {(lay, dt): times(lay, dt) for lay in ("kn", "nk") for dt in ("fp32", "bf16")}
+    assert with_term[("kn", "fp32")][0] > 1.3 * without[("kn", "fp32")][0]
+    assert with_term[("kn", "fp32")][1] == pytest.approx(without[("kn", "fp32")][1])
+    for same in (("nk", "fp32"), ("kn", "bf16"), ("nk", "bf16")):
+        assert np.array_equal(with_term[same], without[same]), same
