@@ -3,13 +3,49 @@ recorded measurer, and scored against the exhaustive best."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
+from rooftune.candidates import SearchSpace, configs_to_columns
 from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.metrics import summarize
 from rooftune.eval.replay import RecordedMeasurer, ShapeScore, model_spearman, score_trials
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.tuner.tune import TuneError, tune
+
+
+@dataclass(frozen=True)
+class LiveOffer:
+    """Records cut to what a live tune on the replay's GPU would offer (`offered_as_live`)."""
+
+    records: list[ShapeRecords]
+    not_legal: int      # recorded candidates the profile's legality leaves out, over all shapes
+    shapes_cut: int     # shapes that lost any
+
+
+def offered_as_live(records: list[ShapeRecords], space: SearchSpace, profile: HardwareProfile) -> LiveOffer:
+    """Each shape's candidates cut to those `space`'s legality allows for it on `profile`, where the records were
+    swept in that space (their meta's `space_version`; others, such as another kernel's logs, are kept whole):
+    `rooftune tune` there offers only those. A dataset swept under another profile's legality (a corrected SM
+    count) then replays what a live tune would try, and is scored against the best of that. Configs the profile
+    makes legal that have no record cannot be offered: `rooftune sweep gemm --backfill-legal` times them."""
+    kept, not_legal, shapes_cut = [], 0, 0
+    for r in records:
+        recorded = r.candidate_configs()
+        if r.meta.get("space_version") != space.version or not recorded:
+            kept.append(r)
+            continue
+        reasons = space.legality(r.shape, configs_to_columns(recorded), profile)
+        illegal = np.zeros(len(recorded), dtype=bool)
+        for mask in reasons.values():
+            illegal |= mask
+        if illegal.any():
+            not_legal += int(illegal.sum())
+            shapes_cut += 1
+            r = replace(r, candidates=tuple(c for c, out in zip(recorded, illegal) if not out))
+        kept.append(r)
+    return LiveOffer(kept, not_legal, shapes_cut)
 
 
 def replay_shape(records: ShapeRecords, strategy, budget: int, profile: HardwareProfile) -> ShapeScore:

@@ -123,3 +123,35 @@ def test_eval_scores_transfer_from_the_full_chips_data(tmp_path):
     missing = runner.invoke(app, ["eval", "gemm", "--data", str(PART / "gemm" / "train"), "--budget", "1",
                                   "--gpu", "h200-sm66", "--transfer-from", str(PART / "attention" / "train")])
     assert missing.exit_code == 2 and "transfer needs a dataset of the same shapes" in _out(missing)
+
+
+def test_replay_offers_only_what_a_live_tune_on_the_profile_would():
+    """The partition's held-out GEMM data were swept under the 66-SM profile's legality; replay under the corrected
+    72-SM profile leaves out each config that profile makes illegal (as `tune` there does) and keeps the rest in
+    recorded order, while records of another space stay whole; the full chip's data lose nothing."""
+    from dataclasses import replace
+
+    from rooftune.candidates import GEMM_SPACE, legal_configs
+    from rooftune.eval.readers import load_records
+    from rooftune.tuner.evaluation import offered_as_live
+
+    records = load_records(PART / "gemm" / "heldout", kernel="gemm")
+    offer = offered_as_live(records, GEMM_SPACE, SM66)
+    assert offer.not_legal == 202 and offer.shapes_cut == 6  # as docs/results.md and the card say
+    cut = [(b, a) for b, a in zip(records, offer.records) if a is not b]
+    assert len(cut) == 6
+    for before, after in cut:
+        legal = set(legal_configs(GEMM_SPACE, before.shape, SM66).configs)
+        assert after.candidate_configs() == [c for c in before.candidate_configs() if c in legal]
+        assert after.best_candidate_us == before.best_candidate_us  # none of them is a shape's best
+    foreign = [replace(r, meta={**r.meta, "space_version": "another"}) for r in records[:5]]
+    assert offered_as_live(foreign, GEMM_SPACE, SM66).records == foreign
+    full = load_records(ROOT / "h200" / "gemm" / "train", kernel="gemm")
+    assert offered_as_live(full, GEMM_SPACE, FULL).not_legal == 0
+
+
+def test_eval_says_how_many_recorded_configs_the_profile_leaves_out():
+    result = runner.invoke(app, ["eval", "gemm", "--data", str(PART / "gemm" / "heldout"), "--budget", "1",
+                                 "--gpu", "h200-sm66", "--methods", "model"])
+    assert result.exit_code == 0, result.output
+    assert "202 recorded configs of 6 shapes are not legal on h200-sm66: replay leaves them out" in _out(result)

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rooftune.candidates import AttentionShape, GemmShape, MoeShape, parse_config
+from rooftune.candidates import KERNELS, AttentionShape, GemmShape, MoeShape, parse_config
 from rooftune.eval.readers import load_records
 from rooftune.eval.reports import figure
 from rooftune.outputs import json_text, write_all, write_atomic
@@ -26,7 +26,7 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
-from rooftune.tuner.evaluation import budget_cap, evaluate
+from rooftune.tuner.evaluation import budget_cap, evaluate, offered_as_live
 from rooftune.tuner.models.moe_tables import shipped_tables
 from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods, moe_eval_methods
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
@@ -51,6 +51,11 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {_LABELS[kernel]} shapes recorded")
+    offer = offered_as_live(records, KERNELS[kernel].space, profile)
+    records = offer.records
+    if offer.not_legal:
+        warn(f"{offer.not_legal} recorded configs of {offer.shapes_cut} shapes are not legal on {profile.name}: "
+             "replay leaves them out, as `rooftune tune` there would")
     residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"),
                                records[0].meta.get("triton"))
     static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
