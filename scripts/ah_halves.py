@@ -6,7 +6,8 @@ chosen on; odd: the half it is then scored on), each scored as `rooftune eval ge
 
 Prints, per log and budget (1 and 5 configs), mean / worst-tenth mean of `rooftune` (the model alone: these logs
 are another kernel's) on each half. `--fma-exposed-clocks` replays with roofline.gemm.FMA_EXPOSED_CLOCKS set
-(0: the model without the term); `--fma-kn-slowdown` with roofline.gemm.FMA_KN_SLOWDOWN set (1: without it). `--fit`: a residual for that GPU and the log's kernel fitted on the choosing half
+(0: the model without the term); `--fma-kn-slowdown` with roofline.gemm.FMA_KN_SLOWDOWN set (1: without it).
+`--fit`: a residual for that GPU and the log's kernel fitted on the choosing half
 only (`fit_kernel`, its settings chosen by cross-validation there, as `rooftune fit` does), then the scoring half
 replayed with the model alone and with it; `--out DIR` keeps each residual (`rooftune eval --residual FILE`).
 """
