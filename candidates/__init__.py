@@ -15,7 +15,14 @@ from rooftune.candidates.shapes import (
     parse_gemm_shape,
     parse_moe_shape,
 )
-from rooftune.candidates.space import LegalSet, SearchSpace, check_in_grid, config_legality, legal_configs
+from rooftune.candidates.space import (
+    LegalSet,
+    SearchSpace,
+    check_in_grid,
+    config_legality,
+    illegal_mask,
+    legal_configs,
+)
 
 SPACES = {name: spec.space for name, spec in KERNELS.items()}
 
@@ -23,5 +30,5 @@ __all__ = [
     "ATTENTION_SPACE", "GEMM_SPACE", "KERNELS", "MOE_SPACE", "SPACES", "AttentionShape", "Config", "ConfigError",
     "GemmShape", "MoeShape",
     "KernelSpec", "LIBRARY_ROUTE", "LegalSet", "UnknownKernelError", "kernel_of", "kernel_spec", "MeasureBatch", "Measurer", "SearchSpace", "ShapeError", "ShapeRecords", "Trial", "check_in_grid", "config_legality", "configs_to_columns",
-    "legal_configs", "parse_attention_shape", "parse_config", "parse_gemm_shape", "parse_moe_shape",
+    "illegal_mask", "legal_configs", "parse_attention_shape", "parse_config", "parse_gemm_shape", "parse_moe_shape",
 ]

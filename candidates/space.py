@@ -72,13 +72,21 @@ def columns_to_configs(space: SearchSpace, columns: dict[str, np.ndarray]) -> li
     ]
 
 
-def legal_configs(space: SearchSpace, shape, profile: HardwareProfile) -> LegalSet:
-    """Enumerate `space` and keep what `space.legality` allows for `shape` on `profile`."""
-    columns = space.all_columns()
+def illegal_mask(space: SearchSpace, shape, columns: Mapping[str, np.ndarray],
+                 profile: HardwareProfile) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Which configs of `columns` `space.legality` rejects for `shape` on `profile` (for any reason), and each
+    reason's own mask."""
     reasons = space.legality(shape, columns, profile)
     illegal = np.zeros(len(columns[space.names[0]]), dtype=bool)
     for mask in reasons.values():
         illegal |= mask
+    return illegal, reasons
+
+
+def legal_configs(space: SearchSpace, shape, profile: HardwareProfile) -> LegalSet:
+    """Enumerate `space` and keep what `space.legality` allows for `shape` on `profile`."""
+    columns = space.all_columns()
+    illegal, reasons = illegal_mask(space, shape, columns, profile)
     keep = {name: col[~illegal] for name, col in columns.items()}
     return LegalSet(
         configs=columns_to_configs(space, keep),

@@ -377,6 +377,13 @@ def fma_issue_fraction(bm, bn, warps) -> np.ndarray:
     return issue / (FMA_EXPOSED_CLOCKS + issue)
 
 
+def fma_layout_slowdown(layout: str, bm, bn, warps) -> np.ndarray:
+    """How much slower than `fma_issue_fraction` says the FMA path runs a tile: FMA_KN_SLOWDOWN where B is
+    N-contiguous ('kn') and a thread holds at least FMA_KN_ACCUMULATORS accumulators, else 1."""
+    crowded = bm * bn / (warps * THREADS_PER_WARP) >= FMA_KN_ACCUMULATORS
+    return np.where(crowded & (layout == "kn"), FMA_KN_SLOWDOWN, 1.0)
+
+
 def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTraffic,
                    profile: HardwareProfile, exact_last_wave: bool = False) -> GemmMainLoop:
     """The full waves and the last partial one, each from its per-iteration terms (tensor cores, shared
@@ -400,12 +407,12 @@ def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTr
         where given, for the shared L2 and DRAM), per term."""
         per_sm = np.maximum(per_sm, 1)
         warps_per_scheduler = per_sm * warps / SUBPARTITIONS_PER_SM
-        if shape.dtype not in TENSOR_DTYPES:
+        fma_path = shape.dtype not in TENSOR_DTYPES
+        if fma_path:
             warps_per_scheduler = warps_per_scheduler * fma_issue_fraction(bm, bn, warps)
         warps_busy = np.minimum(1.0, warps_per_scheduler)
-        if shape.dtype not in TENSOR_DTYPES and shape.layout == "kn":
-            crowded = bm * bn / (warps * THREADS_PER_WARP) >= FMA_KN_ACCUMULATORS
-            warps_busy = warps_busy / np.where(crowded, FMA_KN_SLOWDOWN, 1.0)
+        if fma_path:
+            warps_busy = warps_busy / fma_layout_slowdown(shape.layout, bm, bn, warps)
         tensor = tr.flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
         return np.stack([
             per_sm * tr.flops_iter / (rate_sm * warps_busy),

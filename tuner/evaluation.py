@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rooftune.candidates import SearchSpace, configs_to_columns
+from rooftune.candidates import SearchSpace, configs_to_columns, illegal_mask
 from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.metrics import summarize
 from rooftune.eval.replay import RecordedMeasurer, ShapeScore, model_spearman, score_trials
@@ -36,10 +36,7 @@ def offered_as_live(records: list[ShapeRecords], space: SearchSpace, profile: Ha
         if r.meta.get("space_version") != space.version or not recorded:
             kept.append(r)
             continue
-        reasons = space.legality(r.shape, configs_to_columns(recorded), profile)
-        illegal = np.zeros(len(recorded), dtype=bool)
-        for mask in reasons.values():
-            illegal |= mask
+        illegal, _ = illegal_mask(space, r.shape, configs_to_columns(recorded), profile)
         if illegal.any():
             not_legal += int(illegal.sum())
             shapes_cut += 1

@@ -2,14 +2,11 @@
 N-contiguous ('kn') or K-contiguous ('nk'), the unit strides known to the compiler as Triton's JIT specializes
 them, at the configs the AutoHeuristic logs rank high (sm_90a and sm_80). Prints one row a compile:
 [cc, A, B, BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, registers, spill store bytes]. Under Triton 3.6, no GPU."""
-import os
-import re
-import subprocess
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 
 import triton
 import triton.language as tl
+from ptxas_registers import ptxas_counts  # beside this file
 from triton.backends.compiler import GPUTarget
 
 
@@ -25,7 +22,6 @@ def mm(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
         acc += tl.dot(a, b, input_precision="ieee")
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc)
 
-ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
 NAMES = ["M","N","K","sam","sak","sbk","sbn","scm","scn"]
 
 def one(args):
@@ -37,16 +33,10 @@ def one(args):
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(["a_ptr","b_ptr","c_ptr"] + NAMES) if n not in ones}
     src = triton.compiler.ASTSource(fn=mm, signature=sig, constexprs=constexprs, attrs=attrs)
     k = triton.compile(src, target=GPUTarget("cuda", cap, 32), options={"num_warps": w, "num_stages": st})
-    with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-        f.write(k.asm["ptx"]); path = f.name
-    arch = "sm_90a" if cap == 90 else f"sm_{cap}"
-    out = subprocess.run([ptxas, "-v", "--gpu-name", arch, path, "-o", "/dev/null"], capture_output=True, text=True).stderr
-    os.unlink(path)
-    regs = int(re.search(r"Used (\d+) registers", out).group(1))
-    spill = int(re.search(r"(\d+) bytes spill stores", out).group(1))
-    return [cap, alay, blay, bm, bn, bk, w, st, regs, spill]
+    return [cap, alay, blay, bm, bn, bk, w, st, *ptxas_counts(k, cap)]
 
-cfgs = [(128,128,32,4,3),(128,128,32,4,4),(128,64,32,2,2),(64,64,32,4,2),(64,128,32,4,3),(128,64,32,4,3),(128,128,64,8,3),(64,128,32,8,4)]
-jobs = [(cap, al, bl, *c) for cap in (90, 80) for al in ("mk",) for bl in ("kn", "nk") for c in cfgs]
-with ProcessPoolExecutor(2) as ex:
-    for r in ex.map(one, jobs): print(r, flush=True)
+if __name__ == "__main__":
+    cfgs = [(128,128,32,4,3),(128,128,32,4,4),(128,64,32,2,2),(64,64,32,4,2),(64,128,32,4,3),(128,64,32,4,3),(128,128,64,8,3),(64,128,32,8,4)]
+    jobs = [(cap, "mk", bl, *c) for cap in (90, 80) for bl in ("kn", "nk") for c in cfgs]
+    with ProcessPoolExecutor(2) as ex:
+        for r in ex.map(one, jobs): print(r, flush=True)
