@@ -48,10 +48,11 @@ FMA_EXPOSED_CLOCKS = 7.0
 # run their FMAs FMA_KN_SLOWDOWN times slower than the issue model says. Both AutoHeuristic logs show it: with
 # B 'nk', 128×128×32 tiles of 4 warps (128 accumulators a thread) are the best config on average (0.98 of the
 # best on the H100, 0.99 on the A100); with B 'kn' they fall out of the top eight, and 64×64×32 tiles of 4
-# warps (32) lead. The compiler's register and spill counts do not explain it (ptxas spills more with 'nk':
+# warps (32) lead (with A 'mk' on the H100, 0.998 of the best on average against 0.93 for 64×128×32's 64). The
+# compiler's register and spill counts do not explain it (ptxas spills more with 'nk':
 # experiments/fma-register-counts). Chosen on the logs' choosing half, scored on the other: docs/results.md.
-FMA_KN_ACCUMULATORS = 128
-FMA_KN_SLOWDOWN = 1.5
+FMA_KN_ACCUMULATORS = 64
+FMA_KN_SLOWDOWN = 2.0
 SPLIT_K_PARTIAL_BYTES = 4  # split-K partials are fp32
 CP_ASYNC_BYTES = 16  # the widest asynchronous global -> shared copy
 

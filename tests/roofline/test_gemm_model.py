@@ -327,9 +327,9 @@ def test_one_warp_per_scheduler_starves_the_fma_path_only(monkeypatch):
 
 
 def test_crowded_fma_tiles_slow_down_only_with_b_n_contiguous(monkeypatch):
-    """fp32 without matrix units, B 'kn': a 128×128 tile of 4 warps (128 accumulators a thread) slows by about
-    FMA_KN_SLOWDOWN where its FMAs bind, and a 64×64 tile of 4 warps (32) does not; with B 'nk', or in bf16,
-    the term changes nothing."""
+    """fp32 without matrix units, B 'kn': a 128×128 tile of 4 warps (128 accumulators a thread, at least
+    FMA_KN_ACCUMULATORS) slows by about FMA_KN_SLOWDOWN where its FMAs bind, and a 64×64 tile of 4 warps (32)
+    does not; with B 'nk', or in bf16, the term changes nothing."""
     from rooftune.roofline import gemm
 
     h100 = load_profile("h100_sxm")
@@ -342,6 +342,7 @@ def test_crowded_fma_tiles_slow_down_only_with_b_n_contiguous(monkeypatch):
     with_term = {(lay, dt): times(lay, dt) for lay in ("kn", "nk") for dt in ("fp32", "bf16")}
     monkeypatch.setattr(gemm, "FMA_KN_SLOWDOWN", 1.0)  # the term off
     without = {(lay, dt): times(lay, dt) for lay in ("kn", "nk") for dt in ("fp32", "bf16")}
+    assert 32 < gemm.FMA_KN_ACCUMULATORS <= 128  # the crowded tile (128 a thread) over the threshold, the light (32) under
     assert with_term[("kn", "fp32")][0] > 1.3 * without[("kn", "fp32")][0]
     assert with_term[("kn", "fp32")][1] == pytest.approx(without[("kn", "fp32")][1])
     for same in (("nk", "fp32"), ("kn", "bf16"), ("nk", "bf16")):
