@@ -18,6 +18,7 @@ from rooftune.candidates.shapes import (
     AttentionShape,
     GemmShape,
     MoeShape,
+    ShapeError,
     load_attention_shapes,
     load_moe_shapes,
     load_shapes,
@@ -37,9 +38,11 @@ class KernelSpec:
     """`name` (the CLI's and the manifests' word), `shape_type` and `parse(text, **options)`, the
     reader of a sweep's shape list (`load_list(path)`), the published `space`, `extras(shape, legal configs)` -> configs outside the space timed beside it
     (rows with in_space = 0), the library baseline's key and its name in prose, the Triton kernel's
-    module (imported only where a GPU works), the shape's form for help texts, and the config
+    module (imported only where a GPU works), the shape's form for help texts, the config
     parameters the kernel takes as run-time integers (`runtime_params`: no binary depends on their
-    value, so configs that differ only in them compile once)."""
+    value, so configs that differ only in them compile once), and the dtypes its Triton kernel computes
+    as named (`dtypes`: its dots leave the input precision at Triton's default, TF32, so fp32 inputs
+    would be timed as TF32 under the fp32 name; `check_sweep_dtypes` refuses them)."""
 
     name: str
     shape_type: type
@@ -52,6 +55,7 @@ class KernelSpec:
     module: str
     shape_form: str
     runtime_params: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ("bf16", "fp16")
 
 
 KERNELS: dict[str, KernelSpec] = {
@@ -66,6 +70,17 @@ KERNELS: dict[str, KernelSpec] = {
                       "torch._grouped_mm", "rooftune.kernels.moe", "ExTOPKxHIDDENxINTERMEDIATExTOKENS",
                       runtime_params=("GROUP_SIZE_M",)),
 }
+
+
+def check_sweep_dtypes(spec: KernelSpec, shapes: list) -> None:
+    """Raise ShapeError naming the first shape of `shapes` whose dtype `spec`'s kernel does not compute as
+    named (KernelSpec `dtypes`), and how many there are."""
+    wrong = [s for s in shapes if s.dtype not in spec.dtypes]
+    if wrong:
+        raise ShapeError(f"rooftune's {spec.name} kernel computes {' and '.join(spec.dtypes)} inputs; "
+                         f"{len(wrong)} of the list's shapes {'are' if len(wrong) > 1 else 'is'} "
+                         f"{wrong[0].dtype} (first: {wrong[0]}), which its dots would run as TF32, not as "
+                         f"{wrong[0].dtype}")
 
 
 # What a config resolver answers instead of a config where a tune timed the library's own op (KernelSpec

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rooftune.candidates import KERNELS, Config, KernelSpec, legal_configs
+from rooftune.candidates.kernels import check_sweep_dtypes
 from rooftune.eval.dataset import (
     MANIFEST,
     ShapeRecords,
@@ -298,6 +299,7 @@ def sweep_shapes(kernel: str, shapes_path: str | Path, out: str | Path, profile:
     with cores / len(gpus) compile workers unless `workers` says. A worker that fails leaves the
     others to finish their parts; its error is then raised here (eval/gpus.py)."""
     shapes = KERNELS[kernel].load_list(shapes_path)
+    check_sweep_dtypes(KERNELS[kernel], shapes)
     cost = functools.cache(functools.partial(sweep_cost_us, profile=profile, replay_us=1000.0 * settings.target_ms))
     listed = len(shapes)
     if shard is not None:

@@ -161,6 +161,29 @@ def test_tune_and_probe_options_are_checked_before_the_gpu(args, field):
     _bad_input(args, field)
 
 
+def test_sweep_refuses_dtypes_the_kernel_would_run_as_tf32(tmp_path):
+    """The kernels' dots leave the input precision at Triton's default (TF32): an fp32 shape would be timed as
+    TF32 under the fp32 name, so the sweep refuses it before the GPU, naming it, and bf16 and fp16 pass."""
+    from rooftune.candidates.kernels import KERNELS, check_sweep_dtypes
+    from rooftune.candidates.shapes import AttentionShape, ShapeError
+    from rooftune.eval.sweep import sweep_shapes
+    from rooftune.hwprofiles import load_profile
+
+    shapes = tmp_path / "s.json"
+    shapes.write_text(json.dumps([{"batch": 1, "heads": 2, "seq": 128, "head_dim": 64},
+                                  {"batch": 1, "heads": 2, "seq": 256, "head_dim": 64, "dtype": "fp32"}]))
+    text = _bad_input(["sweep", "attention", "--shapes", str(shapes), "--out", str(tmp_path / "d")],
+                      "fp32", "TF32", "1x2x256x64")
+    assert "1 of the list's shapes is fp32" in text
+    assert not (tmp_path / "d").exists()
+    check_sweep_dtypes(KERNELS["attention"], [AttentionShape(1, 2, 128, 64, dtype=d) for d in ("bf16", "fp16")])
+    with pytest.raises(ShapeError, match="2 of the list's shapes are tf32"):
+        check_sweep_dtypes(KERNELS["attention"], [AttentionShape(1, 2, 128, 64, dtype="tf32")] * 2)
+    with pytest.raises(ShapeError, match="TF32"):  # the library's sweep too, before any GPU work
+        sweep_shapes("attention", shapes, tmp_path / "d", load_profile("h200"))
+    assert not (tmp_path / "d").exists()
+
+
 def test_sweep_sms_is_checked_against_the_profile(tmp_path):
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps([{"m": 64, "n": 64, "k": 64}]))

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rooftune.candidates import KERNELS, kernel_spec
+from rooftune.candidates.kernels import check_sweep_dtypes
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.eval import backfill, sweep
 from rooftune.hwprofiles import hwprobe, profile_to_dict, save_profile
@@ -182,7 +183,7 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
            legal: bool = False) -> None:
     """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras, or with
     `legal` the newly legal configs; attention: the routes), print the summary."""
-    KERNELS[kernel].load_list(shapes)  # a bad list fails before the GPU
+    check_sweep_dtypes(KERNELS[kernel], KERNELS[kernel].load_list(shapes))  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
     flag = {"gemm": "--backfill-legal" if legal else "--backfill-extras", "attention": "--backfill-routes"}.get(kernel)
     if backfilling and (shard_of or gpu_list):
