@@ -12,8 +12,10 @@ rooftune's kernel leaves `tl.dot`'s input precision at Triton's default, TF32, s
 tensor cores' TF32 path, not the FMA pipes (kernels/ops.py refuses fp32 for that reason): what this measures
 is the TF32 path. `report` scores the model on it as 'tf32'.
 
-    python3 experiments/fma-kn-h200/fma_kn_h200.py time --out "$OUT"          # GPU
-    python3 experiments/fma-kn-h200/fma_kn_h200.py report RESULT.json[.gz]      # CPU: the table
+    python3 experiments/fma-kn-h200/fma_kn_h200.py time --out "$OUT"          # GPU: TF32 dots (Triton's default)
+    TRITON_F32_DEFAULT=ieee TRITON_CACHE_DIR=/tmp/ieee_cache \
+        python3 experiments/fma-kn-h200/fma_kn_h200.py time --out "$OUT/ieee"  # GPU: IEEE fp32 dots (the FMA pipes)
+    python3 experiments/fma-kn-h200/fma_kn_h200.py report RESULT.json[.gz] [--dtype fp32]   # CPU: the table
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -70,15 +73,17 @@ def time_all(out: Path) -> None:
                 result[str(shape)] = {
                     "seconds": round(time.perf_counter() - start, 1),
                     "cublas_us": m.last_baseline_us,
+                    "triton_f32_default": os.environ.get("TRITON_F32_DEFAULT"),
                     "trials": [{"config": str(t.config), "ok": t.ok, "time_us": t.time_us,
                                 "error": None if t.ok else str(t.error)[:200]} for t in trials]}
                 write_atomic(path, json.dumps(result, indent=1))
                 print(f"{shape}: {len(configs)} configs, {result[str(shape)]['seconds']} s", flush=True)
 
 
-def report(path: Path) -> None:
+def report(path: Path, dtype: str = "tf32") -> None:
     """Per shape: the best config, per accumulator count the best time ÷ the shape's best, and the model's
-    Spearman over the configs, pricing the shape as the TF32 dots the kernel ran."""
+    Spearman over the configs, pricing the shape as `dtype` ('tf32': the TF32 dots the kernel runs by
+    default; 'fp32': the FMA path, for a run under TRITON_F32_DEFAULT=ieee)."""
     from scipy.stats import spearmanr
 
     from rooftune.candidates.config import configs_to_columns, parse_config
@@ -86,7 +91,7 @@ def report(path: Path) -> None:
 
     profile = load_profile("h200")
     data = json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
-    print("shape | configs (failed) | best | best of ≤32 / 64 / ≥128 accumulators a thread (÷ best) | model Spearman (tf32) | model's first / best of its first 5 (÷ best)")
+    print(f"shape | configs (failed) | best | best of ≤32 / 64 / ≥128 accumulators a thread (÷ best) | model Spearman ({dtype}) | model's first / best of its first 5 (÷ best)")
     for name, entry in data.items():
         ok = [t for t in entry["trials"] if t["ok"]]
         configs = [parse_config(t["config"]) for t in ok]
@@ -97,7 +102,7 @@ def report(path: Path) -> None:
             key = 32 if accumulators(c) <= 32 else 64 if accumulators(c) <= 64 else 128
             by_acc[key] = min(by_acc.get(key, np.inf), t)
         dims, layout = name.split(" ")[0], name.split("(")[1].split(",")[0]
-        shape = GemmShape(*map(int, dims.split("x")), layout, "tf32")
+        shape = GemmShape(*map(int, dims.split("x")), layout, dtype)
         predicted = predict(shape, configs_to_columns(configs), profile).time_us
         rho = spearmanr(predicted, times).statistic
         top = np.argsort(predicted, kind="stable")
@@ -114,13 +119,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("time").add_argument("--out", type=Path, required=True)
-    sub.add_parser("report").add_argument("path", type=Path)
+    rep = sub.add_parser("report")
+    rep.add_argument("path", type=Path)
+    rep.add_argument("--dtype", default="tf32", choices=("tf32", "fp32"), help="how the model prices the dots")
     args = parser.parse_args(argv)
     if args.cmd == "time":
         args.out.mkdir(parents=True, exist_ok=True)
         time_all(args.out)
     else:
-        report(args.path)
+        report(args.path, args.dtype)
 
 
 if __name__ == "__main__":
