@@ -48,7 +48,8 @@ FMA_EXPOSED_CLOCKS = 7.0
 # run their FMAs FMA_KN_SLOWDOWN times slower than the issue model says. Both AutoHeuristic logs show it: with
 # B 'nk', 128×128×32 tiles of 4 warps (128 accumulators a thread) are the best config on average (0.98 of the
 # best on the H100, 0.99 on the A100); with B 'kn' they fall out of the top eight, and 64×64×32 tiles of 4
-# warps (32) lead (with A 'mk' on the H100, 0.998 of the best on average against 0.93 for 64×128×32's 64). The
+# warps (32) lead (on the H100's choosing half with A 'mk', 0.998 of the best on average against 0.93 for
+# 64×128×32's 64: `python scripts/ah_halves.py --by-layout --dtype fp32 --half 0`). The
 # compiler's register and spill counts do not explain it (ptxas spills more with 'nk':
 # experiments/fma-register-counts). Chosen on the logs' choosing half, scored on the other: docs/results.md.
 FMA_KN_ACCUMULATORS = 64
@@ -369,11 +370,16 @@ class GemmMainLoop:
     prologues: np.ndarray
 
 
+def fma_accumulators(bm, bn, warps):
+    """fp32 accumulators a thread holds on the FMA path: BLOCK_M·BLOCK_N / threads."""
+    return bm * bn / (warps * THREADS_PER_WARP)
+
+
 def fma_issue_fraction(bm, bn, warps) -> np.ndarray:
     """Share of a scheduler's cycles one warp keeps the FMA pipes busy on the FMA path: each k step issues its
-    BLOCK_M·BLOCK_N / threads FMAs and about 2·sqrt of that in shared loads (`_smem_read_bytes_per_k16`), then
+    `fma_accumulators` FMAs and about 2·sqrt of that in shared loads (`_smem_read_bytes_per_k16`), then
     waits FMA_EXPOSED_CLOCKS; w warps on a scheduler fill w times that share (capped at 1 by the caller)."""
-    acc = bm * bn / (warps * THREADS_PER_WARP)
+    acc = fma_accumulators(bm, bn, warps)
     issue = acc + 2.0 * np.sqrt(acc)
     return issue / (FMA_EXPOSED_CLOCKS + issue)
 
@@ -381,7 +387,7 @@ def fma_issue_fraction(bm, bn, warps) -> np.ndarray:
 def fma_layout_slowdown(layout: str, bm, bn, warps) -> np.ndarray:
     """How much slower than `fma_issue_fraction` says the FMA path runs a tile: FMA_KN_SLOWDOWN where B is
     N-contiguous ('kn') and a thread holds at least FMA_KN_ACCUMULATORS accumulators, else 1."""
-    crowded = bm * bn / (warps * THREADS_PER_WARP) >= FMA_KN_ACCUMULATORS
+    crowded = fma_accumulators(bm, bn, warps) >= FMA_KN_ACCUMULATORS
     return np.where(crowded & (layout == "kn"), FMA_KN_SLOWDOWN, 1.0)
 
 

@@ -30,11 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import Config, GemmShape
+from rooftune.candidates import Config, GemmShape, parse_gemm_shape
 from rooftune.candidates.gemm_space import GEMM_SPACE
 from rooftune.candidates.space import legal_configs
 from rooftune.hwprofiles import load_profile
 from rooftune.outputs import write_atomic
+from rooftune.roofline.gemm import fma_accumulators
 
 SHAPES = ((1280, 5248, 1792), (3712, 3456, 4096), (2048, 2048, 2048))
 TILES, BLOCK_KS = (32, 64, 128), (16, 32, 64)
@@ -51,7 +52,7 @@ def configs_for(shape: GemmShape, profile) -> list[Config]:
 
 
 def accumulators(c: Config) -> int:
-    return c["BLOCK_M"] * c["BLOCK_N"] // (c["num_warps"] * 32)
+    return int(fma_accumulators(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"]))
 
 
 def time_all(out: Path) -> None:
@@ -99,10 +100,10 @@ def report(path: Path, dtype: str = "tf32") -> None:
         best = times.min()
         by_acc = {}
         for c, t in zip(configs, times):
-            key = 32 if accumulators(c) <= 32 else 64 if accumulators(c) <= 64 else 128
+            key = min(max(accumulators(c), 32), 128)  # ≤ 32, 64, ≥ 128 (the slice's counts are powers of 2)
             by_acc[key] = min(by_acc.get(key, np.inf), t)
-        dims, layout = name.split(" ")[0], name.split("(")[1].split(",")[0]
-        shape = GemmShape(*map(int, dims.split("x")), layout, dtype)
+        layout = name.split("(")[1].split(",")[0]  # the recorded name: "MxNxK (layout, dtype)"
+        shape = parse_gemm_shape(name.split(" ")[0], layout=layout, dtype=dtype)
         predicted = predict(shape, configs_to_columns(configs), profile).time_us
         rho = spearmanr(predicted, times).statistic
         top = np.argsort(predicted, kind="stable")

@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+import pytest
 from script_module import load_script
 
 from rooftune.candidates import Config, GemmShape, Trial
@@ -37,3 +38,18 @@ def test_fit_reads_the_choosing_half_only_and_scores_the_other(monkeypatch, tmp_
     assert set(seen) == choosing and len(seen) == len(choosing)
     assert set(scored) == {r.shape for r in records} - choosing  # the scoring half, never fitted on
     assert (tmp_path / "gemm-h100-choosing-half.json").is_file() and "scoring half" in capsys.readouterr().out
+
+
+def test_by_layout_ranks_configs_by_their_mean_score_per_layout():
+    """Two 'nk' inputs where the 32-row tile is best on one and the 128-row on the other, one 'kn' input:
+    each layout ranks its configs by the mean of best ÷ time, named with their accumulators a thread."""
+    fast_small, fast_large = _records(64), _records(96)
+    fast_large = ShapeRecords(fast_large.shape, tuple(Trial(t.config, 20.0 - 4 * i)
+                                                      for i, t in enumerate(fast_large.trials)))
+    kn = ShapeRecords(GemmShape(128, 512, 512, layout="kn"), _records(128).trials)
+    ranked = halves.by_layout([fast_small, fast_large, kn], top=2)
+    assert list(ranked) == [("mk", "kn"), ("mk", "nk")]
+    # nk: 128 rows scores (10/12 + 1)/2 = 0.917, 32 rows (1 + 12/20)/2 = 0.8, 64 rows (10/11 + 12/16)/2 = 0.83
+    assert [c for c, _ in ranked[("mk", "nk")]] == ["128x64x32 w4 s3 (64)", "64x64x32 w4 s3 (32)"]
+    assert ranked[("mk", "nk")][0][1] == pytest.approx((10 / 12 + 1) / 2)
+    assert ranked[("mk", "kn")][0] == ("32x64x32 w4 s3 (16)", 1.0)
