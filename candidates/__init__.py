@@ -3,7 +3,7 @@
 from rooftune.candidates.attention_space import ATTENTION_SPACE
 from rooftune.candidates.config import Config, ConfigError, configs_to_columns, parse_config
 from rooftune.candidates.gemm_space import GEMM_SPACE
-from rooftune.candidates.kernels import KERNELS, LIBRARY_ROUTE, KernelSpec, UnknownKernelError, kernel_of, kernel_spec
+from rooftune.candidates.families import KERNELS, LIBRARY_ROUTE, KernelSpec, UnknownKernelError, kernel_of, kernel_spec
 from rooftune.candidates.moe_space import MOE_SPACE
 from rooftune.candidates.records import MeasureBatch, Measurer, ShapeRecords, Trial
 from rooftune.candidates.shapes import (

@@ -1,8 +1,8 @@
 """Measurement records: one `Trial` per measured config, one `ShapeRecords` per measured shape, and the
 one measurement seam (`Measurer`) that live tuning, the sweep's datasets and replay all go through.
 
-A trial comes from a live GPU timer (kernels/harness/measure.py), a dataset file (eval/dataset.py) or
-another kernel's log (eval/readers.py); the same record flows to the search, the tune cache, the
+A trial comes from a live GPU timer (kernels/harness/measure.py), a dataset file (eval/datasets/format.py) or
+another kernel's log (eval/datasets/readers.py); the same record flows to the search, the tune cache, the
 dataset writer and replay. Fields past `error` are how it was measured, where the source knows it.
 """
 

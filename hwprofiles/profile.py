@@ -140,7 +140,7 @@ def list_profiles() -> list[str]:
 
 
 def fits_device(profile: HardwareProfile, device: dict) -> bool:
-    """Whether `profile` fits what a dataset says about its GPU (eval/readers.py `recorded_device`): the
+    """Whether `profile` fits what a dataset says about its GPU (eval/datasets/readers.py `recorded_device`): the
     same profile name, or the same compute capability and shared memory per block (a profile of an SM
     partition, `hwprobe --sms`, only by name: such data say nothing of a partition)."""
     if "name" in device:

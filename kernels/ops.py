@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from rooftune.candidates.kernels import LIBRARY_ROUTE
+from rooftune.candidates.families import LIBRARY_ROUTE
 from rooftune.candidates.shapes import AttentionShape, GemmShape
 from rooftune.kernels import attention as kattn
 from rooftune.kernels import gemm as kgemm

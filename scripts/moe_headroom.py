@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from rooftune.candidates.routing import expert_rows
-from rooftune.eval import readers
-from rooftune.eval.reports import MOE_DECODE_TOKENS
+from rooftune.eval.datasets import readers
+from rooftune.eval.scoring.reports import MOE_DECODE_TOKENS
 from rooftune.hwprofiles import load_profile
 
 

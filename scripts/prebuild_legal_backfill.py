@@ -1,6 +1,6 @@
 """Build on a CPU only the binaries `rooftune sweep gemm --backfill-legal` compiles over a GEMM dataset: per finished
 shape of the lists that has no rows yet for the configs the profile makes legal, those configs and its final configs
-(`eval/backfill.py` `legal_backfill_plan`), as `python -m rooftune.kernels.harness.prebuild build` builds a sweep's.
+(`eval/sweeping/backfill.py` `legal_backfill_plan`), as `python -m rooftune.kernels.harness.prebuild build` builds a sweep's.
 
     python scripts/prebuild_legal_backfill.py --shapes datasets/h200-sm66/gemm/shapes_heldout.json \\
         --data datasets/h200-sm66/gemm/heldout --gpu h200-sm66 --cache /tmp/bf [--tar .tcache/sm66_backfill.tar.gz]
@@ -16,8 +16,8 @@ import sys
 
 from rooftune.candidates import GemmShape
 from rooftune.candidates.shapes import ShapeListError, load_shapes
-from rooftune.eval.backfill import legal_backfill_plan
-from rooftune.eval.dataset import DatasetError
+from rooftune.eval.sweeping.backfill import legal_backfill_plan
+from rooftune.eval.datasets.format import DatasetError
 from rooftune.hwprofiles import ProfileError, load_profile
 from rooftune.kernels.harness.prebuild import arch_of, binary_jobs, build_and_pack
 

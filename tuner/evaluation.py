@@ -9,8 +9,8 @@ import numpy as np
 
 from rooftune.candidates import SearchSpace, configs_to_columns, illegal_mask
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.metrics import summarize
-from rooftune.eval.replay import RecordedMeasurer, ShapeScore, model_spearman, score_trials
+from rooftune.eval.scoring.metrics import summarize
+from rooftune.eval.scoring.replay import RecordedMeasurer, ShapeScore, model_spearman, score_trials
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.tuner.tune import TuneError, tune
 

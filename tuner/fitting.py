@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from rooftune.candidates import MoeShape, Trial
-from rooftune.eval.metrics import summarize
+from rooftune.eval.scoring.metrics import summarize
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.fit import (
     FitShape,

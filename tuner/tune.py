@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from rooftune.candidates import Config, Measurer, Trial, kernel_of, kernel_spec, legal_configs, parse_config
-from rooftune.eval.dataset import shape_id
+from rooftune.eval.datasets.format import shape_id
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton, partition_profile
 from rooftune.kernels.harness import live

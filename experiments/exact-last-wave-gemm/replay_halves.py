@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 
-from rooftune.eval import readers
+from rooftune.eval.datasets import readers
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import gemm
 from rooftune.tuner.evaluation import replay

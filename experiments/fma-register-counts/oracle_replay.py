@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rooftune.eval import readers
-from rooftune.eval.metrics import summarize
+from rooftune.eval.datasets import readers
+from rooftune.eval.scoring.metrics import summarize
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import gemm
 from rooftune.tuner.evaluation import replay

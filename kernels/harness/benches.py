@@ -1,6 +1,6 @@
 """Per kernel, what measuring it on the GPU takes: inputs, launchers, the reference check, the baseline.
 
-The kernel's registry entry (candidates/kernels.py) is the GPU-free part (the sweep and the manifest
+The kernel's registry entry (candidates/families.py) is the GPU-free part (the sweep and the manifest
 read it); a bench (`GemmBench`, `AttentionBench`) is what `KernelMeasurer` (kernels/harness/measure.py) asks of
 the kernel while it measures:
 everything else (checking every config, the interleaved passes, the final re-timing, repeatability,

@@ -6,7 +6,7 @@ inputs (a failure is a recorded error), times all of them plus the library basel
 in one interleaved pass of the harness (kernels/harness/timing.py; the baseline does not set the pruning
 pace), then re-times the `retime_top` fastest and the baseline in a second, independent interleaved
 pass with more rounds and no pruning, and stores the agreement of the two passes (`repeatability`).
-The sweep (eval/sweep.py) drives it over whole spaces; live tuning (kernels/harness/live.py) over a search's
+The sweep (eval/sweeping/sweep.py) drives it over whole spaces; live tuning (kernels/harness/live.py) over a search's
 rounds. torch loads inside the methods, so the sweep's orchestration imports this module without it.
 """
 

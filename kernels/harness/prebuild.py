@@ -53,7 +53,7 @@ from rooftune.candidates import (
     MoeShape,
     legal_configs,
 )
-from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.tutorial import gemm_baseline_extras
 from rooftune.candidates.shapes import ShapeListError
 from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
 from rooftune.kernels import attention, gemm, moe

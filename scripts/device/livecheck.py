@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 from rooftune.candidates import GemmShape, kernel_of, parse_config
-from rooftune.eval import readers
-from rooftune.eval.dataset import shape_id
-from rooftune.eval.metrics import summarize
+from rooftune.eval.datasets import readers
+from rooftune.eval.datasets.format import shape_id
+from rooftune.eval.scoring.metrics import summarize
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.harness import live
 from rooftune.kernels.harness.measure import SweepSettings

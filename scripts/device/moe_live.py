@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from rooftune.outputs import write_atomic
-from rooftune.tuner.models.moe_tune import shard_intermediate
+from rooftune.tuner.llm.moe_tune import shard_intermediate
 
 REPO = Path(__file__).resolve().parents[2]
 HELD_OUT = REPO / "datasets/h200/moe/heldout"
@@ -82,7 +82,7 @@ def sweep_seconds(records) -> float:
 def score_table(records, table: dict, profile) -> dict[str, list[float]]:
     """Per GEMM, each recorded shape's score with the table's entry at the nearest M (vLLM's lookup), replayed."""
     from rooftune.tuner.evaluation import replay
-    from rooftune.tuner.models.moe_tables import config_of, table_file_name
+    from rooftune.tuner.llm.moe_tables import config_of, table_file_name
     from rooftune.tuner.search.vllm import vllm_shipped
 
     if not records:
@@ -99,7 +99,7 @@ def score_table(records, table: dict, profile) -> dict[str, list[float]]:
 def check(state: dict, data: Path, gpu: str) -> list[dict]:
     """Per tuned layer: the live table's scores on the recorded shapes of its layer, vLLM's shipped table's (or its
     default rule's) beside them, the tune's wall seconds and the sweep's seconds for the same shapes."""
-    from rooftune.eval import readers
+    from rooftune.eval.datasets import readers
     from rooftune.hwprofiles import load_profile
     from rooftune.tuner.evaluation import replay
     from rooftune.tuner.search.vllm import vllm_shipped

@@ -54,7 +54,7 @@ def _taller(shape, config: dict, profile) -> list[dict]:
 def plan_entries(records, profile) -> list[dict]:
     """The shapes whose best recorded config has the tallest BLOCK_SIZE_M the rule keeps, with the configs to time."""
     from rooftune.candidates import MOE_SPACE, legal_configs
-    from rooftune.eval.dataset import shape_id
+    from rooftune.eval.datasets.format import shape_id
 
     entries = []
     for r in records:
@@ -75,7 +75,7 @@ def plan_entries(records, profile) -> list[dict]:
 
 
 def prepare(plan: Path, data: Path) -> None:
-    from rooftune.eval.dataset import read_dataset
+    from rooftune.eval.datasets.format import read_dataset
     from rooftune.hwprofiles import load_profile
     from rooftune.outputs import write_atomic
 

@@ -11,7 +11,7 @@ step() {  # one command of the sequence, echoed, its output and wall seconds kep
   echo "\$ $*" | sed "s#$W#my#g" >> "$T"; local t0=$SECONDS
   "$@" 2>&1 | sed "s#$W#my#g" | grep -v "━" >> "$T"; echo "[exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s]" >> "$T"
 }
-python3 -m rooftune.eval.subset datasets/h200/gemm/shapes_heldout.json --count 6 --seed 7 --out "$W/my_shapes.json" >/dev/null
+python3 -m rooftune.eval.shapelists.subset datasets/h200/gemm/shapes_heldout.json --count 6 --seed 7 --out "$W/my_shapes.json" >/dev/null
 step rooftune hwprobe --sms "$SMS" --name my-gpu --out "$W/my_gpu.json"
 step rooftune tune gemm --shape 4096x4096x4096 --layout nk --gpu "$W/my_gpu.json" --sms "$SMS" --cache "$W/tune.json"
 step rooftune tune gemm --shape 4096x4096x4096 --layout nk --gpu "$W/my_gpu.json" --sms "$SMS" --cache "$W/tune.json"

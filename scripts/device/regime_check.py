@@ -34,7 +34,7 @@ from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.dataset import read_dataset
+from rooftune.eval.datasets.format import read_dataset
 from rooftune.outputs import json_text, write_atomic
 
 REPO = Path(__file__).resolve().parents[2]

@@ -44,7 +44,7 @@ def _write(path: Path, data: dict) -> None:
 def plan_entries(records, step: int, profile, residual) -> list[dict]:
     """Every `step`-th shape: its id, top TOP recorded configs of the space, and rooftune's replayed pick."""
     from rooftune.candidates import kernel_of
-    from rooftune.eval.replay import RecordedMeasurer
+    from rooftune.eval.scoring.replay import RecordedMeasurer
     from rooftune.tuner.search.strategies import rooftune_strategy
     from rooftune.tuner.tune import tune
 
@@ -68,7 +68,7 @@ def _shape_id(shape) -> str:
 
 def prepare(out: Path) -> None:
     from rooftune.candidates import kernel_spec
-    from rooftune.eval.dataset import read_dataset
+    from rooftune.eval.datasets.format import read_dataset
     from rooftune.hwprofiles import load_profile
     from rooftune.tuner.tune import shipped_residual
 
@@ -83,7 +83,7 @@ def prepare(out: Path) -> None:
 
 
 def _shape_of(entry: dict):
-    from rooftune.eval.dataset import read_shape
+    from rooftune.eval.datasets.format import read_shape
 
     root = GEMM_DATA if entry["kernel"] == "gemm" else ATTENTION_DATA
     return read_shape(root / "shapes" / f"{entry['id']}.csv.gz").shape

@@ -3,7 +3,7 @@
 import numpy as np
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
-from rooftune.candidates.baselines import (
+from rooftune.candidates.tutorial import (
     TUTORIAL_GEMM,
     gemm_baseline_aliases,
     gemm_baseline_extras,

@@ -11,9 +11,9 @@ from rooftune.candidates import KERNELS, MOE_SPACE, Config, MoeShape, config_leg
 from rooftune.candidates.moe_space import KEEP_BLOCK_M, group_twin, moe_legality
 from rooftune.candidates.moe_space import VLLM_TOKENS as TOKENS
 from rooftune.candidates.routing import expert_rows, row_tiles_bound
-from rooftune.eval.moe_shapegen import MODELS
+from rooftune.eval.shapelists.moe import MODELS
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner.models.moe_tables import default_config, shipped_tables
+from rooftune.tuner.llm.moe_tables import default_config, shipped_tables
 
 H200 = load_profile("h200")
 A100 = load_profile("a100_sxm4_80gb")

@@ -63,7 +63,7 @@ def test_a_layout_defaults_and_validation():
 
 def test_a_layout_str_and_round_trip():
     # The default A layout is not shown, so names of existing shapes and dataset files do not change.
-    from rooftune.eval.dataset import shape_id
+    from rooftune.eval.datasets.format import shape_id
 
     assert str(GemmShape(8, 16, 32)) == "8x16x32"
     assert str(GemmShape(8, 16, 32, "nk", "fp16")) == "8x16x32 (nk, fp16)"

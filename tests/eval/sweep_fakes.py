@@ -4,9 +4,9 @@ name, so they live here, imported through sys.path, not in the test module."""
 import os
 import time
 
-from rooftune.eval.dataset import ShapeRecords, Trial, update_manifest
-from rooftune.eval.quarantine import ContextQuarantined
-from rooftune.eval.sweep import run_sweep
+from rooftune.eval.datasets.format import ShapeRecords, Trial, update_manifest
+from rooftune.eval.sweeping.quarantine import ContextQuarantined
+from rooftune.eval.sweeping.sweep import run_sweep
 from rooftune.hwprofiles import load_profile
 
 REPEATABILITY = {"abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003, "ratio_p90": 0.01,

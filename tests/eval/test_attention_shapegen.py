@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from rooftune.candidates.shapes import load_attention_shapes
-from rooftune.eval.attention_shapegen import (
+from rooftune.eval.shapelists.attention import (
     HELDOUT_FAMILIES,
     MAX_CAUSAL_FLOPS,
     SEED,

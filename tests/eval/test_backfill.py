@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
-from rooftune.candidates.baselines import gemm_baseline_extras, tutorial_configs
-from rooftune.eval import backfill
-from rooftune.eval.backfill import backfill_extras, backfilled_shape
-from rooftune.eval.dataset import (
+from rooftune.candidates.tutorial import gemm_baseline_extras, tutorial_configs
+from rooftune.eval.sweeping import backfill
+from rooftune.eval.sweeping.backfill import backfill_extras, backfilled_shape
+from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
@@ -24,8 +24,8 @@ from rooftune.eval.dataset import (
     shape_id,
     write_shape,
 )
-from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
-from rooftune.eval.replay import recorded_measure
+from rooftune.eval.sweeping.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
+from rooftune.eval.scoring.replay import recorded_measure
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.harness.context import ContextLost
 from rooftune.kernels.harness.measure import RetimePasses
@@ -139,7 +139,7 @@ def test_backfill_appends_the_extras_on_the_dataset_scale(tmp_path):
                 assert row.error.startswith("check:") and row.time_us is None and row.compile_s == 0.2
             else:  # new time × scale: back on the dataset's scale
                 assert row.error is None and row.rounds == 6 and row.compile_s == 0.2
-                # each written to 5 significant digits (eval/dataset.py TIME_DIGITS): within 5e-5 each
+                # each written to 5 significant digits (eval/datasets/format.py TIME_DIGITS): within 5e-5 each
                 assert row.screen_us == pytest.approx(true_us(c) / DRIFT, rel=1e-4)
                 assert row.time_us == pytest.approx(row.screen_us * backfill["scale"], rel=1e-4)
                 assert row.time_us == pytest.approx(true_us(c), rel=1e-3)
@@ -377,8 +377,8 @@ def test_the_backfills_are_one_at_a_time_on_the_command_line(tmp_path):
 def test_gpu_backfill_matches_the_sweeps_own_times_of_the_extras(tmp_path):
     import json
 
-    from rooftune.eval.backfill import backfill_gemm
-    from rooftune.eval.sweep import sweep_gemm
+    from rooftune.eval.sweeping.backfill import backfill_gemm
+    from rooftune.eval.sweeping.sweep import sweep_gemm
 
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps([{"m": 16, "n": 256, "k": 256, "layout": "nk"}, {"m": 64, "n": 256, "k": 512}]))

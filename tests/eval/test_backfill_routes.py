@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import KERNELS, AttentionShape, legal_configs
-from rooftune.eval.backfill import backfill_routes, routes_backfilled_shape, untimed_routes
-from rooftune.eval.dataset import (
+from rooftune.eval.sweeping.backfill import backfill_routes, routes_backfilled_shape, untimed_routes
+from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rooftune.eval.dataset import DatasetError, read_dataset, read_manifest, read_shape
-from rooftune.eval.readers import DatasetFormatError, load_records, recorded_gpu
+from rooftune.eval.datasets.format import DatasetError, read_dataset, read_manifest, read_shape
+from rooftune.eval.datasets.readers import DatasetFormatError, load_records, recorded_gpu
 
 HELDOUT = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "heldout"
 HEADER = '# rooftune-shape {"shape": {"m": 64, "n": 64, "k": 64, "layout": "kn", "dtype": "bf16"}, ' \

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from rooftune.candidates import Config, GemmShape
-from rooftune.eval.dataset import (
+from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
@@ -156,7 +156,7 @@ def test_attention_shapes_round_trip_with_their_own_ids(tmp_path):
 
 def test_attention_ids_keep_the_four_number_form_and_name_kv_heads():
     from rooftune.candidates import AttentionShape
-    from rooftune.eval.dataset import _header_shape, _shape_header, shape_id
+    from rooftune.eval.datasets.format import _header_shape, _shape_header, shape_id
 
     plain, gqa = AttentionShape(4, 32, 4096, 128), AttentionShape(1, 32, 8192, 128, kv_heads=8)
     assert shape_id(plain) == "4x32x4096x128-causal-bf16" and "kv_heads" not in _shape_header(plain)

@@ -8,8 +8,8 @@ from pathlib import Path
 from rooftune.candidates import MOE_SPACE, Config, MoeShape, ShapeRecords, Trial
 from rooftune.candidates.moe_space import VLLM_TOKENS as TOKENS
 from rooftune.candidates.shapes import load_moe_shapes
-from rooftune.eval.dataset import read_shape, write_shape
-from rooftune.eval.moe_shapegen import (
+from rooftune.eval.datasets.format import read_shape, write_shape
+from rooftune.eval.shapelists.moe import (
     HELDOUT_MODELS,
     MODELS,
     SEED,

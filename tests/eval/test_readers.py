@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rooftune.candidates import AttentionShape, Config, GemmShape
-from rooftune.eval.readers import (
+from rooftune.eval.datasets.readers import (
     DatasetFormatError,
     load_records,
     read_autoheuristic_mm,
@@ -123,7 +123,7 @@ def test_load_records_recognises_formats(tmp_path):
 
 
 def test_load_records_dispatches_manifest_folders(tmp_path, monkeypatch):
-    from rooftune.eval import readers
+    from rooftune.eval.datasets import readers
 
     folder = tmp_path / "ds"
     folder.mkdir()
@@ -181,7 +181,7 @@ def test_load_records_finds_the_attention_probe(tmp_path):
 
 
 def test_recorded_device_from_each_format(tmp_path):
-    from rooftune.eval.readers import recorded_device
+    from rooftune.eval.datasets.readers import recorded_device
 
     assert recorded_device(write_ah(tmp_path)) == {"compute_capability": (9, 0), "smem_per_block_bytes": 232448}
     assert recorded_device(write_probe(tmp_path)) is None  # the probe CSV names no GPU

@@ -7,8 +7,8 @@ import pytest
 
 from rooftune.candidates import Config, GemmShape, Trial
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.metrics import spearman, summarize
-from rooftune.eval.replay import NOT_RECORDED, RecordedMeasurer, recorded_measure
+from rooftune.eval.scoring.metrics import spearman, summarize
+from rooftune.eval.scoring.replay import NOT_RECORDED, RecordedMeasurer, recorded_measure
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.evaluation import evaluate, replay, replay_shape
 from rooftune.tuner.search.methods import gemm_eval_methods

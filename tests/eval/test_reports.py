@@ -4,8 +4,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, MoeShape
-from rooftune.eval.dataset import ShapeRecords, Trial, write_manifest, write_shape
-from rooftune.eval.reports import attention_summary, geomean, moe_summary, pooled_repeatability, shape_rows, summary
+from rooftune.eval.datasets.format import ShapeRecords, Trial, write_manifest, write_shape
+from rooftune.eval.scoring.reports import attention_summary, geomean, moe_summary, pooled_repeatability, shape_rows, summary
 from rooftune.tuner.cli.app import app
 
 

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from rooftune.eval.shapegen import HELDOUT_FAMILIES, MAX_MNK, SEED, generate, write_lists
+from rooftune.eval.shapelists.gemm import HELDOUT_FAMILIES, MAX_MNK, SEED, generate, write_lists
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ import pytest
 
 from rooftune.candidates import GemmShape
 from rooftune.candidates.shapes import load_shapes
-from rooftune.eval import sweep
-from rooftune.eval.dataset import (
+from rooftune.eval.sweeping import sweep
+from rooftune.eval.datasets.format import (
     DatasetError,
     finished_ids,
     read_manifest,
@@ -23,9 +23,9 @@ from rooftune.eval.dataset import (
     shape_id,
     write_manifest,
 )
-from rooftune.eval.gpus import RemoteTraceback, WorkerError, run_on_gpus, visible_devices
-from rooftune.eval.quarantine import ContextQuarantined
-from rooftune.eval.shard import shard_numbers, shard_of, sweep_cost_us
+from rooftune.eval.sweeping.workers import RemoteTraceback, WorkerError, run_on_gpus, visible_devices
+from rooftune.eval.sweeping.quarantine import ContextQuarantined
+from rooftune.eval.sweeping.shard import shard_numbers, shard_of, sweep_cost_us
 from rooftune.hwprofiles import load_profile
 from rooftune.hwprofiles.hwprobe import NoGpuError
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rooftune.eval.subset import SubsetError, draw, write_subset
+from rooftune.eval.shapelists.subset import SubsetError, draw, write_subset
 
 SHAPES = [{"m": m, "n": 64, "k": 64} for m in range(1, 31)]
 
@@ -30,7 +30,7 @@ def test_impossible_counts_are_refused(count):
 
 
 def test_the_committed_partition_lists_are_the_seeded_draws():
-    """datasets/h200-sm66 holds exactly what `python -m rooftune.eval.subset ... --seed 66` draws."""
+    """datasets/h200-sm66 holds exactly what `python -m rooftune.eval.shapelists.subset ... --seed 66` draws."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "datasets"

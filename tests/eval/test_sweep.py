@@ -7,9 +7,9 @@ import json
 import pytest
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
-from rooftune.candidates.baselines import gemm_baseline_extras, tutorial_configs
+from rooftune.candidates.tutorial import gemm_baseline_extras, tutorial_configs
 from rooftune.candidates.shapes import ShapeListError, load_shapes
-from rooftune.eval.dataset import (
+from rooftune.eval.datasets.format import (
     ShapeRecords,
     Trial,
     finished_ids,
@@ -19,9 +19,9 @@ from rooftune.eval.dataset import (
     shape_files,
     shape_id,
 )
-from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
-from rooftune.eval.replay import recorded_measure
-from rooftune.eval.sweep import run_sweep
+from rooftune.eval.sweeping.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
+from rooftune.eval.scoring.replay import recorded_measure
+from rooftune.eval.sweeping.sweep import run_sweep
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.harness.context import ContextLost
 from rooftune.kernels.harness.measure import repeatability
@@ -183,7 +183,7 @@ def test_a_context_lost_under_no_single_config_quarantines_nothing(tmp_path):
     """The baseline, or an interleaved round of many, killed the context: no config can be left out
     next time, so the run stops with ContextLostUnattributed (a rerun would repeat it), not exit-3's
     ContextQuarantined."""
-    from rooftune.eval.quarantine import ContextLostUnattributed
+    from rooftune.eval.sweeping.quarantine import ContextLostUnattributed
 
     victim = SHAPES[2]
 
@@ -289,7 +289,7 @@ class BatchClock:
 
 
 def _run(configs: dict, fake, clock, max_minutes, **kw):
-    from rooftune.eval.sweep import SilentReporter, run_shapes
+    from rooftune.eval.sweeping.sweep import SilentReporter, run_shapes
 
     return run_shapes(list(configs), configs.__getitem__, fake, fake.work, started=clock.t,
                       max_minutes=max_minutes, lookahead=kw.get("lookahead", 8), reporter=SilentReporter(),
@@ -319,7 +319,7 @@ def test_time_budget_rate_is_not_set_by_one_small_batch():
 def test_time_budget_scales_the_next_shape_by_its_cost():
     # Three shapes of 10, 10 and 60 s, each taking 1 s per unit of cost: after the first two (20 s of a 60 s budget)
     # the mean (10 s × 1.25) would start the 60-s shape; its cost says it cannot finish.
-    from rooftune.eval.sweep import COST_MARGIN, SilentReporter, run_shapes, shape_estimate_s
+    from rooftune.eval.sweeping.sweep import COST_MARGIN, SilentReporter, run_shapes, shape_estimate_s
 
     clock = Clock()
     seconds = {("a", 0): 10.0, ("a", 1): 10.0, ("a", 2): 60.0}
@@ -342,7 +342,7 @@ def test_time_budget_scales_the_next_shape_by_its_cost():
 def test_time_budget_passes_over_a_costly_shape_for_cheaper_ones_that_fit():
     # 10, 60, 10 and 10 s in a 60 s budget: after the first, the 60-s shape cannot finish (90 s with the margin);
     # the two 10-s shapes after it still fit, and the sweep says shapes were left.
-    from rooftune.eval.sweep import SilentReporter, run_shapes
+    from rooftune.eval.sweeping.sweep import SilentReporter, run_shapes
 
     clock = Clock()
     seconds = {("a", 0): 10.0, ("a", 1): 60.0, ("a", 2): 10.0, ("a", 3): 10.0}
@@ -395,7 +395,7 @@ def test_repeatability_of_two_passes():
 
 @pytest.mark.gpu
 def test_gpu_sweep_end_to_end(tmp_path):
-    from rooftune.eval.sweep import sweep_gemm
+    from rooftune.eval.sweeping.sweep import sweep_gemm
 
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps([{"m": 16, "n": 256, "k": 256, "layout": "nk"}, {"m": 64, "n": 256, "k": 512}]))
@@ -412,7 +412,7 @@ def test_a_sweep_part_starts_its_compile_workers_before_cuda_and_measures_with_t
     # torch and the CUDA context load in the worker, and the measurer compiles with that same pool.
     import contextlib
 
-    from rooftune.eval import sweep
+    from rooftune.eval.sweeping import sweep
     from rooftune.hwprofiles import hwprobe
     from rooftune.kernels.harness import compile_pool as compile_module
     from rooftune.kernels.harness.compile_pool import CompilePool

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from rooftune.candidates import ATTENTION_SPACE, KERNELS, AttentionShape, legal_configs
-from rooftune.eval.dataset import (
+from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
@@ -20,8 +20,8 @@ from rooftune.eval.dataset import (
     shape_id,
     write_shape,
 )
-from rooftune.eval.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
-from rooftune.eval.sweep import run_sweep
+from rooftune.eval.sweeping.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
+from rooftune.eval.sweeping.sweep import run_sweep
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.harness.context import ContextLost
 from rooftune.kernels.harness.measure import ROUTE_UNTIMED
@@ -165,8 +165,8 @@ def test_the_kernel_comes_from_the_measurer_and_a_mismatch_is_refused(tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_attention_sweep_end_to_end(tmp_path):
-    from rooftune.eval.backfill import backfill_attention_routes
-    from rooftune.eval.sweep import sweep_attention
+    from rooftune.eval.sweeping.backfill import backfill_attention_routes
+    from rooftune.eval.sweeping.sweep import sweep_attention
 
     shapes = tmp_path / "shapes.json"
     shapes.write_text(json.dumps([{"batch": 1, "heads": 2, "seq": 64, "head_dim": 64},

@@ -7,7 +7,7 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 
 from rooftune.candidates import KERNELS, Config
-from rooftune.eval.dataset import ShapeRecords, Trial
+from rooftune.eval.datasets.format import ShapeRecords, Trial
 from rooftune.kernels.harness.live import LiveMeasurer
 
 

@@ -11,7 +11,7 @@ from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
-from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.tutorial import gemm_baseline_extras
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.gemm import specialization_key
 from rooftune.kernels.harness import prebuild as pb

@@ -13,7 +13,7 @@ from rooftune.hwprofiles import load_profile
 from rooftune.roofline import MoeBreakdown, predict, rank
 from rooftune.roofline.moe import LOAD_PATHS, TERMS
 from rooftune.roofline.occupancy import ctas_per_sm
-from rooftune.tuner.models.moe_tables import shipped_tables
+from rooftune.tuner.llm.moe_tables import shipped_tables
 
 H200 = load_profile("h200")
 TOKENS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import KERNELS
 from rooftune.candidates.shapes import load_shapes, shape_id
-from rooftune.eval import sweep
-from rooftune.eval.dataset import finished_ids, read_manifest
+from rooftune.eval.sweeping import sweep
+from rooftune.eval.datasets.format import finished_ids, read_manifest
 from rooftune.tuner.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]

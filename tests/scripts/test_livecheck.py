@@ -7,7 +7,7 @@ from script_module import load_script
 
 from rooftune.candidates import GEMM_SPACE, Trial, legal_configs, parse_gemm_shape
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.dataset import shape_id
+from rooftune.eval.datasets.format import shape_id
 from rooftune.hwprofiles import load_profile
 
 PROFILE = load_profile("h200")
@@ -30,7 +30,7 @@ def test_pick_shapes_is_spread_and_deterministic():
 
 def test_main_tunes_cold_resumes_and_reports_the_fraction(tmp_path, monkeypatch, capsys):
     recs = [_records("64x256x256"), _records("128x256x256")]
-    monkeypatch.setattr("rooftune.eval.readers.load_records", lambda path: recs)
+    monkeypatch.setattr("rooftune.eval.datasets.readers.load_records", lambda path: recs)
     winners = {shape_id(r.shape): r.trials[1].config for r in recs}  # second-fastest recorded wins the tune
     calls = []
 
@@ -68,7 +68,7 @@ def test_tune_arguments_name_each_kernels_shape():
 
 def test_sms_reaches_every_tune_and_the_retime(tmp_path, monkeypatch):
     recs = [_records("64x256x256")]
-    monkeypatch.setattr("rooftune.eval.readers.load_records", lambda path: recs)
+    monkeypatch.setattr("rooftune.eval.datasets.readers.load_records", lambda path: recs)
     calls, seen = [], {}
 
     def fake_run(cmd, capture_output, text, env=None):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from script_module import load_script
 
-from rooftune.eval import readers
+from rooftune.eval.datasets import readers
 
 live = load_script("scripts/device/moe_live.py")
 TRAIN = Path(__file__).resolve().parents[2] / "datasets/h200/moe/train"

@@ -4,7 +4,7 @@ clear error."""
 from script_module import load_script
 
 from rooftune.candidates import GemmShape
-from rooftune.eval import backfill
+from rooftune.eval.sweeping import backfill
 from rooftune.hwprofiles import load_profile
 
 script = load_script("scripts/prebuild_legal_backfill.py")

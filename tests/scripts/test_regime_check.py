@@ -41,7 +41,7 @@ def test_the_largest_gemm_shapes_by_flops():
 
 
 def test_the_committed_heldout_data_give_ten_shapes_of_five_configs():
-    from rooftune.eval.dataset import read_dataset
+    from rooftune.eval.datasets.format import read_dataset
 
     chosen = rc.largest_shapes(read_dataset(rc.HELDOUT), 10)
     assert len(chosen) == 10 and chosen[0].shape == GemmShape(2048, 8192, 8192, layout="nk")

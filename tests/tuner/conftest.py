@@ -31,7 +31,7 @@ class CountingMeasurer:
     """A measurer over records that remembers every batch it was asked for."""
 
     def __init__(self, records):
-        from rooftune.eval.replay import RecordedMeasurer
+        from rooftune.eval.scoring.replay import RecordedMeasurer
 
         self.inner = RecordedMeasurer(records)
         self.batches = []

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
-from rooftune.eval.readers import load_records
+from rooftune.eval.datasets.readers import load_records
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
@@ -164,9 +164,9 @@ def test_tune_and_probe_options_are_checked_before_the_gpu(args, field):
 def test_sweep_refuses_dtypes_the_kernel_would_run_as_tf32(tmp_path):
     """The kernels' dots leave the input precision at Triton's default (TF32): an fp32 shape would be timed as
     TF32 under the fp32 name, so the sweep refuses it before the GPU, naming it, and bf16 and fp16 pass."""
-    from rooftune.candidates.kernels import KERNELS, check_sweep_dtypes
+    from rooftune.candidates.families import KERNELS, check_sweep_dtypes
     from rooftune.candidates.shapes import AttentionShape, ShapeError
-    from rooftune.eval.sweep import sweep_shapes
+    from rooftune.eval.sweeping.sweep import sweep_shapes
     from rooftune.hwprofiles import load_profile
 
     shapes = tmp_path / "s.json"

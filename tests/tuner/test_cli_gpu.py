@@ -20,7 +20,7 @@ def _has_cuda():
 
 no_gpu_only = pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU error")
 ATTENTION_LIST = [{"batch": 1, "heads": 2, "seq": 64, "head_dim": 64}]
-# kernel -> (its library function in eval/sweep.py, a valid shape list)
+# kernel -> (its library function in eval/sweeping/sweep.py, a valid shape list)
 KERNELS = {"gemm": ("sweep_gemm", [{"m": 1, "n": 64, "k": 64}]), "attention": ("sweep_attention", ATTENTION_LIST)}
 
 
@@ -60,7 +60,7 @@ def test_sweep_input_errors(tmp_path):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_sweep_calls_the_library_and_reports(tmp_path, monkeypatch, kernel):
-    from rooftune.eval import sweep
+    from rooftune.eval.sweeping import sweep
 
     seen = {}
 
@@ -96,7 +96,7 @@ def test_backfill_without_gpu_fails_clearly(tmp_path):
 
 
 def test_backfill_flag_calls_the_backfill_and_reports(tmp_path, monkeypatch):
-    from rooftune.eval import backfill, sweep
+    from rooftune.eval.sweeping import backfill, sweep
 
     seen = {}
 
@@ -122,8 +122,8 @@ def test_backfill_flag_calls_the_backfill_and_reports(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monkeypatch, kernel):
-    from rooftune.eval import sweep
-    from rooftune.eval.quarantine import ContextQuarantined
+    from rooftune.eval.sweeping import sweep
+    from rooftune.eval.sweeping.quarantine import ContextQuarantined
 
     def dies(shapes, out, profile, **kwargs):
         raise ContextQuarantined("64x4096x4096-nk-bf16: config BLOCK_M=64 killed the CUDA context (illegal "
@@ -140,8 +140,8 @@ def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monke
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_sweep_stops_with_code_4_when_the_context_dies_under_no_single_config(tmp_path, monkeypatch, kernel):
-    from rooftune.eval import sweep
-    from rooftune.eval.quarantine import ContextLostUnattributed
+    from rooftune.eval.sweeping import sweep
+    from rooftune.eval.sweeping.quarantine import ContextLostUnattributed
 
     def dies(shapes, out, profile, **kwargs):
         raise ContextLostUnattributed("64x4096x4096-nk-bf16: the CUDA context died while running 'cublas'")
@@ -155,7 +155,7 @@ def test_sweep_stops_with_code_4_when_the_context_dies_under_no_single_config(tm
 
 
 def test_attention_sweep_input_errors(tmp_path, monkeypatch):
-    from rooftune.eval import sweep
+    from rooftune.eval.sweeping import sweep
 
     def no_sweep(*args, **kwargs):
         raise AssertionError("a bad list must fail before any GPU work")
@@ -175,7 +175,7 @@ def test_attention_sweep_input_errors(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_sweep_passes_shard_and_gpus_and_reports_each_gpu(tmp_path, monkeypatch, kernel):
-    from rooftune.eval import sweep
+    from rooftune.eval.sweeping import sweep
 
     seen = {}
 
@@ -198,7 +198,7 @@ def test_sweep_passes_shard_and_gpus_and_reports_each_gpu(tmp_path, monkeypatch,
 
 
 def test_sweep_rejects_bad_shard_and_gpus(tmp_path, monkeypatch):
-    from rooftune.eval import sweep
+    from rooftune.eval.sweeping import sweep
 
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps(KERNELS["gemm"][1]))

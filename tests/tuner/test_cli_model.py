@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from rooftune.candidates.baselines import TUTORIAL_GEMM
+from rooftune.candidates.tutorial import TUTORIAL_GEMM
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.search.strategies import STATIC_ATTENTION
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import GemmShape
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.outputs import OutputError
 from rooftune.tuner.cli.app import app
@@ -202,8 +202,8 @@ def test_hwprobe_prints_the_profile_when_its_file_cannot_be_written(tmp_path, mo
 
 
 def test_every_shape_gets_its_own_cache_error_in_a_model_tune(tmp_path, monkeypatch, live):
-    from rooftune.tuner.models.shapes import load_model_config
-    from rooftune.tuner.models.tune import tune_model
+    from rooftune.tuner.llm.shapes import load_model_config
+    from rooftune.tuner.llm.tune import tune_model
 
     cache = _unwritable(tmp_path, monkeypatch, "c.json")
     tuned = tune_model(load_model_config("qwen2.5-7b"), [8], PROFILE, 3, cache=cache)

@@ -12,8 +12,8 @@ import typer.main
 from typer.testing import CliRunner
 
 from rooftune.candidates import AttentionShape, Config, kernel_of, legal_configs
-from rooftune.eval.dataset import ShapeRecords, Trial, write_manifest, write_shape
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.datasets.format import ShapeRecords, Trial, write_manifest, write_shape
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
 

@@ -1,4 +1,4 @@
-"""`rooftune eval moe` on a tiny recorded fused-MoE dataset (written with eval/dataset.py): every method through
+"""`rooftune eval moe` on a tiny recorded fused-MoE dataset (written with eval/datasets/format.py): every method through
 `tune` and the recorded measurer, vLLM's shipped table looked up as vLLM does, its default rule."""
 
 import json
@@ -8,12 +8,12 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import MOE_SPACE, MoeShape, legal_configs
 from rooftune.candidates.moe_space import group_twin
-from rooftune.eval.dataset import read_dataset, write_manifest, write_shape
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.datasets.format import read_dataset, write_manifest, write_shape
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.evaluation import replay_shape
-from rooftune.tuner.models.moe_tables import default_config, lookup, shipped_tables
+from rooftune.tuner.llm.moe_tables import default_config, lookup, shipped_tables
 from rooftune.tuner.search.methods import moe_eval_methods
 from rooftune.tuner.search.vllm import vllm_config, vllm_default, vllm_shipped
 from rooftune.tuner.tune import tune

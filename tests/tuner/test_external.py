@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import AttentionShape, GemmShape
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.evaluation import evaluate

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, AttentionShape, configs_to_columns, legal_configs
-from rooftune.eval.dataset import ShapeRecords, Trial, write_manifest, write_shape
+from rooftune.eval.datasets.format import ShapeRecords, Trial, write_manifest, write_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline import predict
 from rooftune.roofline.fit import RidgeSettings

@@ -69,7 +69,7 @@ def test_fit_reads_training_data_only_and_writes_a_usable_residual(tmp_path, mon
 
 
 def test_cross_validation_chooses_by_its_objective(monkeypatch):
-    shapes = fitting.fit_shapes_from_records(__import__("rooftune.eval.readers", fromlist=["x"]).load_records(TRAIN)[:12])
+    shapes = fitting.fit_shapes_from_records(__import__("rooftune.eval.datasets.readers", fromlist=["x"]).load_records(TRAIN)[:12])
     grid = [fitting.Candidate(RidgeSettings(0.1, 5.0), SearchSettings(kappa=k)) for k in (0.5, 2.0)]
     report = fitting.fit_kernel("gemm", shapes, PROFILE, "train[:12]", grid=grid)
     scores = dict((c.search.kappa, s) for c, s in report.tried)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rooftune.candidates import AttentionShape, GemmShape
-from rooftune.tuner.models.shapes import (
+from rooftune.tuner.llm.shapes import (
     ModelConfigError,
     load_model_config,
     model_config_from_dict,

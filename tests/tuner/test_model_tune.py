@@ -9,11 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import GemmShape
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
-from rooftune.tuner.models.shapes import load_model_config
-from rooftune.tuner.models.tables import (
+from rooftune.tuner.llm.shapes import load_model_config
+from rooftune.tuner.llm.tables import (
     config_from_vllm,
     report_dict,
     report_markdown,
@@ -21,7 +21,7 @@ from rooftune.tuner.models.tables import (
     vllm_tables,
     write_tables,
 )
-from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, tune_model
+from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
 
 runner = CliRunner()
 PROFILE = load_profile("h200")
@@ -76,7 +76,7 @@ def test_every_distinct_shape_is_tuned_once_and_totals_add_up(measurer, tmp_path
 
 
 def test_a_shape_without_a_legal_config_is_skipped_not_fatal(measurer, monkeypatch):
-    from rooftune.tuner.models import tune as model_tune
+    from rooftune.tuner.llm import tune as model_tune
 
     real = model_tune.legal_configs
     monkeypatch.setattr(model_tune, "legal_configs", lambda space, shape, profile: real(space, shape, profile)
@@ -118,7 +118,7 @@ def test_the_tables_are_vllms_format(measurer, tmp_path):
 
 def test_a_composite_winner_is_written_as_the_fastest_measured_tile_the_format_names():
     from rooftune.candidates import Config, Trial
-    from rooftune.tuner.models.tables import table_config
+    from rooftune.tuner.llm.tables import table_config
     from rooftune.tuner.tune import TuneResult
 
     def cfg(bn, bn2, w=4):
@@ -196,8 +196,8 @@ def test_the_committed_model_tables_name_the_committed_tunes():
     shipped space and residual, so the tables are not stale against the space or the fit they claim."""
     from pathlib import Path
 
-    from rooftune.candidates.kernels import kernel_of
-    from rooftune.tuner.models.tables import table_config, vllm_config
+    from rooftune.candidates.families import kernel_of
+    from rooftune.tuner.llm.tables import table_config, vllm_config
     from rooftune.tuner.tune import cached_result, shipped_residual, tune_key
 
     root = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "models"

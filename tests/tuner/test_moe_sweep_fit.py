@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import KERNELS, MOE_SPACE, MoeShape, Trial
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval import sweep
-from rooftune.eval.dataset import finished_ids, read_dataset, read_manifest, write_manifest, write_shape
+from rooftune.eval.sweeping import sweep
+from rooftune.eval.datasets.format import finished_ids, read_dataset, read_manifest, write_manifest, write_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline.residual import read_residual
 from rooftune.tuner.cli.app import app

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rooftune.candidates import MOE_SPACE, Config, check_in_grid
-from rooftune.tuner.models.moe_tables import (
+from rooftune.tuner.llm.moe_tables import (
     VLLM_KEYS,
     TableError,
     default_config,

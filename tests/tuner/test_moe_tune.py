@@ -9,11 +9,11 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import MOE_SPACE, MoeShape, ShapeError, legal_configs
 from rooftune.candidates.moe_space import group_twin
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
-from rooftune.tuner.models.moe_tables import VLLM_KEYS, read_table
-from rooftune.tuner.models.moe_tune import PAIR_TOP, tune_moe_table
+from rooftune.tuner.llm.moe_tables import VLLM_KEYS, read_table
+from rooftune.tuner.llm.moe_tune import PAIR_TOP, tune_moe_table
 
 runner = CliRunner()
 PROFILE = load_profile("h200")

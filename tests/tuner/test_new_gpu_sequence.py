@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from rooftune.candidates import GEMM_SPACE, GemmShape, Trial, configs_to_columns, legal_configs
 from rooftune.candidates.records import ShapeRecords
 from rooftune.candidates.shapes import load_shapes
-from rooftune.eval import sweep
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.sweeping import sweep
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import hwprobe, load_profile
 from rooftune.roofline import predict
 from rooftune.roofline.residual import shipped_residual_path

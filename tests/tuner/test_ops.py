@@ -11,7 +11,7 @@ import torch
 import rooftune
 from rooftune.candidates import GemmShape, Trial, kernel_of, legal_configs
 from rooftune.hwprofiles import ProfileError, load_profile
-from rooftune.hwprofiles.gpus import SHIPPED_BY_GPU_NAME, shipped_profile_name
+from rooftune.hwprofiles.shipped import SHIPPED_BY_GPU_NAME, shipped_profile_name
 from rooftune.kernels import gemm as kgemm
 from rooftune.kernels.harness.check import relative_error
 from rooftune.outputs import OutputError
@@ -152,7 +152,7 @@ def test_a_shape_the_kernel_ran_faster_or_untimed_runs_the_kernel(cache, launche
 
 
 def test_the_library_route_of_attention_runs_sdpa_in_the_kernels_layout(monkeypatch):
-    from rooftune.candidates.kernels import LIBRARY_ROUTE
+    from rooftune.candidates.families import LIBRARY_ROUTE
     from rooftune.kernels import attention as kattn
     from rooftune.kernels import ops as kops
 

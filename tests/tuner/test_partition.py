@@ -132,7 +132,7 @@ def test_replay_offers_only_what_a_live_tune_on_the_profile_would():
     from dataclasses import replace
 
     from rooftune.candidates import GEMM_SPACE, legal_configs
-    from rooftune.eval.readers import load_records
+    from rooftune.eval.datasets.readers import load_records
     from rooftune.tuner.evaluation import offered_as_live
 
     records = load_records(PART / "gemm" / "heldout", kernel="gemm")

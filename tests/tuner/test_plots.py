@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import GemmShape
 from rooftune.candidates.records import ShapeRecords, Trial
-from rooftune.eval.dataset import write_manifest, write_shape
+from rooftune.eval.datasets.format import write_manifest, write_shape
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
 
@@ -75,7 +75,7 @@ def test_explain_plot_of_a_shape_the_data_lacks(recorded, tmp_path):
 
 
 def test_evaluate_returns_each_runs_per_shape_scores(recorded):
-    from rooftune.eval.readers import load_records
+    from rooftune.eval.datasets.readers import load_records
     from rooftune.tuner.evaluation import evaluate
     from rooftune.tuner.search.strategies import model_order, random_order
 

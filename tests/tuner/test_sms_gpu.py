@@ -13,7 +13,7 @@ SHAPES = [{"m": 16, "n": 1024, "k": 1024}, {"m": 512, "n": 512, "k": 2048}]
 
 @pytest.mark.gpu
 def test_a_two_shape_sweep_inside_66_sms(tmp_path):
-    from rooftune.eval.dataset import read_dataset, read_manifest
+    from rooftune.eval.datasets.format import read_dataset, read_manifest
 
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps(SHAPES))

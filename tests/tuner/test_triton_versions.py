@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import kernel_of, parse_gemm_shape
-from rooftune.eval.dataset import read_dataset
+from rooftune.eval.datasets.format import read_dataset
 from rooftune.hwprofiles import hwprobe, load_profile
 from rooftune.roofline.fit import make_residual
 from rooftune.roofline.residual import load_residual, read_residual, triton_release

@@ -27,7 +27,7 @@ from rooftune.tuner.cli import gpu as cli_gpu
 from rooftune.tuner.cli import report as cli_report
 from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, LAYOUT_HELP, SHAPE_HELP, cli_errors, load_gpu, parse_shape  # noqa: E402
 from rooftune.tuner.cli.help import NAME_OR_PATH, plain_flags
-from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table  # noqa: E402
+from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table  # noqa: E402
 
 app = typer.Typer(
     name="rooftune",

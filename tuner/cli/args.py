@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from rooftune.candidates import parse_attention_shape, parse_gemm_shape, parse_moe_shape
-from rooftune.eval.readers import recorded_device
+from rooftune.eval.datasets.readers import recorded_device
 from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
-from rooftune.hwprofiles.gpus import shipped_profile_name
+from rooftune.hwprofiles.shipped import shipped_profile_name
 from rooftune.roofline.residual import ResidualError, load_residual, read_residual
 
 # The CLI's one map from an exception to an exit code, as (module, class, code). `cli_errors` looks a
@@ -34,21 +34,21 @@ EXIT_CODES = (
     ("rooftune.hwprofiles.profile", "ProfileError", 2),
     ("rooftune.hwprofiles.hwprobe", "NoGpuError", 2),
     ("rooftune.hwprofiles.hwprobe", "PartitionError", 2),
-    ("rooftune.eval.dataset", "DatasetError", 2),
-    ("rooftune.eval.readers", "DatasetFormatError", 2),
+    ("rooftune.eval.datasets.format", "DatasetError", 2),
+    ("rooftune.eval.datasets.readers", "DatasetFormatError", 2),
     ("rooftune.tuner.tune", "TuneCacheError", 2),
     ("rooftune.roofline.residual", "ResidualError", 2),
     ("rooftune.tuner.fitting", "HeldOutError", 2),
     ("rooftune.tuner.cli.args", "ArgumentError", 2),
-    ("rooftune.tuner.models.shapes", "ModelConfigError", 2),
-    ("rooftune.tuner.models.tables", "TableError", 2),
+    ("rooftune.tuner.llm.shapes", "ModelConfigError", 2),
+    ("rooftune.tuner.llm.tables", "TableError", 2),
     ("rooftune.outputs", "OutputError", 2),
     ("rooftune.tuner.tune", "TuneError", 1),
-    ("rooftune.eval.gpus", "WorkerError", 1),
-    ("rooftune.eval.quarantine", "ContextQuarantined", 3),
+    ("rooftune.eval.sweeping.workers", "WorkerError", 1),
+    ("rooftune.eval.sweeping.quarantine", "ContextQuarantined", 3),
     ("rooftune.kernels.harness.context", "ContextLost", 3),
     ("rooftune.kernels.harness.compile_pool", "CompileStalled", 3),
-    ("rooftune.eval.quarantine", "ContextLostUnattributed", 4),
+    ("rooftune.eval.sweeping.quarantine", "ContextLostUnattributed", 4),
 )
 
 
@@ -71,7 +71,7 @@ DEFAULT_GPU = "h200"
 
 
 def describe_device(device: dict) -> str:
-    """A dataset's GPU as its data say (eval/readers.py `recorded_device`)."""
+    """A dataset's GPU as its data say (eval/datasets/readers.py `recorded_device`)."""
     if "name" in device:
         return device["name"]
     major, minor = device["compute_capability"]
@@ -100,7 +100,7 @@ def gpu_of_data(data, device: dict | None, *, strict: bool = False) -> str:
 
 def data_profile(gpu: str | None, data, *, strict: bool = False, verb: str = "scoring"):
     """The profile of a command that reads recorded data (eval, fit): --gpu's, warned where the data say
-    their GPU was another (eval/readers.py `recorded_device`), else `gpu_of_data`'s."""
+    their GPU was another (eval/datasets/readers.py `recorded_device`), else `gpu_of_data`'s."""
     device = recorded_device(data)
     if gpu is None:
         return load_gpu(gpu_of_data(data, device, strict=strict))
@@ -113,7 +113,7 @@ def data_profile(gpu: str | None, data, *, strict: bool = False, verb: str = "sc
 
 def gpu_of_this_machine() -> str:
     """`--gpu` left out of a command that runs on this machine's GPU (tune, sweep): $ROOFTUNE_PROFILE where
-    set (as rooftune's PyTorch ops), else the shipped profile of the GPU NVML names (hwprofiles/gpus.py),
+    set (as rooftune's PyTorch ops), else the shipped profile of the GPU NVML names (hwprofiles/shipped.py),
     else DEFAULT_GPU where no GPU is visible (a cache hit needs none; the rest says there is no GPU).
     ArgumentError for a GPU no shipped profile describes: `rooftune hwprobe` profiles it."""
     if os.environ.get("ROOFTUNE_PROFILE"):
@@ -287,7 +287,7 @@ SHAPE_HELP = {"gemm": "MxNxK: C[M,N] = A[M,K] @ B",
 MOE_GEMM_HELP = ("which GEMM of the MoE layer: 'gate_up' (N = 2·intermediate, K = hidden) or 'down' (N = hidden, "
                  "K = intermediate, scaled by the routing weight)")
 LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
-# Recorded data are refused whole where one record is damaged (eval/dataset.py `read_shape`): a score, a
+# Recorded data are refused whole where one record is damaged (eval/datasets/format.py `read_shape`): a score, a
 # report or a fit over the rest would silently be of other data than the folder holds.
 DAMAGED_HELP = ("a damaged file (a time that is not finite and positive, a value that is not a number) is "
                 "refused, naming the file and row")

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune.candidates import KERNELS, AttentionShape, GemmShape, MoeShape, parse_config
-from rooftune.eval.readers import load_records
-from rooftune.eval.reports import figure
+from rooftune.eval.datasets.readers import load_records
+from rooftune.eval.scoring.reports import figure
 from rooftune.outputs import json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import (
     DAMAGED_HELP,
@@ -27,7 +27,7 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, evaluate, offered_as_live
-from rooftune.tuner.models.moe_tables import shipped_tables
+from rooftune.tuner.llm.moe_tables import shipped_tables
 from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods, moe_eval_methods
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
 from rooftune.tuner.search.vllm import vllm_table

@@ -22,8 +22,8 @@ from rooftune.candidates import (
     legal_configs,
     parse_config,
 )
-from rooftune.eval.readers import load_records
-from rooftune.eval.replay import RecordedMeasurer
+from rooftune.eval.datasets.readers import load_records
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.roofline.occupancy import LIMITERS
 from rooftune.tuner.cli.args import (
@@ -43,7 +43,7 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, explain_scatter
-from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table
+from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table
 from rooftune.tuner.search.strategies import centred, corrected_prior, rooftune_strategy, zero_trial_pick
 from rooftune.tuner.tune import TuneError, tune
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from rooftune.eval.dataset import read_manifest
-from rooftune.eval.readers import load_records
+from rooftune.eval.datasets.format import read_manifest
+from rooftune.eval.datasets.readers import load_records
 from rooftune.roofline.residual import read_residual, shipped_residual_path, triton_release, write_residual
 from rooftune.tuner.cli.args import DAMAGED_HELP, GPU_HELP, check_output, cli_errors, data_profile, fail
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH

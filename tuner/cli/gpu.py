@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rooftune.candidates import KERNELS, kernel_spec
-from rooftune.candidates.kernels import check_sweep_dtypes
+from rooftune.candidates.families import check_sweep_dtypes
 from rooftune.candidates.moe_space import VLLM_TOKENS
-from rooftune.eval import backfill, sweep
+from rooftune.eval.sweeping import backfill, sweep
 from rooftune.hwprofiles import hwprobe, profile_to_dict, save_profile
 from rooftune.outputs import OutputError, json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import (
@@ -33,12 +33,12 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.explain import config_label
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
-from rooftune.tuner.cli.tables import add_cells, width_table
-from rooftune.tuner.models.moe_tables import read_table, table_file_name, write_table
-from rooftune.tuner.models.moe_tune import PAIR_TOP, moe_shapes, shard_intermediate, tune_moe_table
-from rooftune.tuner.models.shapes import load_model_config, model_shapes
-from rooftune.tuner.models.tables import model_outputs, shape_label
-from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, tune_model
+from rooftune.tuner.cli.terminal import add_cells, width_table
+from rooftune.tuner.llm.moe_tables import read_table, table_file_name, write_table
+from rooftune.tuner.llm.moe_tune import PAIR_TOP, moe_shapes, shard_intermediate, tune_moe_table
+from rooftune.tuner.llm.shapes import load_model_config, model_shapes
+from rooftune.tuner.llm.tables import model_outputs, shape_label
+from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
 from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
 

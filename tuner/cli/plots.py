@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rooftune.eval.metrics import WORST_FRACTION
+from rooftune.eval.scoring.metrics import WORST_FRACTION
 from rooftune.outputs import write_atomic
 from rooftune.tuner.cli.args import ArgumentError, check_output
 

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from rooftune.candidates import KERNELS
-from rooftune.eval.dataset import read_manifest
-from rooftune.eval.reports import (
+from rooftune.eval.datasets.format import read_manifest
+from rooftune.eval.scoring.reports import (
     REPORT_KINDS,
     markdown_table,
     pooled_repeatability,
@@ -22,7 +22,7 @@ from rooftune.outputs import json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import DAMAGED_HELP, PLOT_EXTRA, check_output, cli_errors, fail
 from rooftune.tuner.cli.help import PATH
 from rooftune.tuner.cli.plots import check_plot, report_scatter
-from rooftune.tuner.cli.tables import add_cells, narrow_note, width_table
+from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table
 
 report_app = typer.Typer(help="Report a swept dataset: best config vs the library baseline per shape.",
                          no_args_is_help=True)

@@ -6,7 +6,7 @@ TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, Trito
 tuned from the command line is found by the ops and a shape the ops tune is found by the command.
 Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME for ~/.cache).
 The GPU's profile: $ROOFTUNE_PROFILE (a shipped name or a JSON path), else the shipped profile for
-the GPU's driver name (hwprofiles/gpus.py); CPU tensors run in Triton's interpreter, which has no
+the GPU's driver name (hwprofiles/shipped.py); CPU tensors run in Triton's interpreter, which has no
 GPU to name, and get INTERPRETER_PROFILE's configs.
 
 Where the tune (cached or on first use) timed the library's own op (cuBLAS through torch.matmul, SDPA)
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile, load_profile
-from rooftune.hwprofiles.gpus import shipped_profile_name
+from rooftune.hwprofiles.shipped import shipped_profile_name
 from rooftune.tuner.search.strategies import zero_trial_pick
 from rooftune.tuner.tune import CACHE_ENV, TuneResult, cache_path, cached_result, shipped_residual, tune_key, tune_shape
 

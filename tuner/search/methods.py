@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rooftune.candidates import Config
-from rooftune.candidates.baselines import param_names, tutorial_configs
+from rooftune.candidates.tutorial import param_names, tutorial_configs
 from rooftune.tuner.search.external import external_gemm_methods
 from rooftune.tuner.search.strategies import (
     RANDOM_SEEDS,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, MeasureBatch, Trial, configs_to_columns
-from rooftune.candidates.baselines import param_names, tutorial_configs
+from rooftune.candidates.tutorial import param_names, tutorial_configs
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline import predict
 from rooftune.tuner.search.gp import SearchSettings, config_embedding, search

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from rooftune.candidates import Config, MoeShape
 from rooftune.candidates.moe_space import group_twin
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.tuner.models.moe_tables import default_config, lookup, shipped_tables, table_file_name
+from rooftune.tuner.llm.moe_tables import default_config, lookup, shipped_tables, table_file_name
 from rooftune.tuner.search.strategies import Strategy, _measure_in_order, nearest_legal
 
 

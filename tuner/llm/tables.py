@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape
 from rooftune.outputs import OutputError, json_text, write_all, write_atomic
-from rooftune.tuner.models.tune import ModelTune
+from rooftune.tuner.llm.tune import ModelTune
 
 # rooftune's GEMM parameter -> its name in vLLM's tables.
 VLLM_NAMES = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rooftune.candidates import MOE_SPACE, Config
 from rooftune.outputs import write_atomic
-from rooftune.tuner.models.tables import TableError, device_file_name
+from rooftune.tuner.llm.tables import TableError, device_file_name
 
 # The six keys of an entry, in vLLM's order: the MoE space's grid.
 VLLM_KEYS = tuple(MOE_SPACE.names)

@@ -3,7 +3,7 @@
 A second device (an SM partition, another GPU) is scored on part of the full chip's held-out list: the part is
 chosen by a seed alone, written and committed before its sweep starts, so nothing measured can steer it.
 
-    python -m rooftune.eval.subset datasets/h200/gemm/shapes_heldout.json --count 100 --seed 66 \
+    python -m rooftune.eval.shapelists.subset datasets/h200/gemm/shapes_heldout.json --count 100 --seed 66 \
         --out datasets/h200-sm66/gemm/shapes_heldout.json
 """
 

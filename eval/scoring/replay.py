@@ -8,7 +8,7 @@ import numpy as np
 
 from rooftune.candidates import Config, Trial, configs_to_columns
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.metrics import spearman
+from rooftune.eval.scoring.metrics import spearman
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline import predict
 

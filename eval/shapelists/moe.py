@@ -11,7 +11,7 @@ fitted on them. The generator's seed orders each list so that models take turns 
 `device_time_plan` estimates what sweeping a list costs on a GPU profile: legal configs × the GEMM sweep's
 measured cost per config, which grows with the launch time (datasets/h200/moe/README.md gives the numbers).
 
-Run `python -m rooftune.eval.moe_shapegen [--out DIR] [--plan]` to (re)write the lists; same seed, same files.
+Run `python -m rooftune.eval.shapelists.moe [--out DIR] [--plan]` to (re)write the lists; same seed, same files.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from rooftune.candidates import MOE_SPACE, MoeShape, legal_configs
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.candidates.routing import expert_rows
 from rooftune.candidates.shapes import DTYPE_BYTES, MOE_GEMMS, load_moe_shapes
-from rooftune.eval.shapegen import _interleave, write_shape_lists
+from rooftune.eval.shapelists.gemm import _interleave, write_shape_lists
 from rooftune.hwprofiles import HardwareProfile, load_profile
 
 SEED = 20261202

@@ -1,4 +1,4 @@
-"""Tuning a whole model: every kernel shape of its forward pass (tuner/models/shapes.py) through
+"""Tuning a whole model: every kernel shape of its forward pass (tuner/llm/shapes.py) through
 `tune_shape`, cache-aware, and the forward pass's time with rooftune's kernels against torch's."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rooftune.candidates import Measurer, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import partition_profile
 from rooftune.kernels.harness import live
-from rooftune.tuner.models.shapes import LayerShape, ModelConfig, model_shapes
+from rooftune.tuner.llm.shapes import LayerShape, ModelConfig, model_shapes
 from rooftune.tuner.tune import TuneError, TuneResult, cached_result, shipped_residual, tune_key, tune_shape
 
 NO_LEGAL_CONFIG = "no legal config in the published space"

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooftune.candidates import Config, GemmShape, parse_config
-from rooftune.eval.dataset import DatasetError, ShapeRecords, Trial, dataset_lock, shape_id
+from rooftune.eval.datasets.format import DatasetError, ShapeRecords, Trial, dataset_lock, shape_id
 from rooftune.kernels.harness.context import ContextLost
 from rooftune.outputs import write_atomic
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.dataset import MANIFEST, check_measured, read_dataset, read_manifest
+from rooftune.eval.datasets.format import MANIFEST, check_measured, read_dataset, read_manifest
 
 PROBE_GEMM_FILE = "gemm_probe.csv.gz"
 PROBE_ATTENTION_FILE = "attention_probe.csv.gz"

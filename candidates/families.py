@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rooftune.candidates.attention_space import ATTENTION_SPACE
-from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.tutorial import gemm_baseline_extras
 from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import GEMM_SPACE
 from rooftune.candidates.moe_space import MOE_SPACE

@@ -13,7 +13,7 @@ Held-out families appear only in the held-out list; the two lists are disjoint a
 Each list is ordered so that a prefix is a useful sample: categories (model families, random)
 take turns, so a partial sweep still spans families and regimes.
 
-Run `python -m rooftune.eval.shapegen [--out DIR]` to (re)write the lists; same seed, same files.
+Run `python -m rooftune.eval.shapelists.gemm [--out DIR]` to (re)write the lists; same seed, same files.
 """
 
 from __future__ import annotations

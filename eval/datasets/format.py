@@ -14,7 +14,7 @@ config's parameters, `time_us` (the dataset's time, below) or `error`, `compile_
 `spread` of the screening pass, `screen_us` (the screening pass's raw median), for the fastest
 configs `retime_us` / `retime2_us` / `retime_rounds`: two independent final passes, and `in_space`:
 1 for a config of the published space, 0 for a baseline's config timed beside it (the Triton
-tutorial's configs outside the space; candidates/baselines.py). Files written before that column
+tutorial's configs outside the space; candidates/tutorial.py). Files written before that column
 existed read as all in the space. Columns are read by name.
 
 `time_us` of a config in the final passes is the median over both passes' rounds; every other
@@ -44,7 +44,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, MoeShape, Trial
-from rooftune.candidates.baselines import gemm_baseline_aliases
+from rooftune.candidates.tutorial import gemm_baseline_aliases
 from rooftune.candidates.records import ShapeRecords
 from rooftune.candidates.shapes import shape_id
 from rooftune.outputs import write_atomic

@@ -2,11 +2,11 @@
 
 The extras backfill: the Triton tutorial's configs outside the space, timed for shapes swept before them.
 
-Datasets swept before the sweep timed those configs (candidates/baselines.py) lack their in_space=0
+Datasets swept before the sweep timed those configs (candidates/tutorial.py) lack their in_space=0
 rows; `backfill_extras` adds them to finished shapes: the extras timed interleaved with the shape's
 recorded final configs in two final passes, and put on the dataset's scale by the median ratio
 recorded / new time over those finals. The loop, the time budget and the quarantine are the
-sweep's (eval/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras` (kernels/harness/measure.py).
+sweep's (eval/sweeping/sweep.py: `run_shapes`); the GPU side is `KernelMeasurer.measure_extras` (kernels/harness/measure.py).
 
 The legal backfill: configs a profile corrected since the sweep makes legal (a GEMM dataset swept under the
 legality of its profile as first probed), timed the same way and added as in-space rows (`legal=True`), so the
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Protocol
 
 from rooftune.candidates import GEMM_SPACE, Config, GemmShape, legal_configs
-from rooftune.candidates.baselines import gemm_baseline_extras
+from rooftune.candidates.tutorial import gemm_baseline_extras
 from rooftune.candidates.shapes import load_attention_shapes, load_shapes
-from rooftune.eval.dataset import (
+from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
@@ -43,8 +43,8 @@ from rooftune.eval.dataset import (
     write_manifest,
     write_shape,
 )
-from rooftune.eval.quarantine import QUARANTINED, quarantining, read_quarantine
-from rooftune.eval.sweep import Compiler, Reporter, SilentReporter, order_by_group, run_shapes
+from rooftune.eval.sweeping.quarantine import QUARANTINED, quarantining, read_quarantine
+from rooftune.eval.sweeping.sweep import Compiler, Reporter, SilentReporter, order_by_group, run_shapes
 from rooftune.hwprofiles import HardwareProfile, hwprobe
 from rooftune.kernels.harness.benches import SDPA_ROUTES
 from rooftune.kernels.harness.measure import (
@@ -167,7 +167,7 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
     scale (`backfilled_shape`) and the file is rewritten atomically, its existing rows unchanged.
     Resumable: a shape with in_space=0 rows is skipped. `max_minutes`: see `run_shapes`. Each run
     that backfilled a shape appends to the manifest's `extras_backfill` list `manifest` (e.g. the
-    device's versions) and its shape count. Quarantined configs (eval/quarantine.py) are not run: an
+    device's versions) and its shape count. Quarantined configs (eval/sweeping/quarantine.py) are not run: an
     extra's row carries the error, a final config is left out of the scale.
     Raises DatasetError for a folder that is not a dataset of this space, profile and partition;
     ContextQuarantined when a config kills the CUDA context (it is quarantined first)."""

@@ -15,7 +15,7 @@ Held-out families appear only in the held-out list; the two lists are disjoint a
 kv_heads, seq, head_dim). Each list is ordered so that a prefix is a useful sample: categories
 (families, random) take turns.
 
-Run `python -m rooftune.eval.attention_shapegen [--out DIR]` to (re)write the lists; same seed, same files.
+Run `python -m rooftune.eval.shapelists.attention [--out DIR]` to (re)write the lists; same seed, same files.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 import random
 from pathlib import Path
 
-from rooftune.eval.shapegen import _interleave, run_cli, write_shape_lists
+from rooftune.eval.shapelists.gemm import _interleave, run_cli, write_shape_lists
 
 SEED = 20261201
 MAX_CAUSAL_FLOPS = 2**41  # ≈ 2.2e12: ≈ 4 ms at the ~550 TFLOP/s the best configs reach on an H200

@@ -19,7 +19,7 @@ from rooftune.candidates.shapes import (
     load_moe_shapes,
     load_shapes,
 )
-from rooftune.eval.dataset import ShapeRecords, read_manifest, read_shape, shape_files, to_records
+from rooftune.eval.datasets.format import ShapeRecords, read_manifest, read_shape, shape_files, to_records
 from rooftune.kernels.harness.measure import nearest_rank
 
 

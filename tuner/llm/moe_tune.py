@@ -32,8 +32,8 @@ from rooftune.candidates.shapes import MOE_GEMMS, ShapeError
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import OutputError
-from rooftune.tuner.models.moe_tables import table_file_name
-from rooftune.tuner.models.tune import NO_LEGAL_CONFIG, MeasurerFactory, Reporter, live_measurers
+from rooftune.tuner.llm.moe_tables import table_file_name
+from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, MeasurerFactory, Reporter, live_measurers
 from rooftune.tuner.tune import (
     CONFIRM_TOP,
     TuneError,

@@ -60,8 +60,8 @@ class LayerShape:
 
 
 def shipped_models() -> dict[str, Path]:
-    """Shipped config name -> its file (tuner/models/configs/*.json)."""
-    folder = resources.files("rooftune.tuner.models") / "configs"
+    """Shipped config name -> its file (tuner/llm/configs/*.json)."""
+    folder = resources.files("rooftune.tuner.llm") / "configs"
     return {Path(f.name).stem: Path(str(f)) for f in folder.iterdir() if f.name.endswith(".json")}
 
 

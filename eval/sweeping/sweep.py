@@ -8,19 +8,19 @@ the GEMM kernel against cuBLAS; the attention forward against PyTorch's SDPA and
 tests pass a fake. Repeatability over a finished dataset is `noise_summary`.
 
 Beside the space, each GEMM shape also times the Triton tutorial's configs that are not (as the same
-kernel) in its legal set (candidates/baselines.py; attention has no such extras): compiled, checked
+kernel) in its legal set (candidates/tutorial.py; attention has no such extras): compiled, checked
 and timed like every config, in the same interleaved passes, and written as rows with `in_space` = 0,
 so that the tutorial baseline is measured exactly as the strategies' candidates are.
 
-Datasets swept before that lack those rows; the backfill (eval/backfill.py) adds them to finished
+Datasets swept before that lack those rows; the backfill (eval/sweeping/backfill.py) adds them to finished
 shapes, through `run_shapes` and the GPU measurer's `measure_extras`.
 
-A config that kills the CUDA context (an illegal memory access) is quarantined (eval/quarantine.py):
+A config that kills the CUDA context (an illegal memory access) is quarantined (eval/sweeping/quarantine.py):
 the run writes it to DIR/quarantine.json and stops; the next run records it as an error unrun.
 
-Across machines and GPUs (`sweep_shapes`): `shard` keeps one shard of the list (eval/shard.py:
+Across machines and GPUs (`sweep_shapes`): `shard` keeps one shard of the list (eval/sweeping/shard.py:
 shards of about equal estimated cost, the same on every machine); `gpus` splits it again over one
-worker process per GPU (eval/gpus.py), all writing into the one dataset folder: shape files are
+worker process per GPU (eval/sweeping/workers.py), all writing into the one dataset folder: shape files are
 atomic, the manifest and the quarantine are updated under the folder's lock, and each shape's file
 and the manifest (`shape_devices`) name the GPU that measured it.
 
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Protocol
 
 from rooftune.candidates import KERNELS, Config, KernelSpec, legal_configs
-from rooftune.candidates.kernels import check_sweep_dtypes
-from rooftune.eval.dataset import (
+from rooftune.candidates.families import check_sweep_dtypes
+from rooftune.eval.datasets.format import (
     MANIFEST,
     ShapeRecords,
     check_compatible,
@@ -53,9 +53,9 @@ from rooftune.eval.dataset import (
     update_manifest,
     write_shape,
 )
-from rooftune.eval.gpus import run_on_gpus
-from rooftune.eval.quarantine import quarantining, read_quarantine, with_quarantined
-from rooftune.eval.shard import shard_of, sweep_cost_us
+from rooftune.eval.sweeping.workers import run_on_gpus
+from rooftune.eval.sweeping.quarantine import quarantining, read_quarantine, with_quarantined
+from rooftune.eval.sweeping.shard import shard_of, sweep_cost_us
 from rooftune.hwprofiles import HardwareProfile, hwprobe
 from rooftune.kernels.harness import compile_pool
 from rooftune.kernels.harness.benches import Shape
@@ -297,7 +297,7 @@ def sweep_shapes(kernel: str, shapes_path: str | Path, out: str | Path, profile:
     of N (`shard_of`, costs by `sweep_cost_us`), swept into the dataset at `out` with `_sweep_part`:
     on this process's GPU, or with `gpus` split again over one worker process per listed GPU, each
     with cores / len(gpus) compile workers unless `workers` says. A worker that fails leaves the
-    others to finish their parts; its error is then raised here (eval/gpus.py)."""
+    others to finish their parts; its error is then raised here (eval/sweeping/workers.py)."""
     shapes = KERNELS[kernel].load_list(shapes_path)
     check_sweep_dtypes(KERNELS[kernel], shapes)
     cost = functools.cache(functools.partial(sweep_cost_us, profile=profile, replay_us=1000.0 * settings.target_ms))

@@ -1,0 +1,1 @@
+"""The dataset format: writing and reading ground truth, and other formats' readers."""

@@ -1,0 +1,1 @@
+"""Scoring: the recorded measurer that replays a dataset, metrics and reports."""

@@ -1,0 +1,1 @@
+"""Shape lists: the seeded generators of training and held-out shapes, and subsets."""

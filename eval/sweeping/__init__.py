@@ -1,0 +1,1 @@
+"""Sweeping: the exhaustive sweep, its shards and GPU workers, quarantine, backfills."""
