@@ -30,6 +30,8 @@ TUNE_ENV = "ROOFTUNE_TUNE"
 FALLBACK_ENV = "ROOFTUNE_FALLBACK"
 # The dtypes the ops run; fp32 would run through TF32 dots, less precise than torch's fp32.
 DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+# torch >= 2.5's SDPA takes grouped K/V heads itself (`enable_gqa`).
+SDPA_GQA = "enable_gqa" in (F.scaled_dot_product_attention.__doc__ or "")
 _FALLBACK_HINT = f"pass fallback=True (or set {FALLBACK_ENV}=1) to run torch's op instead"
 
 # resolve(shape, device, tune) -> the config (a Mapping of kernel parameters) to run `shape` with, or
@@ -272,8 +274,12 @@ def _attention_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
-    """PyTorch's attention, with grouped K/V heads repeated (enable_gqa needs torch >= 2.5)."""
-    if q.dim() == k.dim() == v.dim() == 4 and k.shape[1] != q.shape[1] and k.shape[1] and q.shape[1] % k.shape[1] == 0:
+    """PyTorch's attention; grouped K/V heads through `enable_gqa` (torch >= 2.5), which reads them in place,
+    else repeated (a copy of K and V per call)."""
+    grouped = q.dim() == k.dim() == v.dim() == 4 and k.shape[1] != q.shape[1]
+    if grouped and SDPA_GQA:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+    if grouped and k.shape[1] and q.shape[1] % k.shape[1] == 0:
         group = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
