@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import TypeAlias
 
 from rooftune.candidates.attention_space import ATTENTION_SPACE
@@ -68,7 +67,7 @@ class KernelSpec:
     the config parameters the kernel takes as run-time integers (`runtime_params`: configs that differ only in
     them compile once); the dtypes its Triton kernel computes as named (`dtypes`: its dots leave the input
     precision at Triton's default, TF32, so fp32 inputs would be timed as TF32 under the fp32 name;
-    `check_sweep_dtypes` refuses them); its parameters' names in the GEMM's vocabulary (`gemm_names`, for
+    `check_sweep_dtypes` refuses them); its parameters' names in the GEMM's vocabulary (`gemm_names`: (own, GEMM) pairs, for
     the search's embedding); the shape fields a cross-validation fold keeps together (`fold_keys`); the
     file of the H200 probe folder that holds it (`probe_file`); the PyTorch ops that run it (`ops`).
 
@@ -106,7 +105,7 @@ class KernelSpec:
     aliases: Callable[..., dict[Config, Config]] = no_aliases
     runtime_params: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ("bf16", "fp16")
-    gemm_names: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    gemm_names: tuple[tuple[str, str], ...] = ()
     fold_keys: tuple[str, ...] = ()
     probe_file: str | None = None
     ops: str | None = None
@@ -168,7 +167,7 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.kernels.harness.prebuild:moe_jobs", "rooftune.eval.scoring.reports:MOE_REPORT",
         "rooftune.tuner.search.methods:moe_eval_methods", runtime_params=("GROUP_SIZE_M",),
         # The fused-MoE space names its tiles as vLLM does; they take the GEMM's coordinates.
-        gemm_names=MappingProxyType({"BLOCK_SIZE_M": "BLOCK_M", "BLOCK_SIZE_N": "BLOCK_N", "BLOCK_SIZE_K": "BLOCK_K"}),
+        gemm_names=(("BLOCK_SIZE_M", "BLOCK_M"), ("BLOCK_SIZE_N", "BLOCK_N"), ("BLOCK_SIZE_K", "BLOCK_K")),
         fold_keys=("experts", "topk", "hidden", "intermediate")),
 }
 

@@ -77,7 +77,7 @@ def _walk_model_layers(spec: KernelSpec, shape):
     assert spec.fold_group(shape) is None or len(spec.fold_group(shape)) == len(spec.fold_keys)
     configs = legal_configs(spec.space, shape, H200).configs
     assert configs, f"{spec.name}: no legal config of {shape}"
-    assert set(spec.gemm_names) <= set(spec.space.names) and set(spec.runtime_params) <= set(spec.space.names)
+    assert {own for own, _ in spec.gemm_names} <= set(spec.space.names) and set(spec.runtime_params) <= set(spec.space.names)
     breakdown = roofline.predict(shape, configs_to_columns(configs), H200)
     model = roofline.cost_model(shape)
     assert isinstance(breakdown, model.breakdown) and np.all(breakdown.time_us > 0)

@@ -69,9 +69,10 @@ def config_embedding(configs: list[Config]) -> np.ndarray:
     """Coordinates in which the GP measures distance: log2 of BLOCK_M, the tile's columns (BLOCK_N +
     BLOCK_N2), BLOCK_K and SPLIT_K, num_stages, 8 warps (0/1), GROUP_M > 1 (0/1; MoE's GROUP_SIZE_M as
     log2 / GROUP_SIZE_SCALE), attention's ORDER, TMA, GEMM's PERSISTENT and a composite tile (BLOCK_N2 > 0).
-    A family's own names are its GEMM names (its registry entry's `gemm_names`: MoE's BLOCK_SIZE_M/N/K are BLOCK_M/N/K). Parameters a space lacks count as 0."""
+    A family's own names take their GEMM names (its registry entry's `gemm_names`: MoE's BLOCK_SIZE_M/N/K are
+    BLOCK_M/N/K). Parameters a space lacks count as 0."""
     c = configs_to_columns(configs)
-    c.update({gemm: c.pop(own) for spec in KERNELS.values() for own, gemm in spec.gemm_names.items() if own in c})
+    c.update({gemm: c.pop(own) for spec in KERNELS.values() for own, gemm in spec.gemm_names if own in c})
     n = len(configs)
 
     def col(name, f):
