@@ -3,7 +3,19 @@
 from rooftune.candidates.attention_space import ATTENTION_SPACE
 from rooftune.candidates.config import Config, ConfigError, configs_to_columns, parse_config
 from rooftune.candidates.gemm_space import GEMM_SPACE
-from rooftune.candidates.families import KERNELS, LIBRARY_ROUTE, KernelSpec, UnknownKernelError, kernel_of, kernel_spec
+from rooftune.candidates.families import (
+    KERNELS,
+    LIBRARY_ROUTE,
+    KernelSpec,
+    Shape,
+    UnknownKernelError,
+    header_shape,
+    kernel_of,
+    kernel_spec,
+    load_implementation,
+    shape_header,
+    shape_id,
+)
 from rooftune.candidates.moe_space import MOE_SPACE
 from rooftune.candidates.records import MeasureBatch, Measurer, ShapeRecords, Trial
 from rooftune.candidates.shapes import (
@@ -29,6 +41,8 @@ SPACES = {name: spec.space for name, spec in KERNELS.items()}
 __all__ = [
     "ATTENTION_SPACE", "GEMM_SPACE", "KERNELS", "MOE_SPACE", "SPACES", "AttentionShape", "Config", "ConfigError",
     "GemmShape", "MoeShape",
-    "KernelSpec", "LIBRARY_ROUTE", "LegalSet", "UnknownKernelError", "kernel_of", "kernel_spec", "MeasureBatch", "Measurer", "SearchSpace", "ShapeError", "ShapeRecords", "Trial", "check_in_grid", "config_legality", "configs_to_columns",
+    "KernelSpec", "LIBRARY_ROUTE", "LegalSet", "Shape", "UnknownKernelError", "header_shape", "kernel_of", "kernel_spec",
+    "load_implementation", "MeasureBatch", "Measurer", "SearchSpace", "ShapeError", "ShapeRecords", "Trial",
+    "check_in_grid", "config_legality", "configs_to_columns", "shape_header", "shape_id",
     "illegal_mask", "legal_configs", "parse_attention_shape", "parse_config", "parse_gemm_shape", "parse_moe_shape",
 ]

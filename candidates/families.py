@@ -1,16 +1,23 @@
-"""The kernel registry: one entry per tunable kernel (its shape type and parser, published space,
-configs timed beside the space, library baseline, Triton module), so that every command dispatches by
-kernel name. Registering a kernel here is what makes `space`, `explain`, `eval`, `sweep` and `tune`
-know it; its cost model is found by shape type (roofline.predict) and its bench by name (kernels/harness/benches.py).
+"""The kernel families: one frozen record per tunable kernel (`KernelSpec`) that every layer reads.
+
+A family's record holds what every layer needs of it: its shape type, parser, list reader, file-name key and
+dataset header, published space and extras, library baseline, prose label and help text, and, as
+"module:attribute" paths, each layer's own implementation (its cost model and residual features in roofline/,
+its Triton module, bench and prebuild jobs in kernels/, its report and backfill in eval/, its eval methods and
+table writer in tuner/). A path is resolved (`load_implementation`) only by the layer that owns it, so this
+module imports none of them and the one-way imports hold; tests/candidates/test_families.py checks both, and
+walks every layer for every registered family. A new family is its own files in each layer plus one entry
+in `KERNELS`; `space`, `explain`, `eval`, `sweep`, `fit` and `tune` then know it by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from rooftune.candidates.attention_space import ATTENTION_SPACE
-from rooftune.candidates.tutorial import gemm_baseline_extras
 from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import GEMM_SPACE
 from rooftune.candidates.moe_space import MOE_SPACE
@@ -19,56 +26,149 @@ from rooftune.candidates.shapes import (
     GemmShape,
     MoeShape,
     ShapeError,
+    attention_dims,
+    attention_shape_id,
+    gemm_dims,
+    gemm_shape_id,
     load_attention_shapes,
     load_moe_shapes,
     load_shapes,
+    moe_dims,
+    moe_shape_id,
     parse_attention_shape,
     parse_gemm_shape,
     parse_moe_shape,
 )
 from rooftune.candidates.space import SearchSpace
+from rooftune.candidates.tutorial import gemm_baseline_aliases, gemm_baseline_extras
+
+# Any registered family's shape (a family's `shape_type`).
+Shape: TypeAlias = GemmShape | AttentionShape | MoeShape
 
 
 def no_extras(shape, configs: list[Config]) -> list[Config]:
     return []
 
 
+def no_aliases(shape, recorded) -> dict[Config, Config]:
+    return {}
+
+
 @dataclass(frozen=True)
 class KernelSpec:
-    """`name` (the CLI's and the manifests' word), `shape_type` and `parse(text, **options)`, the
-    reader of a sweep's shape list (`load_list(path)`), the published `space`, `extras(shape, legal configs)` -> configs outside the space timed beside it
-    (rows with in_space = 0), the library baseline's key and its name in prose, the Triton kernel's
-    module (imported only where a GPU works), the shape's form for help texts, the config
-    parameters the kernel takes as run-time integers (`runtime_params`: no binary depends on their
-    value, so configs that differ only in them compile once), and the dtypes its Triton kernel computes
-    as named (`dtypes`: its dots leave the input precision at Triton's default, TF32, so fp32 inputs
-    would be timed as TF32 under the fp32 name; `check_sweep_dtypes` refuses them)."""
+    """One kernel family. Its data: `name` (the CLI's and the manifests' word), `label` (its name in prose),
+    `shape_type` and `parse(text, **options)` with the options the CLI passes it (`parse_options`, each a
+    `--NAME` option), a shape in its `shape_form` (`example`) and the `--shape` help text; the reader of a
+    sweep's shape list (`load_list(path)`), the shape's file-name key (`shape_id`) and its `dims` as `parse`
+    reads them; a dataset header's fields (`header_keys`, the first naming the family; `header_optional`
+    written where they differ from the shape built without them); the published `space`, `extras(shape, legal
+    configs)` -> configs outside the space timed beside it (rows with in_space = 0) and `aliases(shape,
+    recorded)` -> those of them a recorded config runs as; the library baseline's key and its name in prose;
+    the config parameters the kernel takes as run-time integers (`runtime_params`: configs that differ only in
+    them compile once); the dtypes its Triton kernel computes as named (`dtypes`: its dots leave the input
+    precision at Triton's default, TF32, so fp32 inputs would be timed as TF32 under the fp32 name;
+    `check_sweep_dtypes` refuses them); its parameters' names in the GEMM's vocabulary (`gemm_names`: (own, GEMM) pairs, for
+    the search's embedding); the shape fields a cross-validation fold keeps together (`fold_keys`); the
+    file of the H200 probe folder that holds it (`probe_file`); the PyTorch ops that run it (`ops`).
+
+    Its layers' implementations, "module:attribute" paths resolved with `load_implementation` by the layer
+    named: `module` (kernels: the Triton kernel's module), `model` (roofline: its `CostModel`), `features`
+    (roofline: its residual `FeatureSet`), `bench` (kernels: its `Bench` class), `jobs` (kernels: the prebuild's
+    binary jobs), `report` (eval: its `ReportKind`), `backfill` (eval, where it has one), `eval_methods` (tuner:
+    the methods `rooftune eval` compares, so a strategy that knows one family is listed only there) and `table`
+    (tuner: a tuned layer's entry in a serving engine's config table, where it has one)."""
 
     name: str
+    label: str
     shape_type: type
-    parse: Callable[..., object]
+    parse: Callable[..., Shape]
+    parse_options: tuple[str, ...]
+    example: str
+    shape_form: str
+    shape_help: str
     load_list: Callable[..., list]
+    shape_id: Callable[..., str]
+    dims: Callable[..., str]
+    header_keys: tuple[str, ...]
     space: SearchSpace
-    extras: Callable[[object, list[Config]], list[Config]]
     baseline: str
     baseline_label: str
     module: str
-    shape_form: str
+    model: str
+    features: str
+    bench: str
+    jobs: str
+    report: str
+    eval_methods: str
+    header_optional: tuple[str, ...] = ()
+    extras: Callable[[object, list[Config]], list[Config]] = no_extras
+    aliases: Callable[..., dict[Config, Config]] = no_aliases
     runtime_params: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ("bf16", "fp16")
+    gemm_names: tuple[tuple[str, str], ...] = ()
+    fold_keys: tuple[str, ...] = ()
+    probe_file: str | None = None
+    ops: str | None = None
+    backfill: str | None = None
+    table: str | None = None
+
+    def fold_group(self, shape) -> tuple | None:
+        """What a cross-validation fold keeps together: the shape's `fold_keys` (fused MoE: its layer, as its
+        held-out list is split by model), or None where each shape stands alone."""
+        return tuple(getattr(shape, k) for k in self.fold_keys) if self.fold_keys else None
+
+
+# The layer each implementation field belongs to: its path points into that layer, which alone resolves it.
+IMPLEMENTATION_LAYERS = {"module": "kernels", "model": "roofline", "features": "roofline", "bench": "kernels",
+                         "jobs": "kernels", "report": "eval", "backfill": "eval", "eval_methods": "tuner",
+                         "table": "tuner"}
+
+
+def load_implementation(path: str):
+    """The object a family's "module:attribute" path names (a bare module path: the module), imported on
+    first use. Call it only from the layer the field belongs to (`IMPLEMENTATION_LAYERS`)."""
+    module, _, attribute = path.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attribute) if attribute else loaded
 
 
 KERNELS: dict[str, KernelSpec] = {
     # SPLIT_K is a run-time integer of the GEMM too, but SPLIT_K > 1 adds the reduction's binary.
-    "gemm": KernelSpec("gemm", GemmShape, parse_gemm_shape, load_shapes, GEMM_SPACE, gemm_baseline_extras, "cublas",
-                       "cuBLAS", "rooftune.kernels.gemm", "MxNxK", runtime_params=("GROUP_M",)),
-    "attention": KernelSpec("attention", AttentionShape, parse_attention_shape, load_attention_shapes, ATTENTION_SPACE,
-                            no_extras, "sdpa", "SDPA", "rooftune.kernels.attention", "BxHxSxD[xKV]"),
+    "gemm": KernelSpec(
+        "gemm", "GEMM", GemmShape, parse_gemm_shape, ("layout", "dtype"), "4096x4096x4096", "MxNxK",
+        "MxNxK: C[M,N] = A[M,K] @ B", load_shapes, gemm_shape_id, gemm_dims, ("m", "n", "k", "layout", "dtype"),
+        GEMM_SPACE, "cublas", "cuBLAS", "rooftune.kernels.gemm", "rooftune.roofline.gemm:GEMM_MODEL",
+        "rooftune.roofline.residual:GEMM_FEATURES", "rooftune.kernels.harness.benches:GemmBench",
+        "rooftune.kernels.harness.prebuild:gemm_jobs", "rooftune.eval.scoring.reports:GEMM_REPORT",
+        "rooftune.tuner.search.methods:gemm_eval_methods", extras=gemm_baseline_extras,
+        aliases=gemm_baseline_aliases, runtime_params=("GROUP_M",), probe_file="gemm_probe.csv.gz",
+        ops="matmul, rooftune.linear", backfill="rooftune.eval.sweeping.backfill:backfill_gemm",
+        table="rooftune.tuner.llm.tables:gemm_table_entry"),
+    "attention": KernelSpec(
+        "attention", "attention", AttentionShape, parse_attention_shape, ("dtype",), "1x32x4096x128", "BxHxSxD[xKV]",
+        "BxHxSxD (batch, heads, seq, head_dim), or BxHxSxDxKV with KV key/value heads (grouped-query)",
+        load_attention_shapes, attention_shape_id, attention_dims,
+        ("batch", "heads", "seq", "head_dim", "causal", "dtype"), ATTENTION_SPACE, "sdpa", "SDPA",
+        "rooftune.kernels.attention", "rooftune.roofline.attention:ATTENTION_MODEL",
+        "rooftune.roofline.residual:ATTENTION_FEATURES", "rooftune.kernels.harness.benches:AttentionBench",
+        "rooftune.kernels.harness.prebuild:attention_jobs", "rooftune.eval.scoring.reports:ATTENTION_REPORT",
+        "rooftune.tuner.search.methods:attention_eval_methods", header_optional=("kv_heads",),
+        probe_file="attention_probe.csv.gz", ops="attention",
+        backfill="rooftune.eval.sweeping.backfill:backfill_attention_routes"),
     # One GEMM of a fused MoE layer (gate_up or down) at one token count, vLLM's kernel form and grid; its
     # baseline is torch's grouped GEMM over the same routed rows (kernels/harness/benches.py MoeBench).
-    "moe": KernelSpec("moe", MoeShape, parse_moe_shape, load_moe_shapes, MOE_SPACE, no_extras, "grouped_mm",
-                      "torch._grouped_mm", "rooftune.kernels.moe", "ExTOPKxHIDDENxINTERMEDIATExTOKENS",
-                      runtime_params=("GROUP_SIZE_M",)),
+    "moe": KernelSpec(
+        "moe", "fused-MoE", MoeShape, parse_moe_shape, ("gemm", "dtype"), "128x8x2048x768x64",
+        "ExTOPKxHIDDENxINTERMEDIATExTOKENS", "ExTOPKxHIDDENxINTERMEDIATExTOKENS: experts, top-k, hidden size, "
+        "intermediate size per tensor-parallel shard, tokens (vLLM's M)", load_moe_shapes, moe_shape_id, moe_dims,
+        ("experts", "topk", "hidden", "intermediate", "tokens", "gemm", "dtype", "seed"), MOE_SPACE, "grouped_mm",
+        "torch._grouped_mm", "rooftune.kernels.moe", "rooftune.roofline.moe:MOE_MODEL",
+        "rooftune.roofline.residual:MOE_FEATURES", "rooftune.kernels.harness.benches:MoeBench",
+        "rooftune.kernels.harness.prebuild:moe_jobs", "rooftune.eval.scoring.reports:MOE_REPORT",
+        "rooftune.tuner.search.methods:moe_eval_methods", runtime_params=("GROUP_SIZE_M",),
+        # The fused-MoE space names its tiles as vLLM does; they take the GEMM's coordinates.
+        gemm_names=(("BLOCK_SIZE_M", "BLOCK_M"), ("BLOCK_SIZE_N", "BLOCK_N"), ("BLOCK_SIZE_K", "BLOCK_K")),
+        fold_keys=("experts", "topk", "hidden", "intermediate")),
 }
 
 
@@ -105,3 +205,32 @@ def kernel_of(shape) -> KernelSpec:
         if isinstance(shape, spec.shape_type):
             return spec
     raise UnknownKernelError(f"no registered kernel takes a {type(shape).__name__}")
+
+
+def kernel_of_header(fields: Mapping) -> KernelSpec:
+    """The registered kernel whose dataset header `fields` are: the one whose first header key they hold."""
+    for spec in KERNELS.values():
+        if spec.header_keys[0] in fields:
+            return spec
+    raise UnknownKernelError(f"no registered kernel has a shape with fields {', '.join(map(str, fields))}")
+
+
+def shape_id(shape) -> str:
+    """File-name key of a shape, its family's `shape_id`: GEMM '4096x4096x4096-nk-bf16', attention
+    '4x32x4096x128-causal-bf16', MoE 'moe-128x8x2048x768-m64-gate_up-bf16'."""
+    return kernel_of(shape).shape_id(shape)
+
+
+def shape_header(shape) -> dict:
+    """A dataset header's "shape": the family's `header_keys`, and each of its `header_optional` where the
+    shape differs from the one built without it (attention: kv_heads only where it is not heads)."""
+    spec = kernel_of(shape)
+    fields = {k: getattr(shape, k) for k in spec.header_keys}
+    bare = spec.shape_type(**fields)
+    fields.update({k: getattr(shape, k) for k in spec.header_optional if getattr(shape, k) != getattr(bare, k)})
+    return fields
+
+
+def header_shape(fields: Mapping):
+    """The shape a dataset header's "shape" fields rebuild (`shape_header`)."""
+    return kernel_of_header(fields).shape_type(**fields)

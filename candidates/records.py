@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from rooftune.candidates.config import Config
-from rooftune.candidates.shapes import AttentionShape, GemmShape
+from rooftune.candidates.families import Shape
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class ShapeRecords:
     `aliases`: config -> recorded config that runs the same kernel (e.g. a tutorial config whose
     GROUP_M has no effect on this shape -> its GROUP_M=1 twin in the space), for `lookup`."""
 
-    shape: GemmShape | AttentionShape
+    shape: Shape
     trials: tuple[Trial, ...]
     baselines_us: dict[str, float] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)

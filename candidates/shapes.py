@@ -292,17 +292,38 @@ def load_moe_shapes(path: str | Path) -> list[MoeShape]:
                                                          seed=e.get("seed", 0)))
 
 
-def shape_id(shape: GemmShape | AttentionShape | MoeShape) -> str:
-    """File-name key of a shape: GEMM '4096x4096x4096-nk-bf16'; attention (four dimensions, so never a
-    GEMM id) '4x32x4096x128-causal-bf16', or '-full-' without the causal mask; with fewer K/V heads a
-    fifth number, '1x32x8192x128x8-causal-bf16'; MoE 'moe-128x8x2048x768-m64-gate_up-bf16' (experts, topk,
-    hidden, intermediate, tokens), '-r<seed>' added where the routing seed is not 0."""
-    if isinstance(shape, MoeShape):
-        seed = f"-r{shape.seed}" if shape.seed else ""
-        return (f"moe-{shape.experts}x{shape.topk}x{shape.hidden}x{shape.intermediate}-m{shape.tokens}-{shape.gemm}"
-                f"-{shape.dtype}{seed}")
-    if isinstance(shape, AttentionShape):
-        mask = "causal" if shape.causal else "full"
-        kv = "" if shape.kv_heads == shape.heads else f"x{shape.kv_heads}"
-        return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}-{mask}-{shape.dtype}"
+def gemm_shape_id(shape: GemmShape) -> str:
+    """File-name key of a GEMM shape: '4096x4096x4096-nk-bf16'."""
     return f"{shape.m}x{shape.n}x{shape.k}-{shape.layout}-{shape.dtype}"
+
+
+def attention_shape_id(shape: AttentionShape) -> str:
+    """File-name key of an attention shape (four dimensions, so never a GEMM id): '4x32x4096x128-causal-bf16',
+    or '-full-' without the causal mask; with fewer K/V heads a fifth number, '1x32x8192x128x8-causal-bf16'."""
+    mask = "causal" if shape.causal else "full"
+    kv = "" if shape.kv_heads == shape.heads else f"x{shape.kv_heads}"
+    return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}-{mask}-{shape.dtype}"
+
+
+def moe_shape_id(shape: MoeShape) -> str:
+    """File-name key of an MoE shape: 'moe-128x8x2048x768-m64-gate_up-bf16' (experts, topk, hidden,
+    intermediate, tokens), '-r<seed>' added where the routing seed is not 0."""
+    seed = f"-r{shape.seed}" if shape.seed else ""
+    return (f"moe-{shape.experts}x{shape.topk}x{shape.hidden}x{shape.intermediate}-m{shape.tokens}-{shape.gemm}"
+            f"-{shape.dtype}{seed}")
+
+
+def gemm_dims(shape: GemmShape) -> str:
+    """The GEMM shape's dimensions as `parse_gemm_shape` reads them: 'MxNxK'."""
+    return f"{shape.m}x{shape.n}x{shape.k}"
+
+
+def attention_dims(shape: AttentionShape) -> str:
+    """The attention shape's dimensions as `parse_attention_shape` reads them: 'BxHxSxD', 'xKV' where kv_heads < heads."""
+    kv = "" if shape.kv_heads == shape.heads else f"x{shape.kv_heads}"
+    return f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}"
+
+
+def moe_dims(shape: MoeShape) -> str:
+    """The MoE shape's dimensions as `parse_moe_shape` reads them: 'ExTOPKxHIDDENxINTERMEDIATExTOKENS'."""
+    return f"{shape.experts}x{shape.topk}x{shape.hidden}x{shape.intermediate}x{shape.tokens}"

@@ -15,6 +15,7 @@ from rooftune.candidates.attention_space import (
 from rooftune.candidates.shapes import DTYPE_BYTES, AttentionShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.costmodel import CostModel
 from rooftune.roofline.gemm import L2_REUSE_FRACTION, SUBPARTITIONS_PER_SM, overlap
 from rooftune.roofline.lowering import REGISTER_BYTES, WGMMA_ROWS, mma_flops_per_sm_s, uses_wgmma
 from rooftune.roofline.occupancy import (
@@ -461,3 +462,6 @@ def predict_attention(shape: AttentionShape, columns: dict[str, np.ndarray], pro
         time_us=us * time_s, dominant=dominant,
         bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant],
     )
+
+
+ATTENTION_MODEL = CostModel(predict_attention, AttentionBreakdown, TERMS)

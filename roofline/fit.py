@@ -38,7 +38,7 @@ class Prepared:
     log_predicted: np.ndarray   # log(model µs) per config
     fits: np.ndarray            # the config can launch (shared memory within the per-block limit)
     names: tuple[str, ...]
-    x: np.ndarray               # features [config, feature] of the shape's kernel (residual.FEATURE_SETS)
+    x: np.ndarray               # features [config, feature] of the shape's kernel (its registry entry's `features`)
     breakdown: object
 
 

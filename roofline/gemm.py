@@ -10,6 +10,7 @@ from rooftune.candidates.gemm_space import c_rows_tma, gemm_regs_per_thread, per
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.costmodel import CostModel
 from rooftune.roofline.lowering import (
     REGISTER_BYTES,
     TENSOR_DTYPES,
@@ -515,3 +516,6 @@ def predict_gemm(shape: GemmShape, columns: dict[str, np.ndarray], profile: Hard
         dominant=loop.dominant,
         bound=np.array([TERM_BOUND[term] for term in TERMS])[loop.dominant],
     )
+
+
+GEMM_MODEL = CostModel(predict_gemm, GemmBreakdown, TERMS)

@@ -39,6 +39,7 @@ from rooftune.candidates.routing import expert_rows, padded_rows, row_tiles_boun
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape, MoeShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.costmodel import CostModel
 from rooftune.roofline.gemm import (
     L2_REUSE_FRACTION,
     TERM_BOUND,
@@ -310,3 +311,15 @@ def predict_moe(shape: MoeShape, columns: dict[str, np.ndarray], profile: Hardwa
         launch_us=np.full(g.bm.shape, us * launch_s), time_us=us * time_s, dominant=loop.dominant,
         bound=np.array([TERM_BOUND[term] for term in TERMS])[loop.dominant],
     )
+
+
+def routing_note(shape: MoeShape, bd: MoeBreakdown, i: int) -> str:
+    """What the routing makes of config `i`'s tiles: routed rows per expert, the padding, the grid."""
+    return (f"routing (seed {shape.seed}): {shape.rows} routed rows over {int(bd.experts_active[i])} of {shape.experts} "
+            f"experts (mean {shape.rows / shape.experts:.1f}, most {int(bd.rows_per_expert[i])}); the best pads them to "
+            f"{int(bd.padded_rows[i])} rows (row efficiency {bd.row_efficiency[i]:.2f}); its grid: "
+            f"{int(bd.programs[i])} programs, {int(bd.empty_programs[i])} of them past the padded rows; weights "
+            f"{bd.weight_bytes[i] / 1e6:.1f} MB from DRAM")
+
+
+MOE_MODEL = CostModel(predict_moe, MoeBreakdown, TERMS, routing_note)

@@ -5,7 +5,7 @@ corrected log time = log(model time) + Σ coefficient · feature. Every feature 
 function of one config's breakdown, its parameters, or their product with the shape's size (the
 model's systematic misses depend on the regime: decode, tiny K, medium prefill; short or long
 sequences, head_dim, grouped-query ratio; for fused MoE the tokens, the rows each expert gets and which
-GEMM). Each kernel has its own features (FEATURE_SETS: GEMM's, attention's, MoE's), and a residual says which
+GEMM). Each kernel has its own features (its registry entry names them: GEMM_FEATURES, ATTENTION_FEATURES, MOE_FEATURES), and a residual says which
 it was fitted on. Ranking happens
 within one shape, so a constant per shape never matters and the residual carries no intercept.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import AttentionShape, Config, GemmShape, MoeShape, configs_to_columns
+from rooftune.candidates import KERNELS, AttentionShape, Config, GemmShape, MoeShape, configs_to_columns, load_implementation
 from rooftune.candidates.gemm_space import tile_cols
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.outputs import write_atomic
@@ -225,16 +225,17 @@ class FeatureSet:
     compute: Callable[..., tuple[tuple[str, ...], np.ndarray]]
 
 
+GEMM_FEATURES = FeatureSet(GEMM_FEATURES_VERSION, gemm_features)
+ATTENTION_FEATURES = FeatureSet(ATTENTION_FEATURES_VERSION, attention_features)
 # The MoE residual is fitted on the training models (datasets/h200/moe/train), cross-validated by layer.
-FEATURE_SETS = {"gemm": FeatureSet(GEMM_FEATURES_VERSION, gemm_features),
-                "attention": FeatureSet(ATTENTION_FEATURES_VERSION, attention_features),
-                "moe": FeatureSet(MOE_FEATURES_VERSION, moe_features)}
+MOE_FEATURES = FeatureSet(MOE_FEATURES_VERSION, moe_features)
 
 
 def feature_set(kernel: str) -> FeatureSet:
-    if kernel not in FEATURE_SETS:
-        raise ResidualError(f"no residual features for kernel {kernel!r}; expected one of {', '.join(FEATURE_SETS)}")
-    return FEATURE_SETS[kernel]
+    """The residual features of the registered kernel family `kernel` (its registry entry's `features`)."""
+    if kernel not in KERNELS:
+        raise ResidualError(f"no residual features for kernel {kernel!r}; expected one of {', '.join(KERNELS)}")
+    return load_implementation(KERNELS[kernel].features)
 
 
 @dataclass(frozen=True)
@@ -311,9 +312,9 @@ def residual_from_dict(data: dict, origin: str) -> Residual:
     if not isinstance(data, dict) or data.get("format") != RESIDUAL_FORMAT:
         raise ResidualError(f"{origin}: not a rooftune residual (expected format {RESIDUAL_FORMAT!r})")
     kernel = str(data.get("kernel"))
-    if kernel not in FEATURE_SETS:
-        raise ResidualError(f"{origin}: a residual for kernel {kernel!r}; rooftune fits {', '.join(FEATURE_SETS)}")
-    expected = FEATURE_SETS[kernel].version
+    if kernel not in KERNELS:
+        raise ResidualError(f"{origin}: a residual for kernel {kernel!r}; rooftune fits {', '.join(KERNELS)}")
+    expected = feature_set(kernel).version
     if data.get("features_version") != expected:
         raise ResidualError(f"{origin}: fitted on features {data.get('features_version')!r}, this rooftune "
                             f"computes {expected!r}; refit with `rooftune fit {kernel}`")

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ShapeListError, ProfileError, DatasetError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    jobs = binary_jobs(list(plan), profile, gemm_configs=plan.__getitem__)
+    jobs = binary_jobs(list(plan), profile, configs=plan.__getitem__)
     print(f"{len(plan)} shapes to backfill -> {len(jobs)} binaries for sm_{arch_of(profile)} into {args.cache}",
           flush=True)
     summary = build_and_pack(jobs, args.cache, profile, workers=args.workers, tar=args.tar)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from rooftune.candidates import MoeShape, Trial
+from rooftune.candidates import Trial, kernel_of
 from rooftune.eval.scoring.metrics import summarize
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.fit import (
@@ -125,10 +125,8 @@ def fit_residual(data: Sequence[Prepared], ridge: RidgeSettings, pick: PickSetti
 def fold_group(shape) -> tuple | None:
     """What a fold keeps together: a fused-MoE shape's layer (experts, top-k, hidden, intermediate), since its
     held-out list is split by model and a fold must not see the layer it is scored on; None (each shape on its
-    own) for the other kernels, whose held-out shapes are drawn one by one."""
-    if isinstance(shape, MoeShape):
-        return (shape.experts, shape.topk, shape.hidden, shape.intermediate)
-    return None
+    own) for the other kernels, whose held-out shapes are drawn one by one (the family's `fold_keys`)."""
+    return kernel_of(shape).fold_group(shape)
 
 
 def fold_groups(shapes: Sequence) -> list[tuple] | None:

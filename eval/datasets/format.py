@@ -43,10 +43,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from rooftune.candidates import AttentionShape, Config, GemmShape, MoeShape, Trial
-from rooftune.candidates.tutorial import gemm_baseline_aliases
+from rooftune.candidates import Config, Trial, header_shape, kernel_of, shape_header, shape_id
 from rooftune.candidates.records import ShapeRecords
-from rooftune.candidates.shapes import shape_id
 from rooftune.outputs import write_atomic
 
 FORMAT = "rooftune-dataset-1"
@@ -60,29 +58,6 @@ _PREFIX = "# rooftune-shape "
 
 class DatasetError(ValueError):
     """A dataset folder or file that cannot be read, or a resume into an incompatible dataset."""
-
-
-_ATTENTION_KEYS = ("batch", "heads", "seq", "head_dim", "causal", "dtype")
-_GEMM_KEYS = ("m", "n", "k", "layout", "dtype")
-
-
-_MOE_KEYS = ("experts", "topk", "hidden", "intermediate", "tokens", "gemm", "dtype", "seed")
-
-
-def _shape_header(shape: GemmShape | AttentionShape | MoeShape) -> dict:
-    """The header's "shape": the fields that rebuild it (`_header_shape`); kv_heads only where it is not heads."""
-    keys = _ATTENTION_KEYS if isinstance(shape, AttentionShape) else _MOE_KEYS if isinstance(shape, MoeShape) \
-        else _GEMM_KEYS
-    fields = {k: getattr(shape, k) for k in keys}
-    if isinstance(shape, AttentionShape) and shape.kv_heads != shape.heads:
-        fields["kv_heads"] = shape.kv_heads
-    return fields
-
-
-def _header_shape(fields: dict) -> GemmShape | AttentionShape | MoeShape:
-    if "experts" in fields:
-        return MoeShape(**fields)
-    return AttentionShape(**fields) if "head_dim" in fields else GemmShape(**fields)
 
 
 # Significant digits a shape file keeps: times to 5 (a rounding of at most 0.005%, under a fortieth of the
@@ -99,7 +74,7 @@ def _num(value: float | int | None, digits: int = TIME_DIGITS) -> str:
 
 def encode_shape(result: ShapeRecords) -> bytes:
     """The gzip CSV bytes of one shape's results."""
-    header = {"shape": _shape_header(result.shape), "baselines_us": result.baselines_us, "meta": result.meta}
+    header = {"shape": shape_header(result.shape), "baselines_us": result.baselines_us, "meta": result.meta}
     text = io.StringIO()
     text.write(_PREFIX + json.dumps(header, sort_keys=True) + "\n")
     names = list(result.trials[0].config) if result.trials else []
@@ -194,7 +169,7 @@ def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
         except ValueError as exc:  # the header comment and the CSV header are lines 1 and 2
             raise DatasetError(f"{path}: row {number} (line {number + 2}): {exc}; a damaged record: fix the row, "
                                f"or remove the file (a resumed sweep measures its shape again)") from None
-    return ShapeRecords(shape=_header_shape(header["shape"]), trials=tuple(results),
+    return ShapeRecords(shape=header_shape(header["shape"]), trials=tuple(results),
                        baselines_us=header["baselines_us"], meta=header["meta"])
 
 
@@ -217,8 +192,7 @@ def to_records(result: ShapeRecords) -> ShapeRecords:
     in_space = tuple(t.config for t in result.trials if t.in_space)
     candidates = None if len(in_space) == len(result.trials) else in_space
     return replace(result, baselines_us=dict(result.baselines_us), meta={**result.meta, "retime_us": retime},
-                   candidates=candidates, aliases=gemm_baseline_aliases(result.shape, (t.config for t in result.trials))
-                   if isinstance(result.shape, GemmShape) else {})
+                   candidates=candidates, aliases=kernel_of(result.shape).aliases(result.shape, (t.config for t in result.trials)))
 
 
 def read_manifest(root: str | os.PathLike) -> dict:

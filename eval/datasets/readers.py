@@ -13,12 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
+from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, kernel_spec
 from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.datasets.format import MANIFEST, check_measured, read_dataset, read_manifest
 
-PROBE_GEMM_FILE = "gemm_probe.csv.gz"
-PROBE_ATTENTION_FILE = "attention_probe.csv.gz"
 PROBE_BASELINE = "cublas"
 # Torch SDPA rows of the attention probe carry the backend in the BM column.
 PROBE_SDPA_PREFIX = "sdpa_"
@@ -204,7 +202,7 @@ def load_records(path: str | Path, kernel: str = "gemm") -> list[ShapeRecords]:
     if path.is_dir():
         if (path / "manifest.json").is_file():
             return read_dataset(path)
-        probe_file = _PROBE_FILES.get(kernel)
+        probe_file = kernel_spec(kernel).probe_file
         if probe_file is not None and (path / probe_file).is_file():
             return _read_file(path / probe_file)
         raise DatasetFormatError(f"{path}: folder holds neither manifest.json nor {probe_file or 'a probe CSV'}")
@@ -253,6 +251,5 @@ def recorded_device(path: str | Path) -> dict | None:
         return None  # DatasetFormatError is a ValueError: load_records names the problem
 
 
-_PROBE_FILES = {"gemm": PROBE_GEMM_FILE, "attention": PROBE_ATTENTION_FILE}
 _READERS = {"probe": read_probe_gemm, "probe-attention": read_probe_attention,
             "autoheuristic-mm": read_autoheuristic_mm}

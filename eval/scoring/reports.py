@@ -1,6 +1,7 @@
 """Reports on an exhaustive dataset: best config vs the kernel's library baseline per shape (GEMM: cuBLAS;
 attention: SDPA; fused MoE: torch's grouped GEMM), repeatability, errors. One row type and one reading for every
-kernel; what differs (the shape list's keys, the summary's groups and sentences) is a REPORT_KINDS entry."""
+kernel; what differs (the shape list's keys, the summary's groups and sentences) is the kernel's `ReportKind`
+(GEMM_REPORT, ATTENTION_REPORT, MOE_REPORT), which its registry entry names (`report_kind`)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooftune.candidates import KERNELS
-from rooftune.candidates.shapes import (
-    DTYPE_BYTES,
-    ShapeListError,
-    load_attention_shapes,
-    load_moe_shapes,
-    load_shapes,
-)
+from rooftune.candidates import KERNELS, load_implementation
+from rooftune.candidates.shapes import DTYPE_BYTES, ShapeListError
 from rooftune.eval.datasets.format import ShapeRecords, read_manifest, read_shape, shape_files, to_records
 from rooftune.kernels.harness.measure import nearest_rank
 
@@ -49,7 +44,7 @@ class ShapeRow:
     vs_fastest: float | None = None
 
 
-def _sources(dataset: Path, kind: ReportKind) -> dict[Hashable, str]:
+def _sources(dataset: Path, kernel: str, kind: ReportKind) -> dict[Hashable, str]:
     """Shape key -> the shape list's `source` label, from the list the manifest names: beside the
     dataset's folder, or one level up (where datasets of several spaces share the lists)."""
     try:
@@ -60,7 +55,7 @@ def _sources(dataset: Path, kind: ReportKind) -> dict[Hashable, str]:
     if not listed or path is None:
         return {}
     try:
-        shapes = kind.load_list(path)
+        shapes = KERNELS[kernel].load_list(path)
     except ShapeListError:
         return {}
     return {kind.key(shape): str(e.get("source", "")) for shape, e in zip(shapes, json.loads(path.read_text()))}
@@ -75,8 +70,8 @@ def read_results(dataset: str | Path) -> list[ShapeRecords]:
 def shape_rows(dataset: str | Path, results: list[ShapeRecords] | None = None, kernel: str = "gemm") -> list[ShapeRow]:
     """One row per shape of the `kernel`'s dataset at `dataset` (`results`: its shapes, already read)."""
     dataset = Path(dataset)
-    kind = REPORT_KINDS[kernel]
-    sources = _sources(dataset, kind)
+    kind = report_kind(kernel)
+    sources = _sources(dataset, kernel, kind)
     rows = []
     for rec in map(to_records, read_results(dataset) if results is None else results):
         s = rec.shape
@@ -97,12 +92,18 @@ def shape_rows(dataset: str | Path, results: list[ShapeRecords] | None = None, k
 
 
 def row_class(row: ShapeRow, kernel: str) -> str:
-    """The class a report's picture colours a row by, as its summary splits them: GEMM 'decode',
-    'prefill' or 'random' by the shape list's source ('other' without one); attention its seq band."""
-    if kernel == "attention":
-        return next((t for t in row.tags if t.startswith("seq")), "other")
-    if kernel == "moe":
-        return next((t for t in row.tags if t.startswith("tokens")), "other")
+    """The class a report's picture colours a row by, as its summary splits them (the kernel's `ReportKind`
+    `row_class`): GEMM 'decode', 'prefill' or 'random' by the shape list's source ('other' without one);
+    attention its seq band; fused MoE its tokens band."""
+    return report_kind(kernel).row_class(row)
+
+
+def _tagged(prefix: str) -> Callable[[ShapeRow], str]:
+    """A row's first tag that starts with `prefix`, else 'other'."""
+    return lambda row: next((t for t in row.tags if t.startswith(prefix)), "other")
+
+
+def _source_class(row: ShapeRow) -> str:
     if row.source.startswith("random"):
         return "random"
     return next((p for p in ("decode", "prefill") if p in row.source.split()), "other")
@@ -279,31 +280,36 @@ def _attention_tags(shape) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class ReportKind:
-    """What a kernel's report does its own way: read its shape list (`load_list`) and key a shape in it
-    (`key`), a row's `aligned` and `tags`, the `summary` of the rows and its console `line` and Markdown
-    `sentence`; `baseline_call` names the baseline in the table's title."""
+    """What a kernel's report does its own way: key a shape of its list (`key`), a row's `aligned` and `tags`,
+    the `summary` of the rows and its console `line` and Markdown `sentence`, the class a picture colours a
+    row by (`row_class`); `baseline_call` names the baseline in the table's title."""
 
-    load_list: Callable[[Path], list]
     key: Callable[[object], Hashable]
     aligned: Callable[[object], bool]
     tags: Callable[[object], tuple[str, ...]]
     summary: Callable[[list[ShapeRow]], dict]
     line: Callable[[dict], str]
     sentence: Callable[[dict], str]
+    row_class: Callable[[ShapeRow], str]
     baseline_call: str
 
 
-REPORT_KINDS = {
-    "gemm": ReportKind(load_shapes, lambda s: (s.m, s.n, s.k, s.layout),
-                       lambda s: all(d * DTYPE_BYTES[s.dtype] % 16 == 0 for d in (s.n, s.k)), lambda s: (),
-                       summary, gemm_line, gemm_sentence, "torch.mm"),
-    # head_dim is a power of two from 16: every row is 16-byte aligned.
-    "attention": ReportKind(load_attention_shapes, lambda s: s, lambda s: True, _attention_tags,
-                            attention_summary, attention_line, attention_sentence, "SDPA's own choice of backend"),
-    "moe": ReportKind(load_moe_shapes, lambda s: s,
-                      lambda s: all(d * DTYPE_BYTES[s.dtype] % 16 == 0 for d in (s.n, s.k)), _moe_tags,
-                      moe_summary, moe_line, moe_sentence, "gather, grouped GEMM, routing weight, scatter"),
-}
+def _rows_aligned(shape) -> bool:
+    return all(d * DTYPE_BYTES[shape.dtype] % 16 == 0 for d in (shape.n, shape.k))
+
+
+GEMM_REPORT = ReportKind(lambda s: (s.m, s.n, s.k, s.layout), _rows_aligned, lambda s: (), summary, gemm_line,
+                         gemm_sentence, _source_class, "torch.mm")
+# head_dim is a power of two from 16: every row is 16-byte aligned.
+ATTENTION_REPORT = ReportKind(lambda s: s, lambda s: True, _attention_tags, attention_summary, attention_line,
+                              attention_sentence, _tagged("seq"), "SDPA's own choice of backend")
+MOE_REPORT = ReportKind(lambda s: s, _rows_aligned, _moe_tags, moe_summary, moe_line, moe_sentence, _tagged("tokens"),
+                        "gather, grouped GEMM, routing weight, scatter")
+
+
+def report_kind(kernel: str) -> ReportKind:
+    """The registered kernel's report (its registry entry's `report`)."""
+    return load_implementation(KERNELS[kernel].report)
 
 
 def pooled_repeatability(dataset: str | Path, results: list[ShapeRecords] | None = None) -> dict[str, float | int]:
@@ -338,7 +344,7 @@ def markdown_table(rows: list[ShapeRow], totals: dict, title: str, kernel: str =
 
     label = KERNELS[kernel].baseline_label
     lines = [f"# Best config of the space vs {label}, per shape ({title})", "",
-             REPORT_KINDS[kernel].sentence(totals), "",
+             report_kind(kernel).sentence(totals), "",
              f"| shape | source | legal configs | errors | best µs | {label} µs | {label} / best | Δratio median | Δratio p90 |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r.vs_baseline is None, r.vs_baseline or 0)):

@@ -75,6 +75,17 @@ class BackfillSummary:
     remaining: int       # shapes left for a later run
     stopped_early: bool  # the time budget ended the run
     seconds: float
+    # How its line names a shape that had nothing to time, and what a failed shape was left without; a
+    # routes backfill counts no shapes that need none.
+    already_label: str = "already with extras"
+    failed_label: str = "no final config re-timed"
+    counts_not_needed: bool = True
+
+    def __str__(self) -> str:
+        budget = " (time budget reached)" if self.stopped_early else ""
+        needing = f", needing none {self.not_needed}" if self.counts_not_needed else ""
+        return (f"backfilled {self.done}, {self.already_label} {self.already}{needing}, failed ({self.failed_label}) "
+                f"{self.failed}, left {self.remaining}{budget}; {self.seconds:.0f} s")
 
 
 def backfilled_shape(result: ShapeRecords, extras: list[Config], passes: RetimePasses,
@@ -231,7 +242,8 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
         runs = [*manifest_now.get(key, []), {**(manifest or {}), "shapes": finished - failed}]
         write_manifest(root, {**manifest_now, key: runs})
     return BackfillSummary(done=finished - failed, already=already, not_needed=not_needed, failed=failed,
-                           remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started)
+                           remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started,
+                           already_label="already backfilled" if legal else "already with extras")
 
 
 def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
@@ -358,7 +370,9 @@ def backfill_routes(root: str | Path, measurer: RoutesMeasurer, routes: Sequence
         runs = [*manifest_now.get("routes_backfill", []), {**(manifest or {}), "shapes": done}]
         write_manifest(root, {**manifest_now, "routes_backfill": runs})
     return BackfillSummary(done=done, already=already, not_needed=0, failed=failed,
-                           remaining=len(todo) - done - failed, stopped_early=stopped, seconds=now() - started)
+                           remaining=len(todo) - done - failed, stopped_early=stopped, seconds=now() - started,
+                           already_label="with nothing to time", failed_label="SDPA not re-timed",
+                           counts_not_needed=False)
 
 
 def backfill_attention_routes(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *,

@@ -15,10 +15,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from rooftune.candidates import configs_to_columns, kernel_of, legal_configs
-from rooftune.candidates.shapes import shape_id
+from rooftune.candidates import Shape, configs_to_columns, kernel_of, legal_configs, shape_id
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.kernels.harness.benches import Shape
 from rooftune.roofline import predict
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from rooftune.candidates import KERNELS, Config, KernelSpec, legal_configs
+from rooftune.candidates import KERNELS, Config, KernelSpec, Shape, legal_configs
 from rooftune.candidates.families import check_sweep_dtypes
 from rooftune.eval.datasets.format import (
     MANIFEST,
@@ -58,7 +58,6 @@ from rooftune.eval.sweeping.quarantine import quarantining, read_quarantine, wit
 from rooftune.eval.sweeping.shard import shard_of, sweep_cost_us
 from rooftune.hwprofiles import HardwareProfile, hwprobe
 from rooftune.kernels.harness import compile_pool
-from rooftune.kernels.harness.benches import Shape
 from rooftune.kernels.harness.compile_pool import usable_cpus
 from rooftune.kernels.harness.measure import SweepSettings, describe_device, file_digest, kernel_measurer
 

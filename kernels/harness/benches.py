@@ -25,11 +25,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Protocol
 
-from rooftune.candidates import KERNELS, AttentionShape, Config, GemmShape, KernelSpec, MoeShape
+from rooftune.candidates import KERNELS, Config, KernelSpec, MoeShape, Shape, kernel_spec, load_implementation
 from rooftune.candidates.routing import expert_rows
 from rooftune.candidates.shapes import DTYPE_BYTES
-
-Shape = GemmShape | AttentionShape | MoeShape
 
 
 class Bench(Protocol):
@@ -62,9 +60,7 @@ class GemmBench:
 
     @property
     def module(self) -> ModuleType:
-        from rooftune.kernels import gemm
-
-        return gemm
+        return load_implementation(self.kernel.module)
 
     def check(self, config, shape, device, seed):
         from rooftune.kernels.harness.check import check_gemm
@@ -107,9 +103,7 @@ class AttentionBench:
 
     @property
     def module(self) -> ModuleType:
-        from rooftune.kernels import attention
-
-        return attention
+        return load_implementation(self.kernel.module)
 
     def check(self, config, shape, device, seed):
         from rooftune.kernels.harness.check import check_attention
@@ -187,9 +181,7 @@ class MoeBench:
 
     @property
     def module(self) -> ModuleType:
-        from rooftune.kernels import moe
-
-        return moe
+        return load_implementation(self.kernel.module)
 
     def check(self, config, shape, device, seed):
         from rooftune.kernels.harness.check import check_moe
@@ -265,5 +257,6 @@ def grouped_mm_launcher(shape: MoeShape, inputs: list[tuple], out, gemm_only: bo
     return launch
 
 
-# The GPU side of each registered kernel, by its registry name.
-BENCHES: dict[str, Callable[[], Bench]] = {"gemm": GemmBench, "attention": AttentionBench, "moe": MoeBench}
+def bench_of(kernel: str) -> Bench:
+    """The GPU side of the registered kernel `kernel` (its registry entry's `bench`), a new instance."""
+    return load_implementation(kernel_spec(kernel).bench)()

@@ -21,13 +21,12 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rooftune.candidates import Config
+from rooftune.candidates import Config, Shape, shape_id
 from rooftune.candidates.records import ShapeRecords, Trial
-from rooftune.candidates.shapes import shape_id
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import software_versions
 from rooftune.kernels.harness import context
-from rooftune.kernels.harness.benches import BENCHES, AttentionBench, Bench, GemmBench, Shape
+from rooftune.kernels.harness.benches import AttentionBench, Bench, GemmBench, bench_of
 from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.context import ContextLost
 
@@ -280,7 +279,7 @@ class KernelMeasurer:
 def kernel_measurer(kernel: str, profile: HardwareProfile, settings: SweepSettings = SweepSettings(),
                     **kwargs) -> KernelMeasurer:
     """The registered kernel's Triton module against its library baseline (`KernelMeasurer`'s keyword arguments)."""
-    return KernelMeasurer(BENCHES[kernel](), profile, settings, **kwargs)
+    return KernelMeasurer(bench_of(kernel), profile, settings, **kwargs)
 
 
 def gemm_measurer(profile: HardwareProfile, settings: SweepSettings = SweepSettings(), **kwargs) -> KernelMeasurer:

@@ -43,20 +43,20 @@ import triton
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rooftune.candidates import (
-    ATTENTION_SPACE,
-    GEMM_SPACE,
     KERNELS,
-    MOE_SPACE,
     AttentionShape,
     Config,
     GemmShape,
+    KernelSpec,
     MoeShape,
+    Shape,
+    kernel_of,
     legal_configs,
+    load_implementation,
 )
-from rooftune.candidates.tutorial import gemm_baseline_extras
 from rooftune.candidates.shapes import ShapeListError
 from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
-from rooftune.kernels import attention, gemm, moe
+from rooftune.kernels import gemm
 from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.offline import InterpreterActive, interpreter_active, offline_target
 
@@ -78,7 +78,7 @@ class BinaryJob:
     split-K config of the shape, for the split-K reduction's binary (the GEMM's binary it also asks for is
     a 'gemm' job's, a cache hit); 'attention': the attention forward's binary; 'moe': the fused-MoE GEMM's."""
 
-    shape: GemmShape | AttentionShape | MoeShape
+    shape: Shape
     config: Config
     kind: str = "gemm"
 
@@ -95,69 +95,87 @@ def _with_split(config: Config, split_k: int) -> Config:
     return replace(config, params=params)
 
 
-def attention_jobs(shapes: Sequence[AttentionShape], profile: HardwareProfile, *,
-                   max_configs: int | None = None) -> list[BinaryJob]:
-    """One job per distinct binary an attention sweep of `shapes` on `profile` compiles: per
-    `attention.specialization_key`, each legal config (every parameter of the space is a constexpr).
-    `max_configs`: only the first that many configs of each shape."""
-    seen, jobs = set(), []
-    for shape in shapes:
-        group = attention.specialization_key(shape)
-        for config in legal_configs(ATTENTION_SPACE, shape, profile).configs[:max_configs]:
-            if (group, config) not in seen:
-                seen.add((group, config))
-                jobs.append(BinaryJob(shape, config, "attention"))
-    return jobs
+ShapeConfigs = Callable[[Shape], list[Config]]
 
 
-def moe_jobs(shapes: Sequence[MoeShape], profile: HardwareProfile, *, max_configs: int | None = None) -> list[BinaryJob]:
-    """One job per distinct binary a fused-MoE sweep of `shapes` on `profile` compiles: per `moe.specialization_key`,
-    the legal configs distinct in all but GROUP_SIZE_M (a run-time integer). `max_configs`: only the first that
-    many configs of each shape."""
+def _shape_configs(spec: KernelSpec, shape: Shape, profile: HardwareProfile, configs: ShapeConfigs | None,
+                   max_configs: int | None) -> list[Config]:
+    """`configs(shape)`, else the shape's legal configs and its family's extras; the first `max_configs`."""
+    if configs is not None:
+        return configs(shape)[:max_configs]
+    legal = legal_configs(spec.space, shape, profile).configs
+    return (legal + spec.extras(shape, legal))[:max_configs]
+
+
+def _distinct_jobs(spec: KernelSpec, shapes: Sequence, profile: HardwareProfile, max_configs: int | None,
+                   configs: ShapeConfigs | None) -> list[BinaryJob]:
+    """One job per (`specialization_key`, config distinct in all but the family's `runtime_params`)."""
+    module = load_implementation(spec.module)
     seen, jobs = set(), []
     for shape in shapes:
-        group = moe.specialization_key(shape)
-        for config in legal_configs(MOE_SPACE, shape, profile).configs[:max_configs]:
-            key = (group, *(config[p] for p in MOE_SPACE.names if p != "GROUP_SIZE_M"))
+        group = module.specialization_key(shape)
+        for config in _shape_configs(spec, shape, profile, configs, max_configs):
+            key = (group, *(v for p, v in config.items() if p not in spec.runtime_params))
             if key not in seen:
                 seen.add(key)
-                jobs.append(BinaryJob(shape, config, "moe"))
+                jobs.append(BinaryJob(shape, config, spec.name))
     return jobs
 
 
-def binary_jobs(shapes: Sequence[GemmShape | AttentionShape | MoeShape], profile: HardwareProfile, *,
-                max_configs: int | None = None,
-                gemm_configs: Callable[[GemmShape], list[Config]] | None = None) -> list[BinaryJob]:
-    """One job per distinct binary a sweep of `shapes` on `profile` compiles. GEMM: per `specialization_key`,
-    the legal configs and the tutorial extras (or `gemm_configs(shape)`: e.g. a backfill's), distinct in (FIXUP,
-    BLOCK_N2, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) (GROUP_M and SPLIT_K are runtime integers); then
-    one reduction per `reduce_key` of the shapes with a split-K config that sums in the reduction kernel.
-    Attention and MoE shapes: `attention_jobs` and `moe_jobs`, after the GEMM's. `max_configs`: only the first
-    that many configs of each shape."""
+def attention_jobs(shapes: Sequence[AttentionShape], profile: HardwareProfile, *, max_configs: int | None = None,
+                   configs: ShapeConfigs | None = None) -> list[BinaryJob]:
+    """One job per distinct binary an attention sweep of `shapes` on `profile` compiles: per
+    `attention.specialization_key`, each legal config (every parameter of the space is a constexpr).
+    `max_configs`: only the first that many configs of each shape; `configs(shape)`: other configs."""
+    return _distinct_jobs(KERNELS["attention"], shapes, profile, max_configs, configs)
+
+
+def moe_jobs(shapes: Sequence[MoeShape], profile: HardwareProfile, *, max_configs: int | None = None,
+             configs: ShapeConfigs | None = None) -> list[BinaryJob]:
+    """One job per distinct binary a fused-MoE sweep of `shapes` on `profile` compiles: per `moe.specialization_key`,
+    the legal configs distinct in all but GROUP_SIZE_M (a run-time integer). `max_configs`: only the first that
+    many configs of each shape; `configs(shape)`: other configs."""
+    return _distinct_jobs(KERNELS["moe"], shapes, profile, max_configs, configs)
+
+
+def gemm_jobs(shapes: Sequence[GemmShape], profile: HardwareProfile, *, max_configs: int | None = None,
+              configs: ShapeConfigs | None = None) -> list[BinaryJob]:
+    """GEMM: per `specialization_key`, the legal configs and the tutorial extras (or `configs(shape)`: e.g. a
+    backfill's), distinct in (FIXUP, BLOCK_N2, BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) (GROUP_M and
+    SPLIT_K are runtime integers); then one reduction per `reduce_key` of the shapes with a split-K config that
+    sums in the reduction kernel. `max_configs`: only the first that many configs of each shape."""
     seen, reduced = set(), set()
-    gemm_jobs, reduce_jobs = [], []
-    attention_shapes = [s for s in shapes if isinstance(s, AttentionShape)]
-    for shape in (s for s in shapes if isinstance(s, GemmShape)):
-        if gemm_configs is not None:
-            configs = gemm_configs(shape)[:max_configs]
-        else:
-            configs = legal_configs(GEMM_SPACE, shape, profile).configs
-            configs = (configs + gemm_baseline_extras(shape, configs))[:max_configs]
+    jobs, reduce_jobs = [], []
+    for shape in shapes:
+        listed = _shape_configs(KERNELS["gemm"], shape, profile, configs, max_configs)
         group = gemm.specialization_key(shape)
-        for config in configs:
+        for config in listed:
             fixup = gemm.uses_fixup(config)  # a constexpr: its own binary, compiled with its SPLIT_K
             key = (group, fixup, gemm.composite_cols(config),
                    *(config[p] for p in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")))
             if key not in seen:
                 seen.add(key)
-                gemm_jobs.append(BinaryJob(shape, config if fixup else _with_split(config, 1)))
-        split = next((c for c in configs if c["SPLIT_K"] > 1 and not gemm.uses_fixup(c)), None)
+                jobs.append(BinaryJob(shape, config if fixup else _with_split(config, 1)))
+        split = next((c for c in listed if c["SPLIT_K"] > 1 and not gemm.uses_fixup(c)), None)
         if split is not None and reduce_key(shape) not in reduced:
             reduced.add(reduce_key(shape))
             reduce_jobs.append(BinaryJob(shape, split, "reduce"))
     # reductions after the GEMMs: their GEMM binaries are then mostly built
-    return (gemm_jobs + reduce_jobs + attention_jobs(attention_shapes, profile, max_configs=max_configs)
-            + moe_jobs([s for s in shapes if isinstance(s, MoeShape)], profile, max_configs=max_configs))
+    return jobs + reduce_jobs
+
+
+def binary_jobs(shapes: Sequence[Shape], profile: HardwareProfile, *, max_configs: int | None = None,
+                configs: ShapeConfigs | None = None) -> list[BinaryJob]:
+    """One job per distinct binary a sweep of `shapes` on `profile` compiles: each registered family's `jobs`
+    over its shapes, families in registry order (GEMM's, then attention's, then MoE's). `configs(shape)`:
+    the configs of each shape (e.g. a backfill's) instead of its legal configs and extras; `max_configs`:
+    only the first that many configs of each shape."""
+    jobs = []
+    for spec in KERNELS.values():
+        mine = [s for s in shapes if kernel_of(s) is spec]
+        if mine:
+            jobs += load_implementation(spec.jobs)(mine, profile, max_configs=max_configs, configs=configs)
+    return jobs
 
 
 # --- building ----------------------------------------------------------------------------------------
@@ -174,13 +192,13 @@ class OverSharedMemory(RuntimeError):
     """A binary needs more shared memory per block than the GPU has: it would not launch there."""
 
 
-def _compile_job(shape: GemmShape | AttentionShape | MoeShape, job: BinaryJob, device: str, *, arch: int, warp_size: int,
+def _compile_job(shape: Shape, job: BinaryJob, device: str, *, arch: int, warp_size: int,
                  smem_limit: int | None = None) -> float:
     """A CompilePool warmup: compile `job` for `arch`; returns the seconds spent. Raises OverSharedMemory
     where a compiled kernel's shared memory is above `smem_limit` bytes (the binary still lands in the cache)."""
     started = time.perf_counter()
     with offline_target(arch, warp_size):
-        kernels = {"attention": attention, "moe": moe}.get(job.kind, gemm).compile_kernels(shape, job.config)
+        kernels = load_implementation(kernel_of(shape).module).compile_kernels(shape, job.config)
     shared = max(k.metadata.shared for k in kernels)
     if smem_limit is not None and shared > smem_limit:
         raise OverSharedMemory(f"{shared} bytes of shared memory, over the GPU's {smem_limit} per block")
@@ -312,7 +330,7 @@ def unpack(tar_path: str | os.PathLike, cache_dir: str | os.PathLike | None = No
 
 # --- command line -------------------------------------------------------------------------------------
 
-def read_shapes(path: str | os.PathLike, kernel: str = "gemm") -> list[GemmShape | AttentionShape]:
+def read_shapes(path: str | os.PathLike, kernel: str = "gemm") -> list[Shape]:
     """A `rooftune sweep KERNEL` --shapes file (the kernel's shape-list reader), its errors as PrebuildError."""
     try:
         return KERNELS[kernel].load_list(path)

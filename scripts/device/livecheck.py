@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rooftune.candidates import GemmShape, kernel_of, parse_config
+from rooftune.candidates import kernel_of, parse_config
 from rooftune.eval.datasets import readers
 from rooftune.eval.datasets.format import shape_id
 from rooftune.eval.scoring.metrics import summarize
@@ -44,11 +44,11 @@ def pick_shapes(records, count: int) -> list:
 
 
 def tune_args(shape) -> list[str]:
-    """`rooftune tune`'s kernel and shape arguments for a dataset's shape (GEMM, or causal attention)."""
-    if isinstance(shape, GemmShape):
-        return ["gemm", "--shape", f"{shape.m}x{shape.n}x{shape.k}", "--layout", shape.layout]
-    kv = f"x{shape.kv_heads}" if shape.kv_heads != shape.heads else ""
-    return ["attention", "--shape", f"{shape.batch}x{shape.heads}x{shape.seq}x{shape.head_dim}{kv}"]
+    """`rooftune tune`'s kernel and shape arguments for a dataset's shape (GEMM, or causal attention): the
+    family's name, its dims and its parser's options but dtype (`tune` times its bf16 shapes)."""
+    spec = kernel_of(shape)
+    options = [arg for name in spec.parse_options if name != "dtype" for arg in (f"--{name}", getattr(shape, name))]
+    return [spec.name, "--shape", spec.dims(shape), *options]
 
 
 def tune_once(shape, out_dir: Path, budget: int, gpu: str, triton_cache: Path | None = None,

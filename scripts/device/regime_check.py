@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
-from rooftune.candidates import Config, GemmShape
+from rooftune.candidates import KERNELS, Config, GemmShape, kernel_of
 from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.datasets.format import read_dataset
 from rooftune.outputs import json_text, write_atomic
@@ -47,7 +47,7 @@ WITHIN = 0.02  # the recorded best "stays" where its burst time is within 2% of 
 
 def largest_shapes(records: Sequence[ShapeRecords], count: int) -> list[ShapeRecords]:
     """The `count` GEMM shapes with the most FLOPs (2·M·N·K), largest first; ties by the shape's text."""
-    gemm = [r for r in records if isinstance(r.shape, GemmShape)]
+    gemm = [r for r in records if kernel_of(r.shape) is KERNELS["gemm"]]
     return sorted(gemm, key=lambda r: (-r.shape.flops, str(r.shape)))[:count]
 
 

@@ -61,7 +61,7 @@ def plan_entries(records, step: int, profile, residual) -> list[dict]:
 
 
 def _shape_id(shape) -> str:
-    from rooftune.candidates.shapes import shape_id
+    from rooftune.candidates import shape_id
 
     return shape_id(shape)
 

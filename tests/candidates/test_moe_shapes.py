@@ -7,7 +7,8 @@ import pytest
 
 from rooftune.candidates import KERNELS, MoeShape, ShapeError, kernel_of, parse_moe_shape
 from rooftune.candidates.routing import expert_rows, padded_rows, padded_rows_bound, routing, row_tiles_bound
-from rooftune.candidates.shapes import ShapeListError, load_moe_shapes, shape_id
+from rooftune.candidates import shape_id
+from rooftune.candidates.shapes import ShapeListError, load_moe_shapes
 
 
 def test_the_two_gemms_of_a_layer():

@@ -352,7 +352,7 @@ def test_the_legal_backfills_plan_is_what_it_compiles_and_prebuild_builds_only_t
     backfill_extras(tmp_path, PARTITION, fake, sms=66, legal=True)
     (shape, extras, finals), = fake.measured
     assert plan == {shape: extras + finals} and shape == WIDER  # the other shape needs nothing
-    jobs = pb.binary_jobs(list(plan), PARTITION, gemm_configs=plan.__getitem__)
+    jobs = pb.binary_jobs(list(plan), PARTITION, configs=plan.__getitem__)
     every = pb.binary_jobs([WIDER], PARTITION)
     assert 0 < len(jobs) < len(every) and {(j.shape, j.kind) for j in jobs} <= {(WIDER, "gemm"), (WIDER, "reduce")}
     built = {(j.config["BLOCK_M"], j.config["BLOCK_N"], j.config["BLOCK_K"], j.config.num_warps, j.config.num_stages)

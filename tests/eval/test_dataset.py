@@ -156,7 +156,8 @@ def test_attention_shapes_round_trip_with_their_own_ids(tmp_path):
 
 def test_attention_ids_keep_the_four_number_form_and_name_kv_heads():
     from rooftune.candidates import AttentionShape
-    from rooftune.eval.datasets.format import _header_shape, _shape_header, shape_id
+    from rooftune.candidates import header_shape as _header_shape, shape_header as _shape_header
+    from rooftune.eval.datasets.format import shape_id
 
     plain, gqa = AttentionShape(4, 32, 4096, 128), AttentionShape(1, 32, 8192, 128, kv_heads=8)
     assert shape_id(plain) == "4x32x4096x128-causal-bf16" and "kv_heads" not in _shape_header(plain)

@@ -10,7 +10,7 @@ import torch
 from rooftune.candidates import Config, MoeShape
 from rooftune.candidates.routing import expert_rows, padded_rows, padded_rows_bound
 from rooftune.kernels import moe
-from rooftune.kernels.harness.benches import BENCHES, MoeBench
+from rooftune.kernels.harness.benches import MoeBench, bench_of
 from rooftune.kernels.harness.check import TOLERANCE, check_moe, relative_error
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -110,7 +110,7 @@ def test_the_reference_check_passes_a_good_config_and_catches_a_wrong_one():
 
 @pytest.mark.parametrize("gemm", ["gate_up", "down"])
 def test_the_torch_baseline_computes_the_same(gemm):
-    bench = BENCHES["moe"]()
+    bench = bench_of("moe")
     shape = MoeShape(8, 2, 64, 48, 7, gemm, "bf16")
     sets = [bench.inputs(shape, DEVICE, s) for s in (1, 2)]
     out = bench.output(shape, DEVICE)

@@ -21,7 +21,7 @@ def _has_cuda():
 no_gpu_only = pytest.mark.skipif(_has_cuda(), reason="checks the no-GPU error")
 ATTENTION_LIST = [{"batch": 1, "heads": 2, "seq": 64, "head_dim": 64}]
 # kernel -> (its library function in eval/sweeping/sweep.py, a valid shape list)
-KERNELS = {"gemm": ("sweep_gemm", [{"m": 1, "n": 64, "k": 64}]), "attention": ("sweep_attention", ATTENTION_LIST)}
+KERNELS = {"gemm": ("gemm", [{"m": 1, "n": 64, "k": 64}]), "attention": ("attention", ATTENTION_LIST)}
 
 
 def test_help_lists_gpu_commands_without_importing_torch():
@@ -68,13 +68,12 @@ def test_sweep_calls_the_library_and_reports(tmp_path, monkeypatch, kernel):
         seen.update(shapes=shapes, out=out, profile=profile.name, **kwargs)
         return sweep.SweepSummary(done=3, skipped=1, remaining=2, stopped_early=True, seconds=42.0)
 
-    def wrong_kernel(*args, **kwargs):
-        raise AssertionError(f"`sweep {kernel}` ran another kernel's sweep")
+    def sweep_shapes(swept, *args, **kwargs):
+        assert swept == kernel, f"`sweep {kernel}` ran another kernel's sweep"
+        return fake_sweep(*args, **kwargs)
 
-    for name, _ in KERNELS.values():
-        monkeypatch.setattr(sweep, name, wrong_kernel)
-    name, listed = KERNELS[kernel]
-    monkeypatch.setattr(sweep, name, fake_sweep)
+    _, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, "sweep_shapes", sweep_shapes)
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps(listed))
     result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d", "--sms", "66",
@@ -109,7 +108,7 @@ def test_backfill_flag_calls_the_backfill_and_reports(tmp_path, monkeypatch):
         raise AssertionError("--backfill-extras must not sweep")
 
     monkeypatch.setattr(backfill, "backfill_gemm", fake_backfill_gemm)
-    monkeypatch.setattr(sweep, "sweep_gemm", no_sweep)
+    monkeypatch.setattr(sweep, "sweep_shapes", no_sweep)
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps([{"m": 1, "n": 64, "k": 64}]))
     result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", "d", "--backfill-extras",
@@ -129,8 +128,8 @@ def test_sweep_stops_with_code_3_when_a_config_kills_the_context(tmp_path, monke
         raise ContextQuarantined("64x4096x4096-nk-bf16: config BLOCK_M=64 killed the CUDA context (illegal "
                                  "memory access); it is quarantined in d/quarantine.json. Run the same command again")
 
-    name, listed = KERNELS[kernel]
-    monkeypatch.setattr(sweep, name, dies)
+    _, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, "sweep_shapes", lambda swept, *a, **k: dies(*a, **k))
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps(listed))
     result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d"])
@@ -146,8 +145,8 @@ def test_sweep_stops_with_code_4_when_the_context_dies_under_no_single_config(tm
     def dies(shapes, out, profile, **kwargs):
         raise ContextLostUnattributed("64x4096x4096-nk-bf16: the CUDA context died while running 'cublas'")
 
-    name, listed = KERNELS[kernel]
-    monkeypatch.setattr(sweep, name, dies)
+    _, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, "sweep_shapes", lambda swept, *a, **k: dies(*a, **k))
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps(listed))
     result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d"])
@@ -160,7 +159,7 @@ def test_attention_sweep_input_errors(tmp_path, monkeypatch):
     def no_sweep(*args, **kwargs):
         raise AssertionError("a bad list must fail before any GPU work")
 
-    monkeypatch.setattr(sweep, "sweep_attention", no_sweep)
+    monkeypatch.setattr(sweep, "sweep_shapes", no_sweep)
     bad = tmp_path / "bad.json"
     for text, message in (('[{"m": 1, "n": 2, "k": 3}]', "keys batch, heads, seq, head_dim"),
                           (json.dumps([{**ATTENTION_LIST[0], "head_dim": 48}]), "entry 0")):
@@ -185,8 +184,8 @@ def test_sweep_passes_shard_and_gpus_and_reports_each_gpu(tmp_path, monkeypatch,
         return sweep.SweepSummary(done=4, skipped=0, remaining=2, stopped_early=False, seconds=31.0,
                                   by_gpu={0: part, 2: part})
 
-    name, listed = KERNELS[kernel]
-    monkeypatch.setattr(sweep, name, fake_sweep)
+    _, listed = KERNELS[kernel]
+    monkeypatch.setattr(sweep, "sweep_shapes", lambda swept, *a, **k: fake_sweep(*a, **k))
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps(listed))
     result = runner.invoke(app, ["sweep", kernel, "--shapes", str(shapes), "--out", "d", "--shard", "1/3",
@@ -209,7 +208,7 @@ def test_sweep_rejects_bad_shard_and_gpus(tmp_path, monkeypatch):
                           (["--gpus", "a"], "--gpus must be integers from 0 up"),
                           (["--gpus", "0", "--backfill-extras"], "--backfill-extras runs on one GPU"),
                           (["--shard", "0/2", "--backfill-extras"], "--backfill-extras runs on one GPU")):
-        monkeypatch.setattr(sweep, "sweep_gemm", lambda *a, **k: pytest.fail("bad input must fail first"))
+        monkeypatch.setattr(sweep, "sweep_shapes", lambda *a, **k: pytest.fail("bad input must fail first"))
         result = runner.invoke(app, base + args)
         assert result.exit_code == 2 and message in " ".join(result.output.split()), (args, result.output)
     monkeypatch.undo()

@@ -102,7 +102,10 @@ def test_nvmmh_proposals_map_into_the_space(synthetic):
         nvmmh_configs(SHAPE, dataclasses.replace(H200, name="Some GPU"), names)
 
 
-def test_nvmmh_needs_a_gemm_shape(synthetic):
-    records = synthetic(AttentionShape(1, 8, 1024, 64), H200)
-    with pytest.raises(TypeError):
-        _run(nvmmh_strategy, records, 1)
+def test_nvmmh_is_a_gemm_method_only(synthetic):
+    from rooftune.candidates import KERNELS, load_implementation
+
+    records = [synthetic(AttentionShape(1, 8, 1024, 64), H200)]
+    for name, spec in KERNELS.items():
+        if name != "gemm":  # the strategy knows GEMM shapes only: no other family's eval methods list it
+            assert "nvmmh" not in load_implementation(spec.eval_methods)(records), name

@@ -89,12 +89,13 @@ def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch, live_from):
     shapes = tmp_path / "my_shapes.json"
     shapes.write_text(json.dumps(SHAPES))
 
-    def fake_sweep_gemm(path, out, profile, **options):
+    def fake_sweep_gemm(kernel, path, out, profile, **options):
+        assert kernel == "gemm"
         return sweep.run_sweep(load_shapes(path), out, FakeDevice(profile), profile,
                                manifest={"sms": options.get("sms"), "device": {"triton": "3.6.0"},
                                          "shapes_file": "my_shapes.json"})
 
-    monkeypatch.setattr(sweep, "sweep_gemm", fake_sweep_gemm)
+    monkeypatch.setattr(sweep, "sweep_shapes", fake_sweep_gemm)
     data = tmp_path / "my_data"
     result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(data), "--gpu", str(my_gpu),
                                  "--sms", "66"])

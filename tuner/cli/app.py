@@ -11,6 +11,7 @@ import sys
 # Set before NumPy loads; a user's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import inspect
 import multiprocessing.util
 
 import typer  # noqa: E402
@@ -18,14 +19,14 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from rooftune import __version__
-from rooftune.candidates import SPACES, legal_configs
+from rooftune.candidates import KERNELS, KernelSpec, legal_configs
 from rooftune.hwprofiles import list_profiles, load_profile
 from rooftune.tuner.cli import evaluate as cli_eval  # noqa: E402
 from rooftune.tuner.cli import explain as cli_explain
 from rooftune.tuner.cli import fit as cli_fit
 from rooftune.tuner.cli import gpu as cli_gpu
 from rooftune.tuner.cli import report as cli_report
-from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, LAYOUT_HELP, SHAPE_HELP, cli_errors, load_gpu, parse_shape  # noqa: E402
+from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, SHAPE_OPTIONS, cli_errors, load_gpu, parse_shape  # noqa: E402
 from rooftune.tuner.cli.help import NAME_OR_PATH, plain_flags
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table  # noqa: E402
 
@@ -80,31 +81,36 @@ _GPU = typer.Option(DEFAULT_GPU, "--gpu", metavar=NAME_OR_PATH,
                     help=f"the GPU whose limits decide legality: {GPU_HELP}")
 
 
-@space_app.command("gemm")
-def space_gemm(
-    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
-    gpu: str = _GPU,
-    layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
-) -> None:
-    """The GEMM space: its parameters, version hash, legal count for the shape and why the rest are illegal."""
-    _space("gemm", shape, gpu, layout)
+def _space_command(spec: KernelSpec):
+    """`rooftune space NAME` for a registered kernel family: --shape, --gpu and its parser's options."""
+
+    def command(shape: str, gpu: str, **options: str) -> None:
+        _space(spec.name, shape, gpu, **options)
+
+    params = [inspect.Parameter("shape", inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                                default=typer.Option(..., "--shape", help=spec.shape_help)),
+              inspect.Parameter("gpu", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=_GPU)]
+    for name in spec.parse_options:
+        default, flag, help_text = SHAPE_OPTIONS[name]
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                                        default=typer.Option(default, flag, help=help_text)))
+    command.__signature__ = inspect.Signature(params, return_annotation=None)
+    command.__annotations__ = {p.name: str for p in params}
+    command.__doc__ = (f"The {spec.label} space: its parameters, version hash, legal count for the shape and why "
+                       "the rest are illegal.")
+    return command
 
 
-@space_app.command("attention")
-def space_attention(
-    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
-    gpu: str = _GPU,
-) -> None:
-    """The causal-attention space: the same."""
-    _space("attention", shape, gpu)
+for _spec in KERNELS.values():
+    space_app.command(_spec.name)(_space_command(_spec))
 
 
 @cli_errors()
-def _space(kernel: str, shape: str, gpu: str, layout: str = "kn") -> None:
+def _space(kernel: str, shape: str, gpu: str, **options: str) -> None:
     """Print the `kernel` space's grid, its legality rejections for the shape and the legal count."""
 
-    space = SPACES[kernel]
-    problem = parse_shape(kernel, shape, layout)
+    space = KERNELS[kernel].space
+    problem = parse_shape(kernel, shape, **options)
     profile = load_gpu(gpu)
     legal = legal_configs(space, problem, profile)
     table = Table(title=f"{space.version}  ({kernel} {problem} on {profile.name})")

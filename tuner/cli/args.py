@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rooftune.candidates import parse_attention_shape, parse_gemm_shape, parse_moe_shape
+from rooftune.candidates import KERNELS
 from rooftune.eval.datasets.readers import recorded_device
 from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
 from rooftune.hwprofiles.shipped import shipped_profile_name
@@ -186,14 +186,14 @@ def cli_errors() -> Iterator[None]:
 
 @cli_errors()
 def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16", gemm: str = "gate_up"):
-    """GemmShape for 'gemm' (MxNxK), AttentionShape for 'attention' (BxHxSxD), MoeShape for 'moe'
-    (ExTOPKxHIDDENxINTERMEDIATExTOKENS, `gemm` 'gate_up' or 'down'); exits on bad input."""
-    parsers = {"gemm": lambda: parse_gemm_shape(text, layout=layout, dtype=dtype),
-               "attention": lambda: parse_attention_shape(text, dtype=dtype),
-               "moe": lambda: parse_moe_shape(text, gemm=gemm, dtype=dtype)}
-    if kernel not in parsers:
-        raise ArgumentError(f"unknown kernel {kernel!r}; expected {', '.join(parsers)}")
-    return parsers[kernel]()
+    """The registered kernel's shape of `text` in its shape form (GEMM MxNxK, attention BxHxSxD, MoE
+    ExTOPKxHIDDENxINTERMEDIATExTOKENS), with the options its parser takes (`parse_options`: GEMM `layout`
+    and `dtype`, attention `dtype`, MoE `gemm` 'gate_up' or 'down' and `dtype`); exits on bad input."""
+    if kernel not in KERNELS:
+        raise ArgumentError(f"unknown kernel {kernel!r}; expected {', '.join(KERNELS)}")
+    spec = KERNELS[kernel]
+    given = {"layout": layout, "dtype": dtype, "gemm": gemm}
+    return spec.parse(text, **{name: given[name] for name in spec.parse_options})
 
 
 @cli_errors()
@@ -279,14 +279,13 @@ PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".\\[plot
 RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
                  "or a residual JSON's path")
 GPU_HELP = "a profile name (`rooftune hwprofiles`) or a profile JSON's path"
-SHAPE_HELP = {"gemm": "MxNxK: C[M,N] = A[M,K] @ B",
-              "attention": "BxHxSxD (batch, heads, seq, head_dim), or BxHxSxDxKV with KV key/value heads "
-                           "(grouped-query)",
-              "moe": "ExTOPKxHIDDENxINTERMEDIATExTOKENS: experts, top-k, hidden size, intermediate size per "
-                     "tensor-parallel shard, tokens (vLLM's M)"}
 MOE_GEMM_HELP = ("which GEMM of the MoE layer: 'gate_up' (N = 2·intermediate, K = hidden) or 'down' (N = hidden, "
                  "K = intermediate, scaled by the routing weight)")
 LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
+DTYPE_HELP = "element type: bf16, fp16, tf32 or fp32"
+# A shape option a family's parser takes (its registry entry's `parse_options`): its default, flag and help.
+SHAPE_OPTIONS = {"layout": ("kn", "--layout", LAYOUT_HELP), "dtype": ("bf16", "--dtype", DTYPE_HELP),
+                 "gemm": ("gate_up", "--gemm", MOE_GEMM_HELP)}
 # Recorded data are refused whole where one record is damaged (eval/datasets/format.py `read_shape`): a score, a
 # report or a fit over the rest would silently be of other data than the folder holds.
 DAMAGED_HELP = ("a damaged file (a time that is not finite and positive, a value that is not a number) is "

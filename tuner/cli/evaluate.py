@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rooftune.candidates import KERNELS, AttentionShape, GemmShape, MoeShape, parse_config
+from rooftune.candidates import KERNELS, kernel_of, load_implementation, parse_config
 from rooftune.eval.datasets.readers import load_records
 from rooftune.eval.scoring.reports import figure
 from rooftune.outputs import json_text, write_all, write_atomic
@@ -28,7 +28,6 @@ from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, evaluate, offered_as_live
 from rooftune.tuner.llm.moe_tables import shipped_tables
-from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods, moe_eval_methods
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
 from rooftune.tuner.search.vllm import vllm_table
 
@@ -41,16 +40,14 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
     (and, with `plot`, each method's CDF of per-shape scores); with `transfer_from`, also `transfer`: that
     dataset's best config per shape (another GPU's table) measured here."""
-    shape_type, eval_methods = {"gemm": (GemmShape, gemm_eval_methods),
-                                "attention": (AttentionShape, attention_eval_methods),
-                                "moe": (MoeShape, moe_eval_methods)}[kernel]
+    spec = KERNELS[kernel]
     profile = data_profile(gpu, data)
     check_output(json_out, "--json")
     check_plot(plot)
     records = load_records(data, kernel=kernel)
-    records = [r for r in records if isinstance(r.shape, shape_type)]
+    records = [r for r in records if kernel_of(r.shape) is spec]
     if not records:
-        fail(f"{data}: no {_LABELS[kernel]} shapes recorded")
+        fail(f"{data}: no {spec.label} shapes recorded")
     offer = offered_as_live(records, KERNELS[kernel].space, profile)
     records = offer.records
     if offer.not_legal:
@@ -59,7 +56,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"),
                                records[0].meta.get("triton"))
     static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
-    methods = eval_methods(records, residual=residual, static=static)
+    methods = load_implementation(spec.eval_methods)(records, residual=residual, static=static)
     if transfer_from is not None:
         table = best_table(load_records(transfer_from, kernel=kernel))
         try:
@@ -114,7 +111,6 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
               done=lambda path: console.print(f"wrote {path}"))
 
 
-_LABELS = {"gemm": "GEMM", "attention": "attention", "moe": "fused-MoE"}
 _DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}; " + DAMAGED_HELP
 _BUDGET = typer.Option(..., "--budget", min=1, help="configs each method may measure per shape (more than the "
                        "largest space here has is replayed at that size, with a warning)")

@@ -11,10 +11,10 @@ from rich.table import Table
 
 from rooftune import roofline
 from rooftune.candidates import (
+    KERNELS,
     SPACES,
     Config,
     ConfigError,
-    MoeShape,
     check_in_grid,
     config_legality,
     configs_to_columns,
@@ -28,12 +28,12 @@ from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.roofline.occupancy import LIMITERS
 from rooftune.tuner.cli.args import (
     DEFAULT_GPU,
+    DTYPE_HELP,
     GPU_HELP,
     LAYOUT_HELP,
     MOE_GEMM_HELP,
     PLOT_EXTRA,
     RESIDUAL_HELP,
-    SHAPE_HELP,
     cli_errors,
     fail,
     load_gpu,
@@ -126,7 +126,8 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     factor = np.exp(centred(correction, over=len(legal)))
     corrected = bd.time_us * factor  # the model alone without a residual
     order = [int(i) for i in corrected.argsort(kind="stable")]
-    terms = __import__(f"rooftune.roofline.{kernel}", fromlist=["TERMS"]).TERMS
+    model = roofline.cost_model(shape)
+    terms = model.terms
 
     under = f" under Triton {', '.join(residual.tritons)}" if residual and residual.tritons else ""
     fitted = f"model × residual fitted on {residual.fit.get('data')}{under}" if residual else "model alone (no residual)"
@@ -149,8 +150,8 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
                   f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
                   f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB)")
-    if isinstance(shape, MoeShape):
-        console.print(moe_routing_line(shape, bd, best))
+    if model.note is not None:
+        console.print(model.note(shape, bd, best))
     pick = zero_trial_pick(shape, list(legal.configs), profile, residual) if residual and residual.pick else None
     if pick is not None and pick != configs[best]:
         console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
@@ -180,15 +181,6 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if plot is not None:
         _explain_plot(shape, profile, residual, data, plot)
         console.print(f"wrote {plot}")
-
-
-def moe_routing_line(shape: MoeShape, bd, i: int) -> str:
-    """What the routing makes of config `i`'s tiles: routed rows per expert, the padding, the grid."""
-    return (f"routing (seed {shape.seed}): {shape.rows} routed rows over {int(bd.experts_active[i])} of {shape.experts} "
-            f"experts (mean {shape.rows / shape.experts:.1f}, most {int(bd.rows_per_expert[i])}); the best pads them to "
-            f"{int(bd.padded_rows[i])} rows (row efficiency {bd.row_efficiency[i]:.2f}); its grid: "
-            f"{int(bd.programs[i])} programs, {int(bd.empty_programs[i])} of them past the padded rows; weights "
-            f"{bd.weight_bytes[i] / 1e6:.1f} MB from DRAM")
 
 
 # The budget whose search `explain --plot` replays: the mission's.
@@ -237,7 +229,7 @@ def _fmt(value) -> str:
 _GPU = typer.Option(DEFAULT_GPU, "--gpu", metavar=NAME_OR_PATH, help=f"the GPU to rank for: {GPU_HELP}")
 _TOP = typer.Option(5, "--top", min=1, help="how many predicted-best configs to show")
 _CONFIG_HELP = "also explain this config (NAME=VALUE pairs, the space's published values), e.g. '{}'"
-_DTYPE = typer.Option("bf16", "--dtype", help="element type: bf16, fp16, tf32 or fp32")
+_DTYPE = typer.Option("bf16", "--dtype", help=DTYPE_HELP)
 _RESIDUAL = typer.Option("shipped", "--residual", metavar=NAME_OR_PATH, help=RESIDUAL_HELP)
 _PLOT = typer.Option(None, "--plot", metavar=PATH, help=_EXPLAIN_PLOT_HELP)
 _DATA = typer.Option(None, "--data", metavar=PATH, help=_EXPLAIN_DATA_HELP)
@@ -245,7 +237,7 @@ _DATA = typer.Option(None, "--data", metavar=PATH, help=_EXPLAIN_DATA_HELP)
 
 @explain_app.command("gemm", short_help="The top GEMM configs as rooftune ranks them, and why.")
 def explain_gemm(
-    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
+    shape: str = typer.Option(..., "--shape", help=KERNELS["gemm"].shape_help),
     gpu: str = _GPU,
     top: int = _TOP,
     config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=3")),
@@ -260,7 +252,7 @@ def explain_gemm(
 
 @explain_app.command("attention", short_help="The same for causal attention.")
 def explain_attention(
-    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
+    shape: str = typer.Option(..., "--shape", help=KERNELS["attention"].shape_help),
     gpu: str = _GPU,
     top: int = _TOP,
     config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=2")),
@@ -272,7 +264,7 @@ def explain_attention(
 
 @explain_app.command("moe", short_help="The same for one GEMM of a fused MoE layer (vLLM's kernel).")
 def explain_moe(
-    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["moe"]),
+    shape: str = typer.Option(..., "--shape", help=KERNELS["moe"].shape_help),
     gemm: str = typer.Option("gate_up", "--gemm", help=MOE_GEMM_HELP),
     gpu: str = _GPU,
     top: int = _TOP,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -11,16 +12,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rooftune.candidates import KERNELS, kernel_spec
+from rooftune.candidates import KERNELS, kernel_spec, load_implementation
 from rooftune.candidates.families import check_sweep_dtypes
 from rooftune.candidates.moe_space import VLLM_TOKENS
-from rooftune.eval.sweeping import backfill, sweep
+from rooftune.eval.sweeping import sweep
 from rooftune.hwprofiles import hwprobe, profile_to_dict, save_profile
 from rooftune.outputs import OutputError, json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import (
     GPU_HELP,
     LAYOUT_HELP,
-    SHAPE_HELP,
     check_output,
     check_sms,
     cli_errors,
@@ -145,8 +145,8 @@ def sweep_gemm_cmd(
 ) -> None:
     if backfill_extras and backfill_legal:
         fail("--backfill-extras and --backfill-legal are separate runs: give one")
-    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_extras or backfill_legal,
-           legal=backfill_legal)
+    flag = "--backfill-legal" if backfill_legal else "--backfill-extras" if backfill_extras else None
+    _sweep("gemm", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, flag, legal=backfill_legal)
 
 
 @sweep_app.command("attention", help=_SWEEP_HELP.format("PyTorch's SDPA and each of its backends", """ With
@@ -163,7 +163,8 @@ def sweep_attention_cmd(
         help="instead of sweeping: time the SDPA backends that finished shapes have no time for (one GPU; "
              "not with --shard or --gpus)"),
 ) -> None:
-    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers, shard, gpus, backfill_routes)
+    _sweep("attention", shapes, out, gpu, sms, max_minutes, workers, shard, gpus,
+           "--backfill-routes" if backfill_routes else None)
 
 
 @sweep_app.command("moe", help=_SWEEP_HELP.format("torch's grouped GEMM over the same routed rows", ""),
@@ -179,37 +180,27 @@ def sweep_moe_cmd(
 
 @cli_errors()
 def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None, max_minutes: float | None,
-           workers: int | None, shard: str | None, gpus: str | None, backfilling: bool = False,
+           workers: int | None, shard: str | None, gpus: str | None, backfilling: str | None = None,
            legal: bool = False) -> None:
-    """Check the options (a bad shape list before any GPU work), sweep or backfill (gemm: the extras, or with
-    `legal` the newly legal configs; attention: the routes), print the summary."""
+    """Check the options (a bad shape list before any GPU work), sweep, or with `backfilling` (the flag given)
+    run the kernel's backfill (its registry entry's `backfill`: gemm the extras, or with `legal` the newly
+    legal configs; attention the routes), print the summary."""
     check_sweep_dtypes(KERNELS[kernel], KERNELS[kernel].load_list(shapes))  # a bad list fails before the GPU
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
-    flag = {"gemm": "--backfill-legal" if legal else "--backfill-extras", "attention": "--backfill-routes"}.get(kernel)
     if backfilling and (shard_of or gpu_list):
-        fail(f"{flag} runs on one GPU: drop --shard and --gpus")
+        fail(f"{backfilling} runs on one GPU: drop --shard and --gpus")
     profile = live_gpu(gpu)
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    backfills = {"gemm": backfill.backfill_gemm, "attention": backfill.backfill_attention_routes}
-    sweeps = {"gemm": sweep.sweep_gemm, "attention": sweep.sweep_attention, "moe": sweep.sweep_moe}
-    run = (backfills if backfilling else sweeps)[kernel]
+    run = (load_implementation(KERNELS[kernel].backfill) if backfilling
+           else functools.partial(sweep.sweep_shapes, kernel))
     split = ({"legal": True} if legal else {}) if backfilling else {"shard": shard_of, "gpus": gpu_list}
     with Progress(*columns, console=console) as progress:
         summary = run(shapes, out, profile, sms=sms, max_minutes=max_minutes, workers=workers,
                       reporter=RichReporter(progress), **split)
-    if backfilling and kernel == "attention":
-        budget = " (time budget reached)" if summary.stopped_early else ""
-        console.print(f"backfilled {summary.done}, with nothing to time {summary.already}, failed (SDPA not "
-                      f"re-timed) {summary.failed}, left {summary.remaining}{budget}; {summary.seconds:.0f} s")
-        return
     if backfilling:
-        budget = " (time budget reached)" if summary.stopped_early else ""
-        console.print(f"backfilled {summary.done}, already {'backfilled' if legal else 'with extras'} "
-                      f"{summary.already}, needing none "
-                      f"{summary.not_needed}, failed (no final config re-timed) {summary.failed}, "
-                      f"left {summary.remaining}{budget}; {summary.seconds:.0f} s")
+        console.print(str(summary))
         return
     for number, part in summary.by_gpu.items():
         console.print(f"gpu {number}: {part}")
@@ -279,7 +270,7 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     console.print(f"winner (*): {result.winner}  {result.time_us:.2f} µs = {result.tflops:.1f} TFLOP/s "
                   f"(confirmed side by side with the runners-up); {baseline}")
     if library_faster(result):
-        console.print(f"{label} is faster for this shape: rooftune's PyTorch ops (rooftune.{_OPS[kernel]}) run "
+        console.print(f"{label} is faster for this shape: rooftune's PyTorch ops (rooftune.{KERNELS[kernel].ops}) run "
                       f"{label} for it; ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel")
     if result.residual_note:
         console.print(f"ranked by {result.residual_note}; compiled by Triton {result.triton}")
@@ -292,7 +283,6 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
         fail(f"the result was not stored in the cache: {result.cache_error}")
 
 
-_OPS = {"gemm": "matmul, rooftune.linear", "attention": "attention"}  # what runs a kernel's shapes in PyTorch
 
 
 def _partition_label(sms: int | None, profile) -> str:
@@ -305,7 +295,7 @@ def _partition_label(sms: int | None, profile) -> str:
 @tune_app.command("gemm", help=_TUNE_HELP, short_help="Tune one GEMM shape live, beside cuBLAS.")
 @cli_errors()
 def tune_gemm_cmd(
-    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["gemm"]),
+    shape: str = typer.Option(..., "--shape", help=KERNELS["gemm"].shape_help),
     layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
     budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
     residual: str = _TUNE_RESIDUAL,
@@ -317,7 +307,7 @@ def tune_gemm_cmd(
                   short_help="Tune one causal-attention shape live, beside SDPA.")
 @cli_errors()
 def tune_attention_cmd(
-    shape: str = typer.Option(..., "--shape", help=SHAPE_HELP["attention"]),
+    shape: str = typer.Option(..., "--shape", help=KERNELS["attention"].shape_help),
     budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE, json_out: str = _JSON,
     residual: str = _TUNE_RESIDUAL,
 ) -> None:

@@ -11,10 +11,10 @@ from rich.console import Console
 from rooftune.candidates import KERNELS
 from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.scoring.reports import (
-    REPORT_KINDS,
     markdown_table,
     pooled_repeatability,
     read_results,
+    report_kind,
     row_class,
     shape_rows,
 )
@@ -79,7 +79,7 @@ def report_moe(
 def _report(kernel: str, data: Path, json_out: Path | None, markdown: Path | None, rows: bool,
             plot: Path | None) -> None:
     """Read the dataset once, print the per-shape table and the summary, write what was asked for."""
-    kind, label = REPORT_KINDS[kernel], KERNELS[kernel].baseline_label
+    kind, label = report_kind(kernel), KERNELS[kernel].baseline_label
     check_output(json_out, "--json")
     check_output(markdown, "--markdown")
     check_plot(plot)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from rooftune.candidates import AttentionShape, GemmShape
+from rooftune.candidates import AttentionShape, GemmShape, Shape
 from rooftune.candidates.shapes import ShapeError
 
 DTYPE = "bf16"
@@ -55,7 +55,7 @@ class LayerShape:
 
     layer: str
     tokens: int
-    shape: GemmShape | AttentionShape
+    shape: Shape
     count: int
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from rooftune.candidates import Config, GemmShape
+from rooftune.candidates import Config, GemmShape, kernel_of, load_implementation
 from rooftune.outputs import OutputError, json_text, write_all, write_atomic
 from rooftune.tuner.llm.tune import ModelTune
 
@@ -80,11 +80,16 @@ def vllm_tables(tuned: ModelTune) -> dict[str, dict[str, dict[str, int]]]:
     (`table_config`: a composite winner is replaced by the fastest measured tile the format names)."""
     tables: dict[str, dict[int, dict[str, int]]] = {}
     for lt in tuned.layers:
-        shape = lt.layer.shape
-        if isinstance(shape, GemmShape) and lt.result is not None:
-            table = tables.setdefault(table_file_name(shape.n, shape.k, tuned.profile), {})
-            table[shape.m] = vllm_config(table_config(lt.result))
+        spec = kernel_of(lt.layer.shape)  # the families with a table format (GEMM's: gemm_table_entry)
+        if spec.table is not None and lt.result is not None:
+            name, m, entry = load_implementation(spec.table)(lt.layer.shape, lt.result, tuned.profile)
+            tables.setdefault(name, {})[m] = entry
     return {name: {str(m): table[m] for m in sorted(table)} for name, table in tables.items()}
+
+
+def gemm_table_entry(shape: GemmShape, result, gpu_name: str) -> tuple[str, int, dict[str, int]]:
+    """A tuned GEMM's entry in vLLM's tables: its file (N, K, the GPU), its M key and its config (`table_config`)."""
+    return table_file_name(shape.n, shape.k, gpu_name), shape.m, vllm_config(table_config(result))
 
 
 def _write_table(path: Path, table: dict[str, dict[str, int]]) -> None:
@@ -113,14 +118,15 @@ def write_tables(tuned: ModelTune, out: str | Path) -> list[Path]:
 
 
 def shape_label(shape) -> str:
-    """'MxNxK' for a GEMM (always 'nk', bf16 here), the attention shape's own form otherwise."""
-    return f"{shape.m}x{shape.n}x{shape.k}" if isinstance(shape, GemmShape) else str(shape)
+    """The shape's dimensions as its family's parser reads them (`dims`): 'MxNxK' for a GEMM (always 'nk',
+    bf16 here), 'BxHxSxD[xKV]' for (causal) attention."""
+    return kernel_of(shape).dims(shape)
 
 
 def report_dict(tuned: ModelTune) -> dict:
     """The report as JSON: every layer (time per call, runs per forward) and the forward pass per token count."""
-    layers = [{"tokens": lt.layer.tokens, "layer": lt.layer.layer, "kernel": "gemm" if isinstance(lt.layer.shape, GemmShape)
-               else "attention", "shape": shape_label(lt.layer.shape), "count": lt.layer.count,
+    layers = [{"tokens": lt.layer.tokens, "layer": lt.layer.layer, "kernel": kernel_of(lt.layer.shape).name,
+               "shape": shape_label(lt.layer.shape), "count": lt.layer.count,
                "config": str(lt.result.winner) if lt.result else None,
                "rooftune_us": lt.result.time_us if lt.result else None,
                "torch_us": lt.result.baseline_us if lt.result else None,

@@ -130,9 +130,7 @@ def nvmmh_configs(shape: GemmShape, profile: HardwareProfile, names: list[str]) 
 def nvmmh_strategy(shape, candidates: list[Config], measure: MeasureBatch, budget: int,
                    profile: HardwareProfile) -> list[Trial]:
     """nvMatmulHeuristics' top configs in its order, each mapped to its nearest legal twin (repeats
-    dropped): at most the few it proposes, however large the budget."""
-    if not isinstance(shape, GemmShape):
-        raise TypeError("nvMatmulHeuristics only knows GEMM")
+    dropped): at most the few it proposes, however large the budget. A GEMM method (`external_gemm_methods`)."""
     if not candidates:
         return []
     names = [n for n in candidates[0] if n not in ("num_warps", "num_stages")]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import scipy.linalg
 
-from rooftune.candidates import Config, MeasureBatch, Trial, configs_to_columns
+from rooftune.candidates import KERNELS, Config, MeasureBatch, Trial, configs_to_columns
 from rooftune.candidates.gemm_space import tile_cols
 
 # Configs a live search asks its measurer to compile ahead: the prior's best, which later rounds
@@ -60,8 +60,6 @@ class SearchSettings:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-# The fused-MoE space names its tiles as vLLM does; they take the GEMM's coordinates.
-MOE_NAMES = {"BLOCK_SIZE_M": "BLOCK_M", "BLOCK_SIZE_N": "BLOCK_N", "BLOCK_SIZE_K": "BLOCK_K"}
 # MoE's GROUP_SIZE_M {1, 16, 32, 64}: log2 / 4, so that grouping on (16) is one unit from off (1), as the
 # GEMM's GROUP_M > 1, and the three group sizes are near neighbours (0.25 apart), not one point.
 GROUP_SIZE_SCALE = 4.0
@@ -71,9 +69,10 @@ def config_embedding(configs: list[Config]) -> np.ndarray:
     """Coordinates in which the GP measures distance: log2 of BLOCK_M, the tile's columns (BLOCK_N +
     BLOCK_N2), BLOCK_K and SPLIT_K, num_stages, 8 warps (0/1), GROUP_M > 1 (0/1; MoE's GROUP_SIZE_M as
     log2 / GROUP_SIZE_SCALE), attention's ORDER, TMA, GEMM's PERSISTENT and a composite tile (BLOCK_N2 > 0).
-    MoE's BLOCK_SIZE_M/N/K are BLOCK_M/N/K. Parameters a space lacks count as 0."""
+    A family's own names take their GEMM names (its registry entry's `gemm_names`: MoE's BLOCK_SIZE_M/N/K are
+    BLOCK_M/N/K). Parameters a space lacks count as 0."""
     c = configs_to_columns(configs)
-    c.update({gemm: c.pop(moe) for moe, gemm in MOE_NAMES.items() if moe in c})
+    c.update({gemm: c.pop(own) for spec in KERNELS.values() for own, gemm in spec.gemm_names if own in c})
     n = len(configs)
 
     def col(name, f):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from rooftune.candidates import AttentionShape, Config, GemmShape, MeasureBatch, Trial, configs_to_columns
+from rooftune.candidates import Config, MeasureBatch, Trial, configs_to_columns
 from rooftune.candidates.tutorial import param_names, tutorial_configs
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline import predict
@@ -151,9 +151,8 @@ def random_order(seed: int) -> Strategy:
 
 
 def tutorial(shape, candidates: list[Config], measure: MeasureBatch, budget: int, profile: HardwareProfile) -> list[Trial]:
-    """The Triton tutorial's 8 GEMM configs in their listed order (candidates are ignored)."""
-    if not isinstance(shape, GemmShape):
-        raise TypeError("the tutorial strategy only knows GEMM configs")
+    """The Triton tutorial's 8 GEMM configs in their listed order (candidates are ignored); a GEMM method
+    (`gemm_eval_methods` lists it)."""
     return _measure_in_order(tutorial_configs(param_names(candidates[:1])), measure, budget)
 
 
@@ -203,7 +202,6 @@ def static_attention_configs() -> list[Config]:
 def static_attention(shape, candidates: list[Config], measure: MeasureBatch, budget: int,
                      profile: HardwareProfile) -> list[Trial]:
     """The static attention list in its order, each config as the candidates hold it (`nearest_legal`:
-    the probe's configs are the list's own; in today's space, which adds TMA, its pointer-load twin)."""
-    if not isinstance(shape, AttentionShape):
-        raise TypeError("the static attention strategy only knows attention configs")
+    the probe's configs are the list's own; in today's space, which adds TMA, its pointer-load twin); an
+    attention method (`attention_eval_methods` lists it)."""
     return _measure_in_order(nearest_legal(static_attention_configs(), candidates), measure, budget)
