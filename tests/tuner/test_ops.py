@@ -2,8 +2,10 @@
 tune on first use with tune=True, the per-process memo, the GPU's profile; and `import rooftune`
 staying light. The ops run on the CPU through Triton's interpreter (fp16)."""
 
+import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -211,3 +213,43 @@ def test_a_short_attention_sequence_gets_the_smallest_blocks():
     configs = legal_configs(kernel_of(short).space, short, PROFILE).configs
     assert configs and {(c["BLOCK_M"], c["BLOCK_N"]) for c in configs} == {(64, 32)}
     assert ops.choose_config(short, PROFILE, ops.cache_path(), tune=False) in configs
+
+
+def test_a_tune_without_a_gpu_runs_the_zero_trial_pick_with_one_warning(cache, launched, monkeypatch):
+    from rooftune.hwprofiles.hwprobe import NoGpuError
+
+    def no_gpu(*args, **kw):
+        raise NoGpuError("no CUDA GPU is visible")
+
+    monkeypatch.setattr(ops, "tune_shape", no_gpu)
+    a, b = inputs()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's own filter: each message once per place
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        rooftune.matmul(a, b, tune=True)
+        rooftune.matmul(a[:, :40], b[:40], tune=True)  # a second shape: no second warning
+    assert [str(w.message) for w in caught] == ["rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); "
+                                                 "the op runs the zero-trial pick"]
+    assert launched[0] == zero_trial() and len(launched) == 2 and not cache.exists()
+
+
+# What a user writes: a model script without an `if __name__ == "__main__":` guard, tuning on first use.
+UNGUARDED = """
+import torch, rooftune
+x = torch.randn(16, 32, dtype=torch.bfloat16)
+w = torch.randn(24, 32, dtype=torch.bfloat16)
+y = rooftune.linear(x, w)
+print(float((y.float() - torch.nn.functional.linear(x.float(), w.float())).abs().max()))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the program tunes for real")
+@pytest.mark.parametrize("form", ["script", "stdin"])
+def test_an_unguarded_program_tuning_on_first_use_finishes(tmp_path, form):
+    script = tmp_path / "model.py"
+    script.write_text(UNGUARDED)
+    env = {**os.environ, "ROOFTUNE_TUNE": "1", "TRITON_INTERPRET": "1", "ROOFTUNE_CACHE": str(tmp_path / "tune.json")}
+    done = subprocess.run([sys.executable, str(script) if form == "script" else "-"], capture_output=True, text=True,
+                          input=UNGUARDED if form == "stdin" else None, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float(done.stdout) < 0.1 and done.stderr.count("no GPU to tune on") == 1
