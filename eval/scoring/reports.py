@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooftune.candidates import KERNELS
+from rooftune.candidates.records import nearest_rank
 from rooftune.candidates.shapes import (
     DTYPE_BYTES,
     ShapeListError,
@@ -20,7 +21,6 @@ from rooftune.candidates.shapes import (
     load_shapes,
 )
 from rooftune.eval.datasets.format import ShapeRecords, read_manifest, read_shape, shape_files, to_records
-from rooftune.kernels.harness.measure import nearest_rank
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ from rooftune.hwprofiles import HardwareProfile, hwprobe
 from rooftune.kernels.harness import compile_pool
 from rooftune.kernels.harness.benches import Shape
 from rooftune.kernels.harness.compile_pool import usable_cpus
-from rooftune.kernels.harness.measure import SweepSettings, describe_device, file_digest, kernel_measurer
+from rooftune.kernels.harness.measure import SweepSettings, describe_device, kernel_measurer
+from rooftune.outputs import file_digest
 
 
 class Compiler(Protocol):

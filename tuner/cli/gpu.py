@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rooftune.candidates import KERNELS, kernel_spec
+from rooftune.candidates.config import config_label
 from rooftune.candidates.families import check_sweep_dtypes
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.eval.sweeping import backfill, sweep
@@ -31,7 +32,6 @@ from rooftune.tuner.cli.args import (
     parse_shard,
     residual_option,
 )
-from rooftune.tuner.cli.explain import config_label
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.terminal import add_cells, width_table
 from rooftune.tuner.llm.moe_tables import read_table, table_file_name, write_table
