@@ -79,7 +79,7 @@ def moe_legality(shape: MoeShape, c: dict[str, np.ndarray], profile: HardwarePro
         # One tile column (or K block) either way; a wider one adds only masked columns.
         "BLOCK_SIZE_N larger than N needs": (bn > MOE_MIN_BLOCK_N) & (bn > next_pow2(shape.n)),
         "BLOCK_SIZE_K larger than K needs": (bk > BLOCK_SIZES_K[0]) & (bk > next_pow2(shape.k)),
-        # The grouped order (kernels/moe.py `grouped_tile`) is the plain one for every GROUP_SIZE_M when the grid
+        # The grouped order (kernels/moe.py `_grouped_tile`) is the plain one for every GROUP_SIZE_M when the grid
         # has one tile column or one tile row: the same programs in the same order as GROUP_SIZE_M = 1.
         "GROUP_SIZE_M without effect (one tile row or column)": (group > 1) & ((tiles_n == 1) | (tiles_m == 1)),
         # GROUP_SIZE_M is a run-time integer (one binary for all): two values that both cover every tile row

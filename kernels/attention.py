@@ -342,7 +342,7 @@ def _shape_dims(shape: AttentionShape) -> tuple[int, int, int, int, int]:
     return shape.batch, shape.heads, shape.kv_heads, shape.seq, shape.head_dim
 
 
-def shape_strides(shape: AttentionShape, heads: int) -> tuple[int, int, int, int]:
+def _shape_strides(shape: AttentionShape, heads: int) -> tuple[int, int, int, int]:
     """Strides (batch, heads, seq, head_dim) of a contiguous [batch, heads, seq, head_dim] tensor."""
     return (heads * shape.seq * shape.head_dim, shape.seq * shape.head_dim, shape.head_dim, 1)
 
@@ -352,8 +352,8 @@ def specialization_key(shape: AttentionShape) -> tuple:
     are not specialized (nor, with TMA, the descriptors' shapes and strides); contiguous strides are 1
     (head_dim) or multiples of head_dim, so they are divisible by 16 in every shape, and what selects a
     binary is: dtype, head_dim, causal, and which strides (or seq) reach 2**31 and are passed as int64."""
-    q_b, q_h, _, _ = shape_strides(shape, shape.heads)
-    kv_b = shape_strides(shape, shape.kv_heads)[0]
+    q_b, q_h, _, _ = _shape_strides(shape, shape.heads)
+    kv_b = _shape_strides(shape, shape.kv_heads)[0]
     return (shape.dtype, shape.head_dim, shape.causal, q_b >= 2**31, kv_b >= 2**31, q_h >= 2**31, shape.seq >= 2**31)
 
 
@@ -375,7 +375,7 @@ def compile_kernels(shape: AttentionShape, config: Mapping[str, int]) -> list:
     bm, bn = config["BLOCK_M"], config["BLOCK_N"]
     q_dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
     kv_dims = (shape.batch, shape.kv_heads, shape.seq, shape.head_dim)
-    q_st, kv_st = shape_strides(shape, shape.heads), shape_strides(shape, shape.kv_heads)
+    q_st, kv_st = _shape_strides(shape, shape.heads), _shape_strides(shape, shape.kv_heads)
     mocks = [(MockTensor(dtype, list(d)), d, st, rows)
              for d, st, rows in ((q_dims, q_st, bm), (kv_dims, kv_st, bn), (kv_dims, kv_st, bn), (q_dims, q_st, bm))]
     tma = bool(config.get("TMA", 0))

@@ -64,7 +64,7 @@ def _multiple_of(x, ALIGN: tl.constexpr):
 
 
 @triton.jit
-def grouped_tile(pid, M, N, GROUP_M, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _grouped_tile(pid, M, N, GROUP_M, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # Grouped order: GROUP_M tile rows sweep the tile columns together, so a group's B tiles stay in L2.
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -149,7 +149,7 @@ def _gemm_kernel(
         if not B_NK:
             stride_bk = _multiple_of(stride_bk, ALIGN_N)
     pid_k = tl.program_id(1)
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N)
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N)
     kb_lo, kb_hi = _split_run(pid_k, K, SPLIT_K, BLOCK_K)
 
     # Tile origins go into 64-bit base pointers; offsets inside a tile stay 32-bit. Rows and columns
@@ -204,7 +204,7 @@ def _gemm_tma_kernel(
         N = _multiple_of(N, ALIGN_N)
         stride_cm = _multiple_of(stride_cm, ALIGN_N)
     pid_k = tl.program_id(1)
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
+    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
     kb_lo, kb_hi = _split_run(pid_k, K, SPLIT_K, BLOCK_K)
     rm0 = pid_m * BLOCK_M
     rn0 = pid_n * (BLOCK_N + BLOCK_N2)
@@ -259,7 +259,7 @@ def _gemm_tma_persistent_kernel(
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_blocks = tl.cdiv(K, BLOCK_K)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
-        pid_m, pid_n = grouped_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N)
+        pid_m, pid_n = _grouped_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N)
         rm0 = pid_m * BLOCK_M
         rn0 = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -546,7 +546,7 @@ def persistent_programs(config: Mapping[str, int], layout: str, a: torch.Tensor,
     m, n, k = _dims(a, b, layout)
     strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
     align_n, _ = alignments(layout, n, k, strides)
-    key = (tuple(sorted(config.items())), layout, a.dtype, out.device, align_n, int_class(n), int_class(k),
+    key = (tuple(sorted(config.items())), layout, a.dtype, out.device, align_n, _int_class(n), _int_class(k),
            tma_ready(out))
     if key not in _PROGRAMS:
         c_desc, c_opts = _c_store(out, m, n, config["BLOCK_M"], config["BLOCK_N"])
@@ -650,7 +650,7 @@ def alignments(layout: str, n: int, k: int, strides: tuple[int, int, int, int, i
     return align_n, align_k
 
 
-def int_class(value: int) -> str:
+def _int_class(value: int) -> str:
     """How Triton types a specialized integer argument: the value 1 becomes a constant, 2**31 or more
     is passed as int64. (Its divisibility by 16, the third class, is ALIGN = 16.)"""
     return "one" if value == 1 else ("i64" if value >= 2**31 else "i32")
@@ -661,12 +661,12 @@ def specialization_key(shape: GemmShape) -> tuple:
     stride one of 1, N or K, so what selects a binary is: layout, dtype, ALIGN_N and ALIGN_K (which
     hold N's and K's divisibility by 16), whether N or K is 1 (a constant) or needs int64; M only
     matters if it ever reaches 2**31 (it is not specialized, but then passed as int64)."""
-    align_n, align_k = alignments(shape.layout, shape.n, shape.k, shape_strides(shape))
-    return (shape.layout, shape.dtype, align_n, align_k, int_class(shape.n), int_class(shape.k),
+    align_n, align_k = alignments(shape.layout, shape.n, shape.k, _shape_strides(shape))
+    return (shape.layout, shape.dtype, align_n, align_k, _int_class(shape.n), _int_class(shape.k),
             shape.m >= 2**31)
 
 
-def shape_strides(shape: GemmShape) -> tuple[int, int, int, int, int, int]:
+def _shape_strides(shape: GemmShape) -> tuple[int, int, int, int, int, int]:
     """(stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn) of contiguous A, B and C."""
     b_strides = (shape.n, 1) if shape.layout == "kn" else (1, shape.k)
     return (shape.k, 1, *b_strides, shape.n, 1)
@@ -689,7 +689,7 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     key is the same (tests/kernels/binder_keys.py)."""
     dtype, f32 = MockTensor(TRITON_DTYPES[shape.dtype]), MockTensor(tl.float32)
     m, n, k = shape.m, shape.n, shape.k
-    strides = shape_strides(shape)
+    strides = _shape_strides(shape)
     align_n, align_k = alignments(shape.layout, n, k, strides)
     tiles = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                  B_NK=shape.layout == "nk", ALIGN_N=align_n, num_warps=config["num_warps"],

@@ -33,6 +33,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
 from rooftune.hwprofiles import hwprobe
+from rooftune.kernels.harness import compile_worker
 from rooftune.kernels.harness.context import error_text
 
 # warmup(shape, config, device) -> compile seconds; a module-level function (picklable by reference)
@@ -157,8 +158,6 @@ def _worker_main():
     the child runs kernels/harness/compile_worker.py, which does nothing on import, in place of the parent's
     program. For the milliseconds of a spawn, another thread of this process that looks up `__main__` finds
     that module."""
-    from rooftune.kernels.harness import compile_worker
-
     with _SPAWN_LOCK:
         main = sys.modules["__main__"]
         sys.modules["__main__"] = compile_worker

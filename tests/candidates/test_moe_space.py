@@ -93,7 +93,7 @@ def test_block_m_rule_follows_the_most_rows_of_an_expert():
 
 def test_group_twins_are_the_same_program_order():
     """The twin the GROUP rules keep visits the (tile row, tile column) pairs in the same order as the dropped
-    config (the grouped order of kernels/gemm.py `grouped_tile`, in plain Python)."""
+    config (the grouped order of kernels/gemm.py `_grouped_tile`, in plain Python)."""
 
     def order(tiles_m, tiles_n, group):
         pairs = []

@@ -17,7 +17,9 @@ from rooftune.hwprofiles.shipped import SHIPPED_BY_GPU_NAME, shipped_profile_nam
 from rooftune.kernels import gemm as kgemm
 from rooftune.kernels.harness.check import relative_error
 from rooftune.outputs import OutputError
-from rooftune.tuner import tune
+from rooftune.tuner.cache import TuneCache, TuneCacheError, tune_key
+from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.tune import TuneResult
 from rooftune.tuner.pytorch import ops
 from rooftune.tuner.search.strategies import zero_trial_pick
 
@@ -57,7 +59,7 @@ def inputs():
 
 
 def key(shape=SHAPE):
-    return tune.tune_key(shape, PROFILE, ops.TUNE_BUDGET, tune.shipped_residual(kernel_of(shape), PROFILE))
+    return tune_key(shape, PROFILE, ops.TUNE_BUDGET, shipped_residual(kernel_of(shape), PROFILE))
 
 
 def legal():
@@ -65,7 +67,7 @@ def legal():
 
 
 def zero_trial():
-    return zero_trial_pick(SHAPE, legal(), PROFILE, tune.shipped_residual(kernel_of(SHAPE), PROFILE))
+    return zero_trial_pick(SHAPE, legal(), PROFILE, shipped_residual(kernel_of(SHAPE), PROFILE))
 
 
 def test_without_a_cache_entry_the_op_runs_the_zero_trial_pick(launched):
@@ -78,12 +80,12 @@ def test_without_a_cache_entry_the_op_runs_the_zero_trial_pick(launched):
 def test_a_cached_tune_is_used_and_looked_up_once(cache, launched, monkeypatch):
     pick = zero_trial()
     winner = next(c for c in reversed(legal()) if c["BLOCK_M"] != pick["BLOCK_M"])
-    result = tune.TuneResult(SHAPE, winner, 3.0, (Trial(winner, 3.0),), "rooftune", PROFILE.name,
-                             kernel_of(SHAPE).space.version, kernel="gemm")
-    tune.store_result(cache, key(), result)  # as `rooftune tune gemm --cache` stores it
+    result = TuneResult(SHAPE, winner, 3.0, (Trial(winner, 3.0),), "rooftune", PROFILE.name,
+                        kernel_of(SHAPE).space.version, kernel="gemm")
+    TuneCache(cache).put(key(), result)  # as `rooftune tune gemm --cache` stores it
     reads = []
-    real_read = ops.cached_result
-    monkeypatch.setattr(ops, "cached_result", lambda *args: reads.append(args) or real_read(*args))
+    real_read = TuneCache.get
+    monkeypatch.setattr(TuneCache, "get", lambda self, key: reads.append(key) or real_read(self, key))
     a, b = inputs()
     for _ in range(2):
         out = rooftune.matmul(a, b)
@@ -98,7 +100,7 @@ def test_tune_on_first_use_stores_what_the_command_finds(cache, launched, monkey
     monkeypatch.setattr(ops, "tune_shape", lambda *args, **kw: real_tune(*args, measurer=measurer, **kw))
     a, b = inputs()
     rooftune.matmul(a, b, tune=True)
-    stored = tune.cached_result(cache, key())
+    stored = TuneCache(cache).get(key())
     assert stored is not None and launched == [stored.winner]
     assert sum(len(batch) for batch in measurer.batches[:-1]) <= ops.TUNE_BUDGET
     ops.clear_memo()
@@ -115,10 +117,10 @@ def test_a_tune_the_cache_cannot_keep_still_runs_and_warns(cache, launched, monk
     real_tune = ops.tune_shape
     monkeypatch.setattr(ops, "tune_shape", lambda *args, **kw: real_tune(*args, measurer=measurer, **kw))
 
-    def full(path, key, result):
-        raise OutputError(f"{path}: could not be written (No space left on device); nothing written")
+    def full(self, key, result):
+        raise OutputError(f"{self.path}: could not be written (No space left on device); nothing written")
 
-    monkeypatch.setattr(tune, "store_result", full)
+    monkeypatch.setattr(TuneCache, "put", full)
     a, b = inputs()
     with pytest.warns(RuntimeWarning, match="was not kept: .*tune.json: could not be written"):
         out = rooftune.matmul(a, b, tune=True)
@@ -128,9 +130,9 @@ def test_a_tune_the_cache_cannot_keep_still_runs_and_warns(cache, launched, monk
 
 def _store_tune(cache, winner_us, baseline_us):
     winner = legal()[0]
-    result = tune.TuneResult(SHAPE, winner, winner_us, (Trial(winner, winner_us),), "rooftune", PROFILE.name,
-                             kernel_of(SHAPE).space.version, baseline_us=baseline_us, kernel="gemm")
-    tune.store_result(cache, key(), result)
+    result = TuneResult(SHAPE, winner, winner_us, (Trial(winner, winner_us),), "rooftune", PROFILE.name,
+                        kernel_of(SHAPE).space.version, baseline_us=baseline_us, kernel="gemm")
+    TuneCache(cache).put(key(), result)
     return winner
 
 
@@ -170,7 +172,7 @@ def test_the_library_route_of_attention_runs_sdpa_in_the_kernels_layout(monkeypa
 
 def test_a_bad_cache_file_is_reported(cache):
     cache.write_text("not json")
-    with pytest.raises(tune.TuneCacheError, match="not a readable rooftune tune cache"):
+    with pytest.raises(TuneCacheError, match="not a readable rooftune tune cache"):
         rooftune.matmul(*inputs())
 
 

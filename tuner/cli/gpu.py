@@ -40,7 +40,8 @@ from rooftune.tuner.llm.shapes import load_model_config, model_shapes
 from rooftune.tuner.llm.tables import model_outputs, shape_label
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
-from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
+from rooftune.tuner.cache import cache_path, result_to_dict
+from rooftune.tuner.live_tune import tune_shape
 
 console = Console()
 # What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.

@@ -1,7 +1,7 @@
 """Which config rooftune's PyTorch ops (kernels/ops.py) run: a tune cache entry, a tune on first use, or
 the zero-trial pick; resolved once per (shape, device) in a process.
 
-The cache is the one `rooftune tune` writes (tuner/tune.py's `cache_path`), keyed exactly as there for a budget of
+The cache is the one `rooftune tune` writes (tuner/cache.py's `TuneCache` at `cache_path`), keyed exactly as there for a budget of
 TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, Triton version, residual), so a shape
 tuned from the command line is found by the ops and a shape the ops tune is found by the command.
 Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME for ~/.cache).
@@ -27,7 +27,10 @@ from rooftune.hwprofiles import HardwareProfile, load_profile
 from rooftune.hwprofiles.hwprobe import NoGpuError
 from rooftune.hwprofiles.shipped import shipped_profile_name
 from rooftune.tuner.search.strategies import zero_trial_pick
-from rooftune.tuner.tune import CACHE_ENV, TuneResult, cache_path, cached_result, shipped_residual, tune_key, tune_shape
+from rooftune.tuner.cache import CACHE_ENV, TuneCache, cache_path, tune_key
+from rooftune.tuner.live_tune import tune_shape
+from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.tune import TuneResult
 
 PROFILE_ENV = "ROOFTUNE_PROFILE"
 KERNEL_ONLY_ENV = "ROOFTUNE_KERNEL_ONLY"
@@ -72,7 +75,7 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     library's op faster, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
     spec = kernel_of(shape)
     residual = shipped_residual(spec, profile)
-    result = cached_result(cache, tune_key(shape, profile, TUNE_BUDGET, residual))
+    result = TuneCache(cache).get(tune_key(shape, profile, TUNE_BUDGET, residual))
     if result is None and tune:
         result = tune_or_none(shape, profile, cache)
         if result is not None and result.cache_error:  # the winner stands for this process; the next one tunes the shape again
