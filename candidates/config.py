@@ -53,6 +53,20 @@ class Config(Mapping):
         return ",".join(f"{k}={v}" for k, v in self.items())
 
 
+_SHORT = {"GROUP_M": "gm", "GROUP_SIZE_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "TMA": "tma", "PERSISTENT": "p",
+          "FIXUP": "fx", "num_warps": "w", "num_stages": "s"}
+_TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")  # GEMM's, MoE's (vLLM's)
+
+
+def config_label(config: Mapping) -> str:
+    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'; a composite tile (BLOCK_N2 > 0) '128x256+64x64';
+    MoE's (vLLM's names) '64x128x64 gm16 w4 s3'."""
+    tile = "x".join(str(config[k]) + (f"+{config['BLOCK_N2']}" if k == "BLOCK_N" and config.get("BLOCK_N2") else "")
+                    for k in _TILE if k in config)
+    rest = " ".join(f"{_SHORT.get(k, k)}{v}" for k, v in config.items() if k not in _TILE and k != "BLOCK_N2")
+    return f"{tile} {rest}"
+
+
 def parse_config(text: str, names: Iterable[str] | None = None) -> Config:
     """Parse 'BLOCK_M=128,BLOCK_N=64,num_warps=4,num_stages=3'.
 

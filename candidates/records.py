@@ -117,3 +117,10 @@ class ShapeRecords:
             if alias not in table and target in table:
                 table[alias] = replace(table[target], config=alias)
         return MappingProxyType(table)
+
+
+def nearest_rank(values, q: float) -> float:
+    """The q-quantile by nearest rank, sorted(values)[round(q·(n−1))]: always one of `values`, never
+    interpolated (how the final passes' agreement is reported)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]

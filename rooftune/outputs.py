@@ -13,6 +13,7 @@ one keeps its own.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -117,3 +118,8 @@ def json_text(value, indent: int | None = 2) -> str:
     """`value` as strict JSON (a figure that is undefined, e.g. a mean over no shapes, is null rather than
     Python's NaN, which JSON does not have), ending in a newline."""
     return json.dumps(_finite(value), indent=indent, allow_nan=False) + "\n"
+
+
+def file_digest(path: str | Path) -> str:
+    """The first 16 hex digits of the file's SHA-256: what a cache key or a manifest names a source file by."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooftune.candidates import KERNELS, load_implementation
+from rooftune.candidates.records import nearest_rank
 from rooftune.candidates.shapes import DTYPE_BYTES, ShapeListError
 from rooftune.eval.datasets.format import ShapeRecords, read_manifest, read_shape, shape_files, to_records
-from rooftune.kernels.harness.measure import nearest_rank
 
 
 @dataclass(frozen=True)

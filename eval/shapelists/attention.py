@@ -24,7 +24,7 @@ import math
 import random
 from pathlib import Path
 
-from rooftune.eval.shapelists.gemm import _interleave, run_cli, write_shape_lists
+from rooftune.eval.shapelists.gemm import interleave, run_cli, write_shape_lists
 
 SEED = 20261201
 MAX_CAUSAL_FLOPS = 2**41  # ≈ 2.2e12: ≈ 4 ms at the ~550 TFLOP/s the best configs reach on an H200
@@ -120,7 +120,7 @@ def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     heldout = (_pick(HELDOUT_LLM // 2, _family_draw(shared, rng), used)
                + _pick(HELDOUT_LLM - HELDOUT_LLM // 2, _family_draw(list(HELDOUT_FAMILIES), rng), used)
                + _pick(HELDOUT_RANDOM, lambda: random_shape(rng), used))
-    return _interleave(train, rng), _interleave(heldout, rng)
+    return interleave(train, rng), interleave(heldout, rng)
 
 
 def write_lists(out: Path, seed: int = SEED) -> tuple[Path, Path]:

@@ -103,7 +103,7 @@ def random_shape(rng: random.Random, odd: bool) -> dict:
             return {"m": m, "n": n, "k": k, "layout": layout, "source": "random" + (" odd" if odd else "")}
 
 
-def _interleave(shapes: list[dict], rng: random.Random) -> list[dict]:
+def interleave(shapes: list[dict], rng: random.Random) -> list[dict]:
     """Categories (family, or 'random') take turns, so any prefix spans them; shuffled inside."""
     by_cat: dict[str, list[dict]] = {}
     for s in shapes:
@@ -152,7 +152,7 @@ def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     train = _take(llm_pool(shared, rng), TRAIN_LLM, used, rng) + _randoms(TRAIN_RANDOM, used, rng)
     held_pool = llm_pool(shared, rng) + llm_pool(list(HELDOUT_FAMILIES), rng)
     heldout = _take(held_pool, HELDOUT_LLM, used, rng) + _randoms(HELDOUT_RANDOM, used, rng)
-    return _interleave(train, rng), _interleave(heldout, rng)
+    return interleave(train, rng), interleave(heldout, rng)
 
 
 def write_shape_lists(out: Path, train: list[dict], heldout: list[dict]) -> tuple[Path, Path]:

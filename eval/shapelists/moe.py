@@ -25,7 +25,7 @@ from rooftune.candidates import MOE_SPACE, MoeShape, legal_configs
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.candidates.routing import expert_rows
 from rooftune.candidates.shapes import DTYPE_BYTES, MOE_GEMMS, load_moe_shapes
-from rooftune.eval.shapelists.gemm import _interleave, write_shape_lists
+from rooftune.eval.shapelists.gemm import interleave, write_shape_lists
 from rooftune.hwprofiles import HardwareProfile, load_profile
 
 SEED = 20261202
@@ -61,7 +61,7 @@ def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     rng = random.Random(seed)
     train = [s for model in MODELS if model not in HELDOUT_MODELS for s in model_shapes(model)]
     heldout = [s for model in HELDOUT_MODELS for s in model_shapes(model)]
-    return _interleave(train, rng), _interleave(heldout, rng)
+    return interleave(train, rng), interleave(heldout, rng)
 
 
 def write_lists(out: Path, seed: int = SEED) -> tuple[Path, Path]:

@@ -59,7 +59,8 @@ from rooftune.eval.sweeping.shard import shard_of, sweep_cost_us
 from rooftune.hwprofiles import HardwareProfile, hwprobe
 from rooftune.kernels.harness import compile_pool
 from rooftune.kernels.harness.compile_pool import usable_cpus
-from rooftune.kernels.harness.measure import SweepSettings, describe_device, file_digest, kernel_measurer
+from rooftune.kernels.harness.measure import SweepSettings, describe_device, kernel_measurer
+from rooftune.outputs import file_digest
 
 
 class Compiler(Protocol):

@@ -11,14 +11,17 @@ triton and a CUDA context in each worker) costs seconds, and a sweep compiles do
 batch may get a timeout: configs unfinished by then (a hung worker) are recorded as
 "compile timeout" and the workers are killed, so the next batch starts a fresh pool. Workers exit
 on their own when the process that started them dies (`_watch_parent`): a sweep killed by a signal
-leaves none behind.
+leaves none behind. A worker's `__main__` is kernels/harness/compile_worker.py, never the program that started
+the pool (`WorkerContext`): a script without an `if __name__ == "__main__":` guard, a `python -c` program or one
+read from stdin all start the same workers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
-import multiprocessing
+import multiprocessing.context
 import os
 import sys
 import threading
@@ -30,6 +33,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from concurrent.futures.process import BrokenProcessPool
 
 from rooftune.hwprofiles import hwprobe
+from rooftune.kernels.harness import compile_worker
 from rooftune.kernels.harness.context import error_text
 
 # warmup(shape, config, device) -> compile seconds; a module-level function (picklable by reference)
@@ -143,6 +147,41 @@ def _init_worker(forgo_torch: bool) -> None:
         _forgo_torch()
 
 
+# One spawn at a time names the worker's module as `__main__` (two pools starting workers from two threads).
+_SPAWN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _worker_main():
+    """`sys.modules['__main__']` is the compile worker's module while a worker spawns: multiprocessing reads
+    the preparation data it sends the child (which module to run as the child's `__main__`) from it, and then
+    the child runs kernels/harness/compile_worker.py, which does nothing on import, in place of the parent's
+    program. For the milliseconds of a spawn, another thread of this process that looks up `__main__` finds
+    that module."""
+    with _SPAWN_LOCK:
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = compile_worker
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
+
+
+class WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A spawned process that starts from kernels/harness/compile_worker.py, not by re-running `__main__`."""
+
+    @staticmethod
+    def _Popen(process_obj):
+        with _worker_main():
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+
+
+class WorkerContext(multiprocessing.context.SpawnContext):
+    """The spawn context of a compile pool's workers (`WorkerProcess`)."""
+
+    Process = WorkerProcess
+
+
 def usable_cpus() -> int:
     """The cores this process may run on (its affinity mask under taskset or a container's cpuset), else
     the machine's count."""
@@ -186,7 +225,7 @@ class CompilePool:
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:  # workers start on demand, up to `workers`, and stay
-            context = multiprocessing.get_context("spawn")
+            context = WorkerContext()
             forgo_torch = not getattr(self.warmup, "needs_torch", True)
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_init_worker,
                                              initargs=(forgo_torch,))

@@ -12,30 +12,23 @@ rounds. torch loads inside the methods, so the sweep's orchestration imports thi
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import statistics
 import time
 import zlib
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from rooftune.candidates import Config, Shape, shape_id
-from rooftune.candidates.records import ShapeRecords, Trial
+from rooftune.candidates.records import ShapeRecords, Trial, nearest_rank
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import software_versions
 from rooftune.kernels.harness import context
 from rooftune.kernels.harness.benches import AttentionBench, Bench, GemmBench, bench_of
 from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.context import ContextLost
+from rooftune.outputs import file_digest
 
-
-def nearest_rank(values, q: float) -> float:
-    """The q-quantile by nearest rank, sorted(values)[round(q·(n−1))]: always one of `values`, never
-    interpolated (how the final passes' agreement is reported)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 @dataclass(frozen=True)
@@ -86,9 +79,6 @@ class RetimePasses:
     errors: dict[Hashable, str] = field(default_factory=dict)
     meta: dict[str, object] = field(default_factory=dict)
 
-
-def file_digest(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 class KernelMeasurer:

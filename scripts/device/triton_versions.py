@@ -70,7 +70,7 @@ def prepare(out: Path) -> None:
     from rooftune.candidates import kernel_spec
     from rooftune.eval.datasets.format import read_dataset
     from rooftune.hwprofiles import load_profile
-    from rooftune.tuner.tune import shipped_residual
+    from rooftune.tuner.residual_choice import shipped_residual
 
     profile = load_profile("h200")
     plan = []
@@ -96,7 +96,7 @@ def time_plan(plan_path: Path, out: Path, tune_live: bool, seconds: float) -> No
     from rooftune.hwprofiles import load_profile
     from rooftune.kernels.harness.live import live_measurer
     from rooftune.kernels.harness.measure import SweepSettings
-    from rooftune.tuner.tune import tune_shape
+    from rooftune.tuner.live_tune import tune_shape
 
     profile = load_profile("h200")
     plan = json.loads(plan_path.read_text())["shapes"]

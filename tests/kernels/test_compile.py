@@ -41,13 +41,17 @@ def test_compile_in_a_spawn_pool():
 
 
 def pid_warmup(shape, config, device):
-    """Reports the worker's process id as its 'seconds'; hangs on BLOCK_M=128, dies on BLOCK_M=16."""
+    """Reports the worker's process id as its 'seconds'; hangs on BLOCK_M=128, dies on BLOCK_M=16, is killed
+    (SIGKILL, as the kernel's OOM killer does) on BLOCK_M=8."""
     import os
+    import signal
 
     if config["BLOCK_M"] == 128:
         time.sleep(120)
     if config["BLOCK_M"] == 16:
         os._exit(1)
+    if config["BLOCK_M"] == 8:
+        os.kill(os.getpid(), signal.SIGKILL)
     return float(os.getpid())
 
 
@@ -78,6 +82,41 @@ def test_a_dying_worker_is_the_culprit_and_the_pool_goes_on():
         results = pool.compile([("shape", c) for c in (dies, *CONFIGS[:2])])
         assert results[dies] == DIED and all(isinstance(results[c], float) for c in CONFIGS[:2])
         assert isinstance(pool.compile([("shape", CONFIGS[0])])[CONFIGS[0]], float)
+
+
+# A user's program without an `if __name__ == "__main__":` guard: spawned workers that re-ran it would start a
+# pool of their own while bootstrapping and die. Its third config's worker is killed mid-compile.
+UNGUARDED = r"""
+import json, sys
+sys.path.insert(0, {testdir!r})
+from test_compile import pid_warmup
+from rooftune.candidates import Config
+from rooftune.kernels.harness.compile_pool import CompilePool
+print("the program ran", flush=True)
+configs = [Config.make(4, 3, BLOCK_M=bm) for bm in (32, 64, 8)]
+with CompilePool(pid_warmup, workers=2, device="cpu") as pool:
+    results = pool.compile([("shape", c) for c in configs], timeout_s=60)
+print(json.dumps([results[c] for c in configs]))
+"""
+
+
+@pytest.mark.parametrize("form", ["script", "-c", "stdin"])
+def test_workers_never_rerun_an_unguarded_program(tmp_path, form):
+    import json
+    import subprocess
+    import sys
+
+    program = UNGUARDED.format(testdir=str(Path(__file__).parent))
+    script = tmp_path / "model.py"
+    script.write_text(program)
+    args = {"script": [str(script)], "-c": ["-c", program], "stdin": ["-"]}[form]
+    done = subprocess.run([sys.executable, *args], input=program if form == "stdin" else None, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran, results = done.stdout.splitlines()
+    assert ran == "the program ran"  # once: in this process, never in a worker
+    first, second, killed = json.loads(results)
+    assert isinstance(first, float) and isinstance(second, float) and killed == DIED
 
 
 def torch_loaded_after(warmup, shape, config, device):

@@ -57,10 +57,10 @@ def counting():
 def shipped_triton(monkeypatch):
     """The Triton release the shipped residuals were fitted under, as the installed one: for tests of what
     the residual shows, run under any Triton (tests/tuner/test_triton_versions.py tests the others)."""
-    from rooftune.tuner import tune
+    from rooftune.tuner import cache, live_tune, residual_choice
     from rooftune.tuner.cli import explain
 
-    for module in (tune, explain):
+    for module in (cache, live_tune, residual_choice, explain):
         monkeypatch.setattr(module, "installed_triton", lambda: "3.6.0")
 
 

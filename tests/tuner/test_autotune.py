@@ -17,8 +17,8 @@ from rooftune.candidates import Config, GemmShape, kernel_spec
 from rooftune.hwprofiles import load_profile
 from rooftune.kernels.autotune import OrderedAutotuner
 from rooftune.tuner.pytorch.autotune import autotune_cache_path, gemm_shape, model_order, rooftune_config
+from rooftune.tuner.residual_choice import shipped_residual
 from rooftune.tuner.search.strategies import corrected_prior
-from rooftune.tuner.tune import shipped_residual
 
 PROFILE = load_profile("h200")  # the interpreter's profile (tuner/pytorch/ops.py INTERPRETER_PROFILE)
 M, N, K = 64, 96, 80
@@ -165,7 +165,7 @@ def test_the_layout_is_read_from_bs_strides(inputs):
 
 
 def test_an_unreadable_cache_file_is_named(inputs, benched, cache):
-    from rooftune.tuner.tune import TuneCacheError
+    from rooftune.tuner.cache import TuneCacheError
 
     cache.write_text("{not json")
     with pytest.raises(TuneCacheError, match="not a readable rooftune autotune cache"):
@@ -227,12 +227,12 @@ def test_good_arguments_still_decorate():
 
 def test_a_choice_the_cache_cannot_keep_still_runs_and_warns(inputs, benched, monkeypatch):
     from rooftune.outputs import OutputError
-    from rooftune.tuner.pytorch import autotune as rooftune_autotune
+    from rooftune.tuner import cache
 
     def full(path, data):
         raise OutputError(f"{path}: could not be written (No space left on device); nothing written")
 
-    monkeypatch.setattr(rooftune_autotune, "write_atomic", full)
+    monkeypatch.setattr(cache, "write_atomic", full)
     x, weight, bias = inputs
     with pytest.warns(RuntimeWarning, match="the choice was not kept: .*autotune.json: could not be written"):
         y = _launch(_tuned(restore_value=["c_ptr"]), x, weight, bias)

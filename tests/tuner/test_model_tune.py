@@ -198,7 +198,8 @@ def test_the_committed_model_tables_name_the_committed_tunes():
 
     from rooftune.candidates.families import kernel_of
     from rooftune.tuner.llm.tables import table_config, vllm_config
-    from rooftune.tuner.tune import cached_result, shipped_residual, tune_key
+    from rooftune.tuner.cache import TuneCache, tune_key
+    from rooftune.tuner.residual_choice import shipped_residual
 
     root = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "models"
     tuned_under = "3.6.0"  # the Triton the committed tables were tuned with (their cache entries record it)
@@ -211,7 +212,7 @@ def test_the_committed_model_tables_name_the_committed_tunes():
             n, k = (int(part.split("=")[1]) for part in table.name.split(",")[:2])
             for m, entry in json.loads(table.read_text()).items():
                 shape = GemmShape(int(m), n, k, "nk")
-                result = cached_result(root / "tune.json", tune_key(shape, PROFILE, 20, residual, triton=tuned_under))
+                result = TuneCache(root / "tune.json").get(tune_key(shape, PROFILE, 20, residual, triton=tuned_under))
                 assert result is not None, f"{model} {shape}: no tune of the shipped space and fit in the cache"
                 assert entry == vllm_config(table_config(result)), (model, shape)
                 assert result.triton == tuned_under

@@ -2,8 +2,10 @@
 tune on first use with tune=True, the per-process memo, the GPU's profile; and `import rooftune`
 staying light. The ops run on the CPU through Triton's interpreter (fp16)."""
 
+import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -15,7 +17,9 @@ from rooftune.hwprofiles.shipped import SHIPPED_BY_GPU_NAME, shipped_profile_nam
 from rooftune.kernels import gemm as kgemm
 from rooftune.kernels.harness.check import relative_error
 from rooftune.outputs import OutputError
-from rooftune.tuner import tune
+from rooftune.tuner.cache import TuneCache, TuneCacheError, tune_key
+from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.tune import TuneResult
 from rooftune.tuner.pytorch import ops
 from rooftune.tuner.search.strategies import zero_trial_pick
 
@@ -55,7 +59,7 @@ def inputs():
 
 
 def key(shape=SHAPE):
-    return tune.tune_key(shape, PROFILE, ops.TUNE_BUDGET, tune.shipped_residual(kernel_of(shape), PROFILE))
+    return tune_key(shape, PROFILE, ops.TUNE_BUDGET, shipped_residual(kernel_of(shape), PROFILE))
 
 
 def legal():
@@ -63,7 +67,7 @@ def legal():
 
 
 def zero_trial():
-    return zero_trial_pick(SHAPE, legal(), PROFILE, tune.shipped_residual(kernel_of(SHAPE), PROFILE))
+    return zero_trial_pick(SHAPE, legal(), PROFILE, shipped_residual(kernel_of(SHAPE), PROFILE))
 
 
 def test_without_a_cache_entry_the_op_runs_the_zero_trial_pick(launched):
@@ -76,12 +80,12 @@ def test_without_a_cache_entry_the_op_runs_the_zero_trial_pick(launched):
 def test_a_cached_tune_is_used_and_looked_up_once(cache, launched, monkeypatch):
     pick = zero_trial()
     winner = next(c for c in reversed(legal()) if c["BLOCK_M"] != pick["BLOCK_M"])
-    result = tune.TuneResult(SHAPE, winner, 3.0, (Trial(winner, 3.0),), "rooftune", PROFILE.name,
-                             kernel_of(SHAPE).space.version, kernel="gemm")
-    tune.store_result(cache, key(), result)  # as `rooftune tune gemm --cache` stores it
+    result = TuneResult(SHAPE, winner, 3.0, (Trial(winner, 3.0),), "rooftune", PROFILE.name,
+                        kernel_of(SHAPE).space.version, kernel="gemm")
+    TuneCache(cache).put(key(), result)  # as `rooftune tune gemm --cache` stores it
     reads = []
-    real_read = ops.cached_result
-    monkeypatch.setattr(ops, "cached_result", lambda *args: reads.append(args) or real_read(*args))
+    real_read = TuneCache.get
+    monkeypatch.setattr(TuneCache, "get", lambda self, key: reads.append(key) or real_read(self, key))
     a, b = inputs()
     for _ in range(2):
         out = rooftune.matmul(a, b)
@@ -96,7 +100,7 @@ def test_tune_on_first_use_stores_what_the_command_finds(cache, launched, monkey
     monkeypatch.setattr(ops, "tune_shape", lambda *args, **kw: real_tune(*args, measurer=measurer, **kw))
     a, b = inputs()
     rooftune.matmul(a, b, tune=True)
-    stored = tune.cached_result(cache, key())
+    stored = TuneCache(cache).get(key())
     assert stored is not None and launched == [stored.winner]
     assert sum(len(batch) for batch in measurer.batches[:-1]) <= ops.TUNE_BUDGET
     ops.clear_memo()
@@ -113,10 +117,10 @@ def test_a_tune_the_cache_cannot_keep_still_runs_and_warns(cache, launched, monk
     real_tune = ops.tune_shape
     monkeypatch.setattr(ops, "tune_shape", lambda *args, **kw: real_tune(*args, measurer=measurer, **kw))
 
-    def full(path, key, result):
-        raise OutputError(f"{path}: could not be written (No space left on device); nothing written")
+    def full(self, key, result):
+        raise OutputError(f"{self.path}: could not be written (No space left on device); nothing written")
 
-    monkeypatch.setattr(tune, "store_result", full)
+    monkeypatch.setattr(TuneCache, "put", full)
     a, b = inputs()
     with pytest.warns(RuntimeWarning, match="was not kept: .*tune.json: could not be written"):
         out = rooftune.matmul(a, b, tune=True)
@@ -126,9 +130,9 @@ def test_a_tune_the_cache_cannot_keep_still_runs_and_warns(cache, launched, monk
 
 def _store_tune(cache, winner_us, baseline_us):
     winner = legal()[0]
-    result = tune.TuneResult(SHAPE, winner, winner_us, (Trial(winner, winner_us),), "rooftune", PROFILE.name,
-                             kernel_of(SHAPE).space.version, baseline_us=baseline_us, kernel="gemm")
-    tune.store_result(cache, key(), result)
+    result = TuneResult(SHAPE, winner, winner_us, (Trial(winner, winner_us),), "rooftune", PROFILE.name,
+                        kernel_of(SHAPE).space.version, baseline_us=baseline_us, kernel="gemm")
+    TuneCache(cache).put(key(), result)
     return winner
 
 
@@ -168,7 +172,7 @@ def test_the_library_route_of_attention_runs_sdpa_in_the_kernels_layout(monkeypa
 
 def test_a_bad_cache_file_is_reported(cache):
     cache.write_text("not json")
-    with pytest.raises(tune.TuneCacheError, match="not a readable rooftune tune cache"):
+    with pytest.raises(TuneCacheError, match="not a readable rooftune tune cache"):
         rooftune.matmul(*inputs())
 
 
@@ -211,3 +215,43 @@ def test_a_short_attention_sequence_gets_the_smallest_blocks():
     configs = legal_configs(kernel_of(short).space, short, PROFILE).configs
     assert configs and {(c["BLOCK_M"], c["BLOCK_N"]) for c in configs} == {(64, 32)}
     assert ops.choose_config(short, PROFILE, ops.cache_path(), tune=False) in configs
+
+
+def test_a_tune_without_a_gpu_runs_the_zero_trial_pick_with_one_warning(cache, launched, monkeypatch):
+    from rooftune.hwprofiles.hwprobe import NoGpuError
+
+    def no_gpu(*args, **kw):
+        raise NoGpuError("no CUDA GPU is visible")
+
+    monkeypatch.setattr(ops, "tune_shape", no_gpu)
+    a, b = inputs()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's own filter: each message once per place
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        rooftune.matmul(a, b, tune=True)
+        rooftune.matmul(a[:, :40], b[:40], tune=True)  # a second shape: no second warning
+    assert [str(w.message) for w in caught] == ["rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); "
+                                                 "the op runs the zero-trial pick"]
+    assert launched[0] == zero_trial() and len(launched) == 2 and not cache.exists()
+
+
+# What a user writes: a model script without an `if __name__ == "__main__":` guard, tuning on first use.
+UNGUARDED = """
+import torch, rooftune
+x = torch.randn(16, 32, dtype=torch.bfloat16)
+w = torch.randn(24, 32, dtype=torch.bfloat16)
+y = rooftune.linear(x, w)
+print(float((y.float() - torch.nn.functional.linear(x.float(), w.float())).abs().max()))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the program tunes for real")
+@pytest.mark.parametrize("form", ["script", "stdin"])
+def test_an_unguarded_program_tuning_on_first_use_finishes(tmp_path, form):
+    script = tmp_path / "model.py"
+    script.write_text(UNGUARDED)
+    env = {**os.environ, "ROOFTUNE_TUNE": "1", "TRITON_INTERPRET": "1", "ROOFTUNE_CACHE": str(tmp_path / "tune.json")}
+    done = subprocess.run([sys.executable, str(script) if form == "script" else "-"], capture_output=True, text=True,
+                          input=UNGUARDED if form == "stdin" else None, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float(done.stdout) < 0.1 and done.stderr.count("no GPU to tune on") == 1

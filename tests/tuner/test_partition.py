@@ -13,7 +13,8 @@ from rooftune.candidates.records import ShapeRecords
 from rooftune.hwprofiles import load_profile
 from rooftune.hwprofiles.hwprobe import granted_sms
 from rooftune.roofline.residual import load_residual, read_residual
-from rooftune.tuner import tune
+from rooftune.candidates import kernel_spec
+from rooftune.tuner.residual_choice import residual_choice
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
 
@@ -42,7 +43,7 @@ def test_the_partition_uses_the_full_chips_residual_as_checked_on_its_train_subs
     assert residual.coefficients == full.coefficients and residual.profile == FULL.name
     check = residual.fit["gpu_checks"]["h200-sm66"]
     assert check["ranks_well"] and check["data"].endswith(f"h200-sm66/{kernel}/train")
-    chosen, note = tune.residual_choice(tune.kernel_spec(kernel), SM66, "3.6.0")
+    chosen, note = residual_choice(kernel_spec(kernel), SM66, "3.6.0")
     assert chosen is not None and "residual" in note
 
 

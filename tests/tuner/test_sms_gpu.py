@@ -49,9 +49,9 @@ def test_a_partition_entered_after_whole_chip_work_in_the_same_process_is_still_
     """`tune` on the whole chip, then inside 66 SMs, in one process (as a library user may): the second is slower."""
     from rooftune.candidates import GemmShape
     from rooftune.hwprofiles import load_profile
-    from rooftune.tuner import tune
+    from rooftune.tuner import live_tune
 
     shape, profile = GemmShape(4096, 4096, 4096, "nk"), load_profile("h200")
-    whole = tune.tune_gemm(shape, profile, budget=3, residual="none")
-    part = tune.tune_gemm(shape, profile, budget=3, residual="none", sms=66)
+    whole = live_tune.tune_gemm(shape, profile, budget=3, residual="none")
+    part = live_tune.tune_gemm(shape, profile, budget=3, residual="none", sms=66)
     assert part.time_us > 1.4 * whole.time_us

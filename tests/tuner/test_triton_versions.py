@@ -13,7 +13,7 @@ from rooftune.eval.datasets.format import read_dataset
 from rooftune.hwprofiles import hwprobe, load_profile
 from rooftune.roofline.fit import make_residual
 from rooftune.roofline.residual import load_residual, read_residual, triton_release
-from rooftune.tuner import tune
+from rooftune.tuner import cache, live_tune, residual_choice
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.pytorch import autotune
 
@@ -24,7 +24,8 @@ TRAIN = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "gemm" / "tr
 
 
 def _installed(monkeypatch, version):
-    monkeypatch.setattr(tune, "installed_triton", lambda: version)
+    for module in (cache, live_tune, residual_choice):
+        monkeypatch.setattr(module, "installed_triton", lambda: version)
     monkeypatch.setattr(hwprobe, "installed_triton", lambda: version)
 
 
@@ -36,14 +37,14 @@ def test_a_cached_tune_from_another_triton_is_tuned_again(synthetic, counting, t
     cache = tmp_path / "tune.json"
     records = synthetic(SHAPE, PROFILE)
     _installed(monkeypatch, "3.6.0")
-    first = tune.tune_shape(SHAPE, PROFILE, 4, measurer=counting(records), cache=cache, residual=None)
+    first = live_tune.tune_shape(SHAPE, PROFILE, 4, measurer=counting(records), cache=cache, residual=None)
     assert first.triton == "3.6.0"
     again = counting(records)
-    assert tune.tune_shape(SHAPE, PROFILE, 4, measurer=again, cache=cache, residual=None).winner == first.winner
+    assert live_tune.tune_shape(SHAPE, PROFILE, 4, measurer=again, cache=cache, residual=None).winner == first.winner
     assert again.batches == []  # same Triton: the cache answers
     _installed(monkeypatch, "3.9.0")
     newer = counting(records)
-    result = tune.tune_shape(SHAPE, PROFILE, 4, measurer=newer, cache=cache, residual=None)
+    result = live_tune.tune_shape(SHAPE, PROFILE, 4, measurer=newer, cache=cache, residual=None)
     assert newer.batches and result.triton == "3.9.0"  # another Triton: measured again, not reused
     keys = list(json.loads(cache.read_text())["entries"])
     assert len(keys) == 2 and {"triton=3.6.0", "triton=3.9.0"} == {k.split("|")[4] for k in keys}
@@ -53,9 +54,9 @@ def test_the_shipped_residual_ranks_only_under_the_release_it_was_fitted_or_chec
     spec = kernel_of(SHAPE)
     shipped = load_residual("gemm", PROFILE)
     assert shipped.tritons == ("3.6",)
-    residual, note = tune.residual_choice(spec, PROFILE, "3.6.0")
+    residual, note = residual_choice.residual_choice(spec, PROFILE, "3.6.0")
     assert residual is not None and "Triton 3.6" in note
-    residual, note = tune.residual_choice(spec, PROFILE, "3.9.0")
+    residual, note = residual_choice.residual_choice(spec, PROFILE, "3.9.0")
     assert residual is None and "not checked under 3.9" in note and "fit gemm --check" in note
     assert shipped.applies_to(spec.space.version, None)  # no version given: replay of data that name none
 
@@ -101,7 +102,7 @@ def test_fit_check_adds_the_release_where_the_residual_still_ranks_well(train_un
     assert checked.tritons == ("3.6", "3.9")
     assert checked.fit["triton_checks"]["3.9"]["ranks_well"] is True
     assert checked.coefficients == load_residual("gemm", PROFILE).coefficients
-    assert tune.residual_digest(checked) == tune.residual_digest(load_residual("gemm", PROFILE))  # caches kept
+    assert cache.residual_digest(checked) == cache.residual_digest(load_residual("gemm", PROFILE))  # caches kept
 
 
 def test_fit_check_writes_nothing_where_the_residual_ranks_worse(train_under_39, tmp_path):

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import GEMM_SPACE, legal_configs, parse_gemm_shape
 from rooftune.hwprofiles import load_profile
-from rooftune.tuner import tune
+from rooftune.tuner import cache, live_tune, tune
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.evaluation import replay_shape
 from rooftune.tuner.search.strategies import model_order, rooftune_strategy, zero_trial_pick
@@ -95,43 +95,43 @@ def test_failed_trials_are_kept_and_never_win(records, counting, synthetic):
 def test_tune_gemm_cache_hit_skips_the_measurer(tmp_path, records, counting):
     path = tmp_path / "tune.json"
     m = counting(records)
-    first = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=m, cache=path, residual=None)
-    hit = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=None, cache=path, residual=None)  # a miss needs a GPU
+    first = live_tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=m, cache=path, residual=None)
+    hit = live_tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=None, cache=path, residual=None)  # a miss needs a GPU
     assert hit.cached and hit.winner == first.winner and hit.trials == first.trials
     other = counting(records)
-    tune.tune_gemm(SHAPE, PROFILE, budget=3, measurer=other, cache=path, residual=None)
+    live_tune.tune_gemm(SHAPE, PROFILE, budget=3, measurer=other, cache=path, residual=None)
     assert other.batches, "a changed budget must miss"
     data = json.loads(path.read_text())
     assert len(data["entries"]) == 2 and not list(tmp_path.glob("*.tmp"))
     old = {k.replace(GEMM_SPACE.version, "gemm-older"): v for k, v in data["entries"].items()}
     path.write_text(json.dumps({**data, "entries": old}))
     again = counting(records)
-    tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=again, cache=path, residual=None)
+    live_tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=again, cache=path, residual=None)
     assert again.batches, "entries of another space version do not match"
 
 
 def test_result_round_trips_through_json(records, counting):
     result = tune.tune(SHAPE, counting(records), rooftune_strategy(None), 6, profile=PROFILE)
-    back = tune.result_from_dict(json.loads(json.dumps(tune.result_to_dict(result))))
+    back = cache.result_from_dict(json.loads(json.dumps(cache.result_to_dict(result))))
     assert back == result
 
 
 def test_corrupt_cache_names_the_file(tmp_path, records, counting):
     path = tmp_path / "tune.json"
     path.write_text("{not json")
-    with pytest.raises(tune.TuneCacheError, match="tune.json"):
-        tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=counting(records), cache=path)
+    with pytest.raises(cache.TuneCacheError, match="tune.json"):
+        live_tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=counting(records), cache=path)
     path.write_text(json.dumps({"something": "else"}))
-    with pytest.raises(tune.TuneCacheError, match="not a rooftune tune cache"):
-        tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=counting(records), cache=path)
+    with pytest.raises(cache.TuneCacheError, match="not a rooftune tune cache"):
+        live_tune.tune_gemm(SHAPE, PROFILE, budget=2, measurer=counting(records), cache=path)
 
 
 def test_cli_json_with_a_recorded_measurer(tmp_path, monkeypatch, records, counting, live_from):
     from rooftune.kernels.harness import live
 
     live_from(counting(records))
-    out, cache = tmp_path / "r.json", tmp_path / "c.json"
-    args = ["tune", "gemm", "--shape", "512x512x512", "--budget", "4", "--json", str(out), "--cache", str(cache)]
+    out, cache_file = tmp_path / "r.json", tmp_path / "c.json"
+    args = ["tune", "gemm", "--shape", "512x512x512", "--budget", "4", "--json", str(out), "--cache", str(cache_file)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
@@ -151,23 +151,23 @@ def test_tune_attention_runs_the_same_path(synthetic, counting):
 
     shape = parse_attention_shape("2x16x1024x128x4")
     records = synthetic(shape, PROFILE)
-    result = tune.tune_shape(shape, PROFILE, budget=6, measurer=counting(records))
+    result = live_tune.tune_shape(shape, PROFILE, budget=6, measurer=counting(records))
     assert result.kernel == "attention" and len(result.trials) == 6
     assert result.time_us == min(t.time_us for t in result.trials if t.ok)
-    assert tune.result_from_dict(json.loads(json.dumps(tune.result_to_dict(result)))) == result
+    assert cache.result_from_dict(json.loads(json.dumps(cache.result_to_dict(result)))) == result
 
 
 @pytest.mark.gpu
 def test_tune_attention_on_the_gpu():
     from rooftune.candidates import parse_attention_shape
 
-    result = tune.tune_shape(parse_attention_shape("2x8x1024x64"), PROFILE, budget=5)
+    result = live_tune.tune_shape(parse_attention_shape("2x8x1024x64"), PROFILE, budget=5)
     assert len(result.trials) == 5 and result.time_us > 0 and result.baseline_us and result.baseline_us > 0
 
 
 @pytest.mark.gpu
 def test_tune_gemm_on_the_gpu():
-    result = tune.tune_gemm(SHAPE, PROFILE, budget=5)
+    result = live_tune.tune_gemm(SHAPE, PROFILE, budget=5)
     assert len(result.trials) == 5 and result.time_us > 0 and result.baseline_us and result.baseline_us > 0
     assert result.winner in [t.config for t in result.trials if t.ok]
 
@@ -195,8 +195,8 @@ def test_cli_tune_defaults_to_the_per_user_cache(tmp_path, monkeypatch, records,
 
 
 def test_a_cache_path_that_is_not_a_regular_file_is_refused_not_read_forever(tmp_path):
-    with pytest.raises(tune.TuneCacheError, match="not a regular file"):
-        tune.read_cache(tmp_path)  # a folder; /dev/full (endless zeros) is refused the same way
+    with pytest.raises(cache.TuneCacheError, match="not a regular file"):
+        cache.TuneCache(tmp_path).read()  # a folder; /dev/full (endless zeros) is refused the same way
 
 
 def test_cli_tune_takes_a_residual_file_or_none(tmp_path, records, counting, live_from):
@@ -218,7 +218,7 @@ def test_cli_tune_takes_a_residual_file_or_none(tmp_path, records, counting, liv
 
 
 def test_residual_none_by_name_is_the_model_alone_and_a_wrong_value_is_refused(records, counting):
-    by_name = tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual="none")
-    assert by_name.winner == tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual=None).winner
+    by_name = live_tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual="none")
+    assert by_name.winner == live_tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual=None).winner
     with pytest.raises(ValueError, match='"shipped", "none", None or a Residual'):
-        tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual="fitted")
+        live_tune.tune_gemm(SHAPE, PROFILE, budget=4, measurer=counting(records), residual="fitted")

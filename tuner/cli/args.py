@@ -36,7 +36,7 @@ EXIT_CODES = (
     ("rooftune.hwprofiles.hwprobe", "PartitionError", 2),
     ("rooftune.eval.datasets.format", "DatasetError", 2),
     ("rooftune.eval.datasets.readers", "DatasetFormatError", 2),
-    ("rooftune.tuner.tune", "TuneCacheError", 2),
+    ("rooftune.tuner.cache", "TuneCacheError", 2),
     ("rooftune.roofline.residual", "ResidualError", 2),
     ("rooftune.tuner.fitting", "HeldOutError", 2),
     ("rooftune.tuner.cli.args", "ArgumentError", 2),

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune import roofline
+from rooftune.candidates.config import config_label
 from rooftune.candidates import (
     KERNELS,
     SPACES,
@@ -55,23 +56,12 @@ WIDE_COLUMNS = 150
 
 explain_app = typer.Typer(help="Show the model's top configs for a shape and why.", no_args_is_help=True)
 
-_SHORT = {"GROUP_M": "gm", "GROUP_SIZE_M": "gm", "SPLIT_K": "sk", "ORDER": "ord", "TMA": "tma", "PERSISTENT": "p",
-          "FIXUP": "fx", "num_warps": "w", "num_stages": "s"}
-_TILE = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")  # GEMM's, MoE's (vLLM's)
 _EXPLAIN_PLOT_HELP = ("also draw predicted vs recorded time over the shape's space, with the configs a 20-config "
                       "search measures there, the zero-trial pick and the best marked, to this image ("
                       + PLOT_EXTRA + "); needs --data")
 _EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooftune eval` reads) holding this shape"
 
 
-
-def config_label(config) -> str:
-    """Compact form for tables: '128x256x64 gm8 sk1 w8 s3'; a composite tile (BLOCK_N2 > 0) '128x256+64x64';
-    MoE's (vLLM's names) '64x128x64 gm16 w4 s3'."""
-    tile = "x".join(str(config[k]) + (f"+{config['BLOCK_N2']}" if k == "BLOCK_N" and config.get("BLOCK_N2") else "")
-                    for k in _TILE if k in config)
-    rest = " ".join(f"{_SHORT.get(k, k)}{v}" for k, v in config.items() if k not in _TILE and k != "BLOCK_N2")
-    return f"{tile} {rest}"
 
 
 def complete_config(space, legal: list, text: str):

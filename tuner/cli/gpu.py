@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rooftune.candidates import KERNELS, kernel_spec, load_implementation
+from rooftune.candidates.config import config_label
 from rooftune.candidates.families import check_sweep_dtypes
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.eval.sweeping import sweep
@@ -31,7 +32,6 @@ from rooftune.tuner.cli.args import (
     parse_shard,
     residual_option,
 )
-from rooftune.tuner.cli.explain import config_label
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.terminal import add_cells, width_table
 from rooftune.tuner.llm.moe_tables import read_table, table_file_name, write_table
@@ -40,7 +40,8 @@ from rooftune.tuner.llm.shapes import load_model_config, model_shapes
 from rooftune.tuner.llm.tables import model_outputs, shape_label
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
-from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
+from rooftune.tuner.cache import cache_path, result_to_dict
+from rooftune.tuner.live_tune import tune_shape
 
 console = Console()
 # What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.

@@ -34,18 +34,10 @@ from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import OutputError
 from rooftune.tuner.llm.moe_tables import table_file_name
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, MeasurerFactory, Reporter, live_measurers
-from rooftune.tuner.tune import (
-    CONFIRM_TOP,
-    TuneError,
-    TuneResult,
-    cache_key,
-    cached_result,
-    kernel_digest,
-    ranking_residual,
-    store_result,
-    tune_key,
-    tune_shape,
-)
+from rooftune.tuner.cache import TuneCache, cache_key, tune_key
+from rooftune.tuner.live_tune import tune_shape
+from rooftune.tuner.residual_choice import ranking_residual
+from rooftune.tuner.tune import CONFIRM_TOP, TuneError, TuneResult
 
 TABLE_GEMMS = ("both", *MOE_GEMMS)
 # Configs of each GEMM's tune the pair pass carries to both GEMMs: the ones `tune` confirmed side by side.
@@ -178,9 +170,7 @@ def pair_candidates(shapes: dict[str, MoeShape], tunes: dict[str, TuneResult], p
 def _pair_key(shape: MoeShape, configs: list[Config], profile: HardwareProfile, budget: int, sms: int | None) -> str:
     """The tune cache's key for a pair pass of `configs` on `shape` (the configs' list names the pass)."""
     digest = hashlib.sha256("|".join(map(str, configs)).encode()).hexdigest()[:12]
-    spec = kernel_spec("moe")
-    return cache_key(shape, profile, budget, sms, space_version=spec.space.version, digest=kernel_digest(spec.module),
-                     tuner=f"{PAIR_STRATEGY}:{digest}", triton=installed_triton())
+    return cache_key(shape, profile, budget, sms, tuner=f"{PAIR_STRATEGY}:{digest}")
 
 
 def pair_trials(shape: MoeShape, configs: list[Config], measurer, profile: HardwareProfile, budget: int,
@@ -188,7 +178,8 @@ def pair_trials(shape: MoeShape, configs: list[Config], measurer, profile: Hardw
     """`configs` timed side by side on `shape` (one batch), from the tune cache where this pass is there (and
     stored there where some config ran); (config -> trial, whether it was cached)."""
     key = _pair_key(shape, configs, profile, budget, sms) if cache else None
-    hit = cached_result(cache, key) if cache else None
+    store = TuneCache(cache) if cache else None
+    hit = store.get(key) if store else None
     if hit is not None:
         return {t.config: t for t in hit.trials}, True
     trials = measurer.measure(shape, list(configs))
@@ -198,7 +189,7 @@ def pair_trials(shape: MoeShape, configs: list[Config], measurer, profile: Hardw
         result = TuneResult(shape, best.config, best.time_us, tuple(trials), PAIR_STRATEGY, profile.name,
                             MOE_SPACE.version, kernel="moe", triton=installed_triton())
         try:
-            store_result(cache, key, result)
+            store.put(key, result)
         except OutputError:
             pass  # the pass stands; a rerun times it again
     return {t.config: t for t in trials}, False
@@ -263,7 +254,7 @@ def _tune_entry(tokens: int, shapes: dict[str, MoeShape], profile: HardwareProfi
     for g, shape in shapes.items():
         if not legal_configs(MOE_SPACE, shape, profile).configs:
             return MoeEntry(tokens, None, tunes=tunes, skipped=f"{g}: {NO_LEGAL_CONFIG}"), measured, hits
-        was_cached = cache is not None and cached_result(cache, tune_key(shape, profile, budget, residual, sms)) is not None
+        was_cached = cache is not None and TuneCache(cache).get(tune_key(shape, profile, budget, residual, sms)) is not None
         try:
             tunes[g] = tune_shape(shape, profile, budget, measurer=measurer, cache=cache, sms=sms, residual=residual)
         except TuneError as exc:

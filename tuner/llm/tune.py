@@ -15,7 +15,10 @@ from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import partition_profile
 from rooftune.kernels.harness import live
 from rooftune.tuner.llm.shapes import LayerShape, ModelConfig, model_shapes
-from rooftune.tuner.tune import TuneError, TuneResult, cached_result, shipped_residual, tune_key, tune_shape
+from rooftune.tuner.cache import TuneCache, tune_key
+from rooftune.tuner.live_tune import tune_shape
+from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.tune import TuneError, TuneResult
 
 NO_LEGAL_CONFIG = "no legal config in the published space"
 
@@ -115,7 +118,7 @@ def tune_model(config: ModelConfig, tokens: list[int], profile: HardwareProfile,
         if not legal_configs(spec.space, shape, model_profile).configs:
             skipped[shape] = NO_LEGAL_CONFIG
             continue
-        hit = cached_result(path, tune_key(shape, profile, budget, residuals[spec.name], sms)) if path else None
+        hit = TuneCache(path).get(tune_key(shape, profile, budget, residuals[spec.name], sms)) if path else None
         if hit is not None:
             results[shape] = hit
         else:

@@ -16,7 +16,6 @@ a file of its own, since its entries are a user kernel's configs, not `rooftune 
 from __future__ import annotations
 
 import hashlib
-import json
 import numbers
 import warnings
 from pathlib import Path
@@ -25,10 +24,11 @@ import numpy as np
 
 from rooftune.candidates import Config, GemmShape, kernel_spec
 from rooftune.hwprofiles.hwprobe import installed_triton
-from rooftune.outputs import OutputError, write_atomic
+from rooftune.outputs import OutputError
 from rooftune.tuner.pytorch.ops import device_profile
 from rooftune.tuner.search.strategies import corrected_prior
-from rooftune.tuner.tune import cache_path, read_cache, shipped_residual
+from rooftune.tuner.cache import CacheFile, cache_path
+from rooftune.tuner.residual_choice import shipped_residual
 
 AUTOTUNE_CACHE_FORMAT = "rooftune-autotune-cache-1"
 # rooftune's GEMM parameter <- the names a user's kernel may give it (the Triton tutorial's first)
@@ -98,13 +98,14 @@ def model_order(triton_configs: list, shape: GemmShape, profile) -> list:
 # --- the persistent cache ------------------------------------------------------------------------------
 
 def autotune_cache_path() -> Path:
-    """autotune.json beside the tune cache (tuner/tune.py `cache_path`: $ROOFTUNE_CACHE's folder, else
+    """autotune.json beside the tune cache (tuner/cache.py `cache_path`: $ROOFTUNE_CACHE's folder, else
     ~/.cache/rooftune)."""
     return cache_path().with_name("autotune.json")
 
 
-def _read(path: Path) -> dict:
-    return read_cache(path, AUTOTUNE_CACHE_FORMAT, kind="autotune")
+def autotune_cache() -> CacheFile:
+    """The autotune cache file (tuner/cache.py `CacheFile`: read whole, written atomically)."""
+    return CacheFile(autotune_cache_path(), AUTOTUNE_CACHE_FORMAT, kind="autotune")
 
 
 def entry_key(profile_name: str, kernel_id: str, tuning_key: tuple, configs: list) -> str:
@@ -183,7 +184,7 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
         return entry_key(device_profile(_first_tensor(args).device).name, kernel_id, tuning_key, benched)
 
     def recall(kernel_id, tuning_key, benched, args):
-        stored = _read(autotune_cache_path())["entries"].get(entry_id(kernel_id, tuning_key, benched, args))
+        stored = autotune_cache().entry(entry_id(kernel_id, tuning_key, benched, args))
         if stored is None:
             return None
         return next((c for c in benched if str(c) == stored.get("config")), None)
@@ -192,11 +193,9 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
         times = {str(c): _median_ms(t) for c, t in timings.items()}
         if not any(np.isfinite(t) for t in times.values()):  # every config failed: nothing worth keeping
             return
-        path = autotune_cache_path()
-        data = _read(path)  # just before writing: another process may have written since
-        data["entries"][entry_id(kernel_id, tuning_key, benched, args)] = {"config": str(choice), "time_ms": times}
-        try:
-            write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
+        key = entry_id(kernel_id, tuning_key, benched, args)
+        try:  # the file is read again just before writing: another process may have written since
+            autotune_cache().put_entry(key, {"config": str(choice), "time_ms": times})
         except OutputError as exc:  # the choice stands for this process; only its keeping failed
             warnings.warn(f"rooftune.autotune: the choice was not kept: {exc}", RuntimeWarning, stacklevel=2)
 

@@ -1,13 +1,14 @@
 """Which config rooftune's PyTorch ops (kernels/ops.py) run: a tune cache entry, a tune on first use, or
 the zero-trial pick; resolved once per (shape, device) in a process.
 
-The cache is the one `rooftune tune` writes (tuner/tune.py's `cache_path`), keyed exactly as there for a budget of
+The cache is the one `rooftune tune` writes (tuner/cache.py's `TuneCache` at `cache_path`), keyed exactly as there for a budget of
 TUNE_BUDGET (`tune_key`: GPU profile, shape, space version, kernel digest, Triton version, residual), so a shape
 tuned from the command line is found by the ops and a shape the ops tune is found by the command.
 Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME for ~/.cache).
 The GPU's profile: $ROOFTUNE_PROFILE (a shipped name or a JSON path), else the shipped profile for
 the GPU's driver name (hwprofiles/shipped.py); CPU tensors run in Triton's interpreter, which has no
-GPU to name, and get INTERPRETER_PROFILE's configs.
+GPU to name, and get INTERPRETER_PROFILE's configs; a tune asked for there (`tune=True`, $ROOFTUNE_TUNE=1) has
+no GPU to time on, so they run the zero-trial pick, with one warning.
 
 Where the tune (cached or on first use) timed the library's own op (cuBLAS through torch.matmul, SDPA)
 faster than its winner, side by side in its confirming pass, the answer is LIBRARY_ROUTE and the op runs
@@ -23,9 +24,13 @@ from pathlib import Path
 
 from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile, load_profile
+from rooftune.hwprofiles.hwprobe import NoGpuError
 from rooftune.hwprofiles.shipped import shipped_profile_name
 from rooftune.tuner.search.strategies import zero_trial_pick
-from rooftune.tuner.tune import CACHE_ENV, TuneResult, cache_path, cached_result, shipped_residual, tune_key, tune_shape
+from rooftune.tuner.cache import CACHE_ENV, TuneCache, cache_path, tune_key
+from rooftune.tuner.live_tune import tune_shape
+from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.tune import TuneResult
 
 PROFILE_ENV = "ROOFTUNE_PROFILE"
 KERNEL_ONLY_ENV = "ROOFTUNE_KERNEL_ONLY"
@@ -52,6 +57,17 @@ def library_faster(result: TuneResult) -> bool:
     return result.baseline_us is not None and result.baseline_us < result.time_us
 
 
+def tune_or_none(shape, profile: HardwareProfile, cache: Path) -> TuneResult | None:
+    """A live tune of `shape` within TUNE_BUDGET configs (stored in the cache); None, with a warning, on a
+    machine without a GPU to time it on (the CPU runs Triton's interpreter): the zero-trial pick serves."""
+    try:
+        return tune_shape(shape, profile, TUNE_BUDGET, cache=cache)
+    except NoGpuError:  # one message for every shape: Python's warning filter shows it once
+        warnings.warn("rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); the op runs the "
+                      "zero-trial pick", RuntimeWarning, stacklevel=2)
+        return None
+
+
 def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kernel_only: bool = False) -> Config | str:
     """The cache's winner for `shape` on `profile`; else, with `tune`, the winner of a live tune
     within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
@@ -59,10 +75,10 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     library's op faster, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
     spec = kernel_of(shape)
     residual = shipped_residual(spec, profile)
-    result = cached_result(cache, tune_key(shape, profile, TUNE_BUDGET, residual))
+    result = TuneCache(cache).get(tune_key(shape, profile, TUNE_BUDGET, residual))
     if result is None and tune:
-        result = tune_shape(shape, profile, TUNE_BUDGET, cache=cache)
-        if result.cache_error:  # the winner stands for this process; the next one tunes the shape again
+        result = tune_or_none(shape, profile, cache)
+        if result is not None and result.cache_error:  # the winner stands for this process; the next one tunes the shape again
             warnings.warn(f"rooftune: the tune of {shape} was not kept: {result.cache_error}", RuntimeWarning,
                           stacklevel=2)
     if result is not None:

@@ -14,7 +14,7 @@ from rooftune.hwprofiles import HardwareProfile
 from rooftune.tuner.search.strategies import (
     MeasureBatch,
     Strategy,
-    _measure_in_order,
+    measure_in_order,
     nearest_legal,
     nearest_legal_twins,
 )
@@ -134,7 +134,7 @@ def nvmmh_strategy(shape, candidates: list[Config], measure: MeasureBatch, budge
     if not candidates:
         return []
     names = [n for n in candidates[0] if n not in ("num_warps", "num_stages")]
-    return _measure_in_order(nearest_legal(nvmmh_configs(shape, profile, names), candidates), measure, budget)
+    return measure_in_order(nearest_legal(nvmmh_configs(shape, profile, names), candidates), measure, budget)
 
 
 nvmmh_strategy.__name__ = "nvmmh"

@@ -33,7 +33,7 @@ def best_trial(trials: list[Trial]) -> Trial | None:
     return min(ok, key=lambda t: t.time_us) if ok else None
 
 
-def _measure_in_order(configs: Iterable[Config], measure: MeasureBatch, budget: int) -> list[Trial]:
+def measure_in_order(configs: Iterable[Config], measure: MeasureBatch, budget: int) -> list[Trial]:
     """The first `budget` configs (islice: an order may be lazy over the whole space), as one batch."""
     batch = list(itertools.islice(configs, max(budget, 0)))
     return measure(batch) if batch else []
@@ -130,7 +130,7 @@ def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strat
 def model_order(shape, candidates: list[Config], measure: MeasureBatch, budget: int,
                 profile: HardwareProfile) -> list[Trial]:
     """Measure the `budget` candidates the model predicts fastest (`model_ranking`), no residual."""
-    return _measure_in_order((c for c, _ in model_ranking(shape, candidates, profile)), measure, budget)
+    return measure_in_order((c for c, _ in model_ranking(shape, candidates, profile)), measure, budget)
 
 
 def _shape_salt(shape) -> int:
@@ -144,7 +144,7 @@ def random_order(seed: int) -> Strategy:
     def strategy(shape, candidates, measure, budget, profile):
         rng = np.random.default_rng([seed, _shape_salt(shape)])
         order = rng.permutation(len(candidates))
-        return _measure_in_order((candidates[i] for i in order), measure, budget)
+        return measure_in_order((candidates[i] for i in order), measure, budget)
 
     strategy.__name__ = f"random_order({seed})"
     return strategy
@@ -153,7 +153,7 @@ def random_order(seed: int) -> Strategy:
 def tutorial(shape, candidates: list[Config], measure: MeasureBatch, budget: int, profile: HardwareProfile) -> list[Trial]:
     """The Triton tutorial's 8 GEMM configs in their listed order (candidates are ignored); a GEMM method
     (`gemm_eval_methods` lists it)."""
-    return _measure_in_order(tutorial_configs(param_names(candidates[:1])), measure, budget)
+    return measure_in_order(tutorial_configs(param_names(candidates[:1])), measure, budget)
 
 
 def nearest_legal_twins(listed: list[Config], candidates: list[Config]) -> list[Config]:
@@ -182,7 +182,7 @@ def static_list(configs: list[Config]) -> Strategy:
     nearest legal twin."""
 
     def strategy(shape, candidates, measure, budget, profile):
-        return _measure_in_order(nearest_legal(configs, candidates), measure, budget)
+        return measure_in_order(nearest_legal(configs, candidates), measure, budget)
 
     strategy.__name__ = "static"
     return strategy
@@ -204,4 +204,4 @@ def static_attention(shape, candidates: list[Config], measure: MeasureBatch, bud
     """The static attention list in its order, each config as the candidates hold it (`nearest_legal`:
     the probe's configs are the list's own; in today's space, which adds TMA, its pointer-load twin); an
     attention method (`attention_eval_methods` lists it)."""
-    return _measure_in_order(nearest_legal(static_attention_configs(), candidates), measure, budget)
+    return measure_in_order(nearest_legal(static_attention_configs(), candidates), measure, budget)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from rooftune.candidates import Config
 from rooftune.candidates.records import ShapeRecords
-from rooftune.tuner.search.strategies import Strategy, _measure_in_order, nearest_legal
+from rooftune.tuner.search.strategies import Strategy, measure_in_order, nearest_legal
 
 
 class TransferError(ValueError):
@@ -37,7 +37,7 @@ def transfer(table: Mapping[object, Config]) -> Strategy:
     def strategy(shape, candidates, measure, budget, profile):
         if shape not in table:
             raise TransferError(f"the transfer table has no config for {shape}")
-        return _measure_in_order(nearest_legal([table[shape]], candidates), measure, budget)
+        return measure_in_order(nearest_legal([table[shape]], candidates), measure, budget)
 
     strategy.__name__ = "transfer"
     return strategy

@@ -16,7 +16,7 @@ from rooftune.candidates import Config, MoeShape
 from rooftune.candidates.moe_space import group_twin
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.tuner.llm.moe_tables import default_config, lookup, shipped_tables, table_file_name
-from rooftune.tuner.search.strategies import Strategy, _measure_in_order, nearest_legal
+from rooftune.tuner.search.strategies import Strategy, measure_in_order, nearest_legal
 
 
 def vllm_table(shape: MoeShape, profile: HardwareProfile, tables: Mapping[str, Mapping[int, Config]]
@@ -44,7 +44,7 @@ def as_candidate(shape: MoeShape, config: Config, candidates: list[Config]) -> C
 def _one_config(choose, name: str) -> Strategy:
     # A fused-MoE method: `moe_eval_methods` lists it.
     def strategy(shape, candidates, measure, budget, profile):
-        return _measure_in_order([as_candidate(shape, choose(shape, profile), candidates)], measure, budget)
+        return measure_in_order([as_candidate(shape, choose(shape, profile), candidates)], measure, budget)
 
     strategy.__name__ = name
     return strategy
