@@ -43,6 +43,7 @@ EXIT_CODES = (
     ("rooftune.tuner.llm.shapes", "ModelConfigError", 2),
     ("rooftune.tuner.llm.tables", "TableError", 2),
     ("rooftune.outputs", "OutputError", 2),
+    ("rooftune.inputs", "InputError", 2),
     ("rooftune.tuner.tune", "TuneError", 1),
     ("rooftune.eval.sweeping.workers", "WorkerError", 1),
     ("rooftune.eval.sweeping.quarantine", "ContextQuarantined", 3),
