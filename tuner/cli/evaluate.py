@@ -26,7 +26,7 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
-from rooftune.tuner.evaluation import budget_cap, evaluate, offered_as_live
+from rooftune.tuner.evaluation import budget_cap, check_scorable, evaluate, offered_as_live
 from rooftune.tuner.llm.moe_tables import shipped_tables
 from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods, moe_eval_methods
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
@@ -45,14 +45,16 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
                                 "attention": (AttentionShape, attention_eval_methods),
                                 "moe": (MoeShape, moe_eval_methods)}[kernel]
     profile = data_profile(gpu, data)
-    check_output(json_out, "--json")
-    check_plot(plot)
+    inputs = (data, transfer_from, gpu, residual_choice)
+    check_output(json_out, "--json", inputs=inputs)
+    check_plot(plot, inputs=inputs)
     records = load_records(data, kernel=kernel)
     records = [r for r in records if isinstance(r.shape, shape_type)]
     if not records:
         fail(f"{data}: no {_LABELS[kernel]} shapes recorded")
     offer = offered_as_live(records, KERNELS[kernel].space, profile)
     records = offer.records
+    check_scorable(offer, str(data), profile)
     if offer.not_legal:
         warn(f"{offer.not_legal} recorded configs of {offer.shapes_cut} shapes are not legal on {profile.name}: "
              "replay leaves them out, as `rooftune tune` there would")

@@ -40,7 +40,7 @@ from rooftune.tuner.llm.shapes import load_model_config, model_shapes
 from rooftune.tuner.llm.tables import model_outputs, shape_label
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
-from rooftune.tuner.tune import cache_path, result_to_dict, tune_shape
+from rooftune.tuner.tune import CACHE_ENV, cache_path, result_to_dict, tune_shape
 
 console = Console()
 # What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.
@@ -237,10 +237,13 @@ _JSON = typer.Option(None, "--json", metavar=PATH, help="also write the result a
 
 
 def _cache_file(cache: str | None) -> str | None:
-    """--cache: by default the per-user cache (its folder made on first use); 'none': no cache."""
+    """--cache: by default the per-user cache ($ROOFTUNE_CACHE, else under ~/.cache; its folder made by the first
+    write, after a tune, so a command that fails first, e.g. without a GPU, creates nothing); 'none': no cache."""
     if cache is None:
         cache = str(cache_path())
-        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        check_output(Path(cache).parent, f"the tune cache {cache} (${CACHE_ENV}): its folder", folder=True)
+        if not Path(cache).exists():
+            return cache
     cache = None if cache == "none" else cache
     check_output(cache, "--cache")
     return cache
@@ -253,7 +256,7 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
     check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
-    check_output(json_out, "--json")
+    check_output(json_out, "--json", inputs=(gpu, residual_choice, cache))
     cache = _cache_file(cache)
     label = kernel_spec(kernel).baseline_label
     residual = _ranking(kernel, profile, residual_choice)
