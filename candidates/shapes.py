@@ -182,6 +182,11 @@ class MoeShape:
         return self.hidden if self.gemm == "gate_up" else self.intermediate
 
     @property
+    def layout(self) -> str:
+        """B's storage, as GemmShape's: each expert's weight is [N, K] (vLLM's w1 and w2), 'nk'."""
+        return "nk"
+
+    @property
     def rows(self) -> int:
         """Routed rows, tokens · topk: the rows the GEMM computes (one per token and chosen expert)."""
         return self.tokens * self.topk

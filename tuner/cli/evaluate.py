@@ -28,7 +28,12 @@ from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, check_scorable, evaluate, offered_as_live
 from rooftune.tuner.llm.moe_tables import shipped_tables
-from rooftune.tuner.search.methods import attention_eval_methods, gemm_eval_methods, moe_eval_methods
+from rooftune.tuner.search.methods import (
+    attention_eval_methods,
+    gemm_eval_methods,
+    moe_eval_methods,
+    unavailable_methods,
+)
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
 from rooftune.tuner.search.vllm import vllm_table
 
@@ -69,12 +74,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
         except TransferError as exc:
             fail(str(exc))
         methods["transfer"] = transfer(table)
-    if only:
-        wanted = [m.strip() for m in only.split(",") if m.strip()]
-        unknown = [m for m in wanted if m not in methods]
-        if unknown:
-            fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
-        methods = {m: methods[m] for m in wanted}
+    methods = _methods(kernel, methods, profile, only)
     if residual is not None and Path(str(residual.fit.get("data", ""))).resolve() == Path(data).resolve():
         cv = residual.fit.get("cv", {}).get(str(budget))
         warn(f"{data} is the residual's training data: the rooftune row is in-sample"
@@ -114,6 +114,27 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
                                               for m, s in summary["methods"].items()}))]
     write_all([(path, write) for path, write in writes if path is not None],
               done=lambda path: console.print(f"wrote {path}"))
+
+
+def _methods(kernel: str, methods: dict, profile, only: str | None) -> dict:
+    """The methods to replay: those that can run here (a baseline that cannot, e.g. nvMatmulHeuristics on a GPU it
+    does not know, left out with a note where its package is installed), cut to --methods where given (a name that
+    cannot run here, or is unknown, is an error saying why)."""
+    unavailable = unavailable_methods(kernel, profile)
+    methods = {m: s for m, s in methods.items() if m not in unavailable}
+    if not only:
+        for m, missing in unavailable.items():
+            if missing.installed:
+                warn(f"{m} left out: {missing.why}")
+        return methods
+    wanted = [m.strip() for m in only.split(",") if m.strip()]
+    for m in wanted:
+        if m in unavailable:
+            fail(f"--methods {m}: {unavailable[m].why}")
+    unknown = [m for m in wanted if m not in methods]
+    if unknown:
+        fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
+    return {m: methods[m] for m in wanted}
 
 
 _LABELS = {"gemm": "GEMM", "attention": "attention", "moe": "fused-MoE"}
