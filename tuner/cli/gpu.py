@@ -463,12 +463,18 @@ def tune_moe_cmd(
             write_table(path, tuned.table())
             console.print(f"wrote {path} ({len(tuned.table())} token counts" +
                           ("; vLLM serves both GEMMs with it)" if gemm == "gate_up" else ")"))
-    skipped = [f"M={e.tokens}: {e.skipped}" for e in tuned.entries if e.skipped]
+    skipped = {}  # reason -> the token counts it left without a config, so that no gap in the table is silent
+    for e in tuned.entries:
+        if e.skipped:
+            skipped.setdefault(e.skipped, []).append(str(e.tokens))
     not_cached = {r.cache_error for e in tuned.entries for r in e.tunes.values() if r.cache_error}
     if not_cached:
         fail("some tunes were not stored in the cache: " + "; ".join(sorted(not_cached)))
     if skipped:
-        fail("no config for " + "; ".join(skipped), 1)
+        missing = sum(len(ms) for ms in skipped.values())
+        fail(f"no config for {missing} of {len(tuned.entries)} token counts (the table "
+             f"{'written lacks' if path is not None and tuned.table() else 'lacks'} them; vLLM serves each from the "
+             "nearest M it holds): " + "; ".join(f"M={', '.join(ms)}: {why}" for why, ms in skipped.items()), 1)
 
 
 def register(app) -> None:
