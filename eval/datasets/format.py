@@ -243,7 +243,8 @@ def read_manifest(root: str | os.PathLike) -> dict:
     check_input(root, folder=True)
     path = check_input(Path(root) / MANIFEST)  # a pipe or device: never opened (it would block)
     if not path.is_file():
-        raise DatasetError(f"{root}: no {MANIFEST}; not a rooftune dataset folder")
+        what = "a file, not a folder" if Path(root).is_file() else f"no {MANIFEST}"
+        raise DatasetError(f"{root}: {what}; not a rooftune dataset folder")
     try:
         manifest = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
