@@ -1,5 +1,5 @@
 """Reading the user's input files: a regular file (or a folder where one is asked for), never a pipe or device, read
-as UTF-8 text or JSON, each failure an `InputError` naming the path and what it is instead.
+as UTF-8 text, each failure an `InputError` naming the path and what it is instead.
 
 A FIFO or a character device given where a file is expected would block a reader forever (or read without end:
 /dev/zero), so `check_input` looks at what the path is (a stat, which never blocks) before anything opens it.
@@ -9,7 +9,6 @@ loader shares: is it a file, is it text.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -64,12 +63,3 @@ def read_text(path: str | os.PathLike) -> str:
         raise InputError(f"{path}: not a text file (byte {data[exc.start]:#04x} at offset {exc.start} is not "
                          f"UTF-8): a binary file where JSON or CSV text is expected") from None
 
-
-def read_json(path: str | os.PathLike, what: str = "JSON"):
-    """The parsed JSON of the text file at `path` (`read_text`); InputError naming `what` it should be where the
-    text is not JSON."""
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid {what} ({exc})") from None
