@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooftune.inputs import check_input, read_text
+
 DTYPES = ("bf16", "fp16", "fp32", "tf32")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
 GEMM_LAYOUTS = ("kn", "nk")  # B stored [K, N] row-major, or [N, K] (an nn.Linear weight: y = x @ W.T)
@@ -180,6 +182,11 @@ class MoeShape:
         return self.hidden if self.gemm == "gate_up" else self.intermediate
 
     @property
+    def layout(self) -> str:
+        """B's storage, as GemmShape's: each expert's weight is [N, K] (vLLM's w1 and w2), 'nk'."""
+        return "nk"
+
+    @property
     def rows(self) -> int:
         """Routed rows, tokens · topk: the rows the GEMM computes (one per token and chosen expert)."""
         return self.tokens * self.topk
@@ -238,11 +245,11 @@ def _load_list(path: str | Path, keys: tuple[str, ...], build: Callable[[dict], 
     """`build(entry)` for each object of the JSON list at `path`, every entry holding `keys` (other keys
     are the builder's to read or ignore); a missing file, bad JSON, an empty list, an entry without
     the keys or one `build` rejects (ShapeError) raises ShapeListError naming the file and the entry."""
-    path = Path(path)
+    path = check_input(path)  # a folder, a pipe or a device: refused before anything opens it
+    if not path.exists():
+        raise ShapeListError(f"{path}: no such file")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ShapeListError(f"{path}: no such file") from None
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise ShapeListError(f"{path}: not valid JSON ({exc})") from None
     names = ", ".join(keys)
@@ -260,10 +267,10 @@ def _load_list(path: str | Path, keys: tuple[str, ...], build: Callable[[dict], 
 
 
 def load_shapes(path: str | Path) -> list[GemmShape]:
-    """Read a JSON list of objects with integer keys m, n, k (optional layout 'kn'/'nk'; other keys
-    ignored) as bf16 GemmShapes; errors name the file and the entry."""
-    return _load_list(path, ("m", "n", "k"),
-                      lambda e: GemmShape(e["m"], e["n"], e["k"], layout=e.get("layout", "kn")))
+    """Read a JSON list of objects with integer keys m, n, k (optional layout 'kn'/'nk', default 'kn', and dtype,
+    default 'bf16'; other keys ignored) as GemmShapes; errors name the file and the entry."""
+    return _load_list(path, ("m", "n", "k"), lambda e: GemmShape(e["m"], e["n"], e["k"], layout=e.get("layout", "kn"),
+                                                                dtype=e.get("dtype", "bf16")))
 
 
 def _attention_entry(entry: dict) -> AttentionShape:

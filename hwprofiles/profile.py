@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
 
 
@@ -108,8 +110,8 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ProfileError(f"{origin}: field {key!r} must be a number, got {value!r}")
             value = float(value)
-            if not value > 0:
-                raise ProfileError(f"{origin}: field {key!r} must be positive, got {value}")
+            if not (math.isfinite(value) and value > 0):  # JSON's Infinity and NaN parse as floats
+                raise ProfileError(f"{origin}: field {key!r} must be positive and finite, got {value}")
         kwargs[key] = value
     for key in ("sources", "meta"):
         value = data.get(key, {})
@@ -160,12 +162,12 @@ def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:
     """Load a shipped profile by name (`h200`) or any profile JSON by path."""
     text = str(name_or_path)
     if text.endswith(".json") or os.sep in text or Path(text).is_file():
-        path = Path(text)
+        path = check_input(text, folder=True)  # a pipe or device: never opened (it would block)
         if path.is_dir():
             raise ProfileError(f"{path}: is a folder, not a profile JSON file")
         if not path.is_file():
             raise ProfileError(f"{path}: no such profile file")
-        origin, raw = str(path), path.read_text()
+        origin, raw = str(path), read_text(path)
     else:
         entry = _builtin_dir() / f"{text}.json"
         if not entry.is_file():

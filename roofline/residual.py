@@ -19,7 +19,9 @@ A profile with no residual file runs the model alone (`load_residual` returns No
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,9 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import KERNELS, AttentionShape, Config, GemmShape, MoeShape, configs_to_columns, load_implementation
+from rooftune.candidates import (
+    KERNELS,
+    AttentionShape,
+    Config,
+    GemmShape,
+    MoeShape,
+    configs_to_columns,
+    legal_configs,
+    load_implementation,
+)
 from rooftune.candidates.gemm_space import tile_cols
-from rooftune.hwprofiles import HardwareProfile
+from rooftune.hwprofiles import HardwareProfile, list_profiles, load_profile
+from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
 from rooftune.roofline.gemm import SPLIT_K_SUMS
 
@@ -308,7 +320,66 @@ def residual_to_dict(residual: Residual) -> dict:
             "pick": residual.pick, "strategy": residual.strategy, "fit": residual.fit}
 
 
+# The search's constants a residual carries (tuner/search/gp.py SearchSettings): counts of configs, or figures
+# that must be > 0 (kappa may be 0: the mean alone).
+_STRATEGY_COUNTS = ("first_round", "round_size")
+_STRATEGY_POSITIVE = ("prior_sd", "length_scale", "offset_sd", "noise_sd")
+# The largest |coefficient| (and pick change) a residual may hold: a correction of log time per unit of a
+# feature (features are of order 1), so 100 already scales a time by e^100. The shipped ones stay under 75.
+COEFFICIENT_LIMIT = 100.0
+
+
+@functools.cache
+def feature_names(kernel: str) -> tuple[str, ...]:
+    """The names of `kernel`'s features, in order: exactly the coefficients a residual of it holds."""
+    spec = KERNELS[kernel]
+    shape = spec.parse(spec.example)  # any shape: a feature's name depends on none, nor on the profile
+    profile = load_profile(list_profiles()[0])
+    configs = list(legal_configs(spec.space, shape, profile).configs[:1])
+    with np.errstate(all="ignore"):
+        breakdown = load_implementation(spec.model).predict(shape, configs_to_columns(configs), profile)
+    return feature_set(kernel).compute(shape, configs, breakdown)[0]
+
+
+def _numbers(data: dict, key: str, origin: str) -> dict[str, float]:
+    """`data[key]` (absent: empty) as {name: finite number}; ResidualError naming the first value that is not."""
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ResidualError(f"{origin}: {key!r} must be an object of name: number, got {type(value).__name__}")
+    for name, number in value.items():
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
+            raise ResidualError(f"{origin}: {key} {name} = {number!r} is not a finite number; a damaged residual: "
+                                f"refit it (`rooftune fit`)")
+    values = {str(k): float(v) for k, v in value.items()}
+    if key != "strategy":
+        for name, number in values.items():
+            if abs(number) > COEFFICIENT_LIMIT:
+                raise ResidualError(f"{origin}: {key} {name} = {number:g} is past ±{COEFFICIENT_LIMIT:g} (a "
+                                    f"correction of log time per unit of a feature); a damaged residual: refit it")
+    return values
+
+
+def _check_values(kernel: str, coefficients: dict, pick: dict, strategy: dict, origin: str) -> None:
+    """ResidualError where the coefficients are not exactly `kernel`'s features (a missing one would silently
+    count as 0, an unknown one never counts), or a search constant is out of its range."""
+    names = set(feature_names(kernel))
+    missing, unknown = sorted(names - set(coefficients)), sorted((set(coefficients) | set(pick)) - names)
+    if missing or unknown:
+        what = "; ".join(part for part in (f"missing {len(missing)} ({', '.join(missing[:5])})" if missing else "",
+                                           f"unknown {', '.join(unknown[:5])}" if unknown else "") if part)
+        raise ResidualError(f"{origin}: its coefficients are not the {len(names)} features of {kernel} "
+                            f"({feature_set(kernel).version}): {what}; refit it (`rooftune fit {kernel}`)")
+    for key, value in strategy.items():
+        bad = ((key in _STRATEGY_COUNTS and (value < 1 or value != int(value)))
+               or (key in _STRATEGY_POSITIVE and value <= 0) or (key == "kappa" and value < 0))
+        if bad:
+            rule = "a whole number >= 1" if key in _STRATEGY_COUNTS else ">= 0" if key == "kappa" else "> 0"
+            raise ResidualError(f"{origin}: strategy {key} = {value:g} must be {rule}")
+
+
 def residual_from_dict(data: dict, origin: str) -> Residual:
+    """A residual from its JSON, validated: the format, a kernel rooftune fits, its features' version, finite
+    coefficients for exactly the kernel's features, finite search constants in range."""
     if not isinstance(data, dict) or data.get("format") != RESIDUAL_FORMAT:
         raise ResidualError(f"{origin}: not a rooftune residual (expected format {RESIDUAL_FORMAT!r})")
     kernel = str(data.get("kernel"))
@@ -318,15 +389,14 @@ def residual_from_dict(data: dict, origin: str) -> Residual:
     if data.get("features_version") != expected:
         raise ResidualError(f"{origin}: fitted on features {data.get('features_version')!r}, this rooftune "
                             f"computes {expected!r}; refit with `rooftune fit {kernel}`")
-    try:
-        coefficients = {str(k): float(v) for k, v in data["coefficients"].items()}
-        strategy = {str(k): float(v) for k, v in data.get("strategy", {}).items()}
-        # A residual written before the pick had its own change picks by the search's coefficients.
-        pick = {str(k): float(v) for k, v in data.get("pick", {}).items()}
-        return Residual(str(data["kernel"]), str(data["profile"]), data["features_version"], coefficients,
-                        strategy, dict(data.get("fit", {})), pick)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ResidualError(f"{origin}: malformed residual ({exc})") from exc
+    if "coefficients" not in data or not isinstance(data.get("fit", {}), dict) or "profile" not in data:
+        raise ResidualError(f"{origin}: malformed residual (needs 'coefficients', 'profile' and a 'fit' object)")
+    coefficients = _numbers(data, "coefficients", origin)
+    # A residual written before the pick had its own change picks by the search's coefficients.
+    pick, strategy = _numbers(data, "pick", origin), _numbers(data, "strategy", origin)
+    _check_values(kernel, coefficients, pick, strategy, origin)
+    return Residual(kernel, str(data["profile"]), data["features_version"], coefficients, strategy,
+                    dict(data.get("fit", {})), pick)
 
 
 def residual_file_name(kernel: str, profile: HardwareProfile) -> str:
@@ -339,12 +409,12 @@ def shipped_residual_path(kernel: str, profile: HardwareProfile) -> Path:
 
 
 def read_residual(path: str | os.PathLike) -> Residual:
-    path = Path(path)
+    path = check_input(path)  # a pipe or device: never opened (it would block)
     if not path.is_file():
         raise ResidualError(f"{path}: no such residual file")
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
         raise ResidualError(f"{path}: not valid JSON ({exc})") from exc
     return residual_from_dict(data, str(path))
 

@@ -17,8 +17,7 @@ import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from rooftune.candidates import Trial, kernel_of, kernel_spec, parse_config
-from rooftune.candidates.shapes import shape_id
+from rooftune.candidates import Trial, kernel_of, kernel_spec, parse_config, shape_id
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import file_digest, write_atomic

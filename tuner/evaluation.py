@@ -45,6 +45,29 @@ def offered_as_live(records: list[ShapeRecords], space: SearchSpace, profile: Ha
     return LiveOffer(kept, not_legal, shapes_cut)
 
 
+class NothingToScoreError(ValueError):
+    """Recorded data with no shape a method could be scored on: every cell of the table would be 'none'."""
+
+
+def check_scorable(offer: LiveOffer, source: str, profile: HardwareProfile) -> None:
+    """NothingToScoreError where no shape of `offer` has a successful recorded config among its candidates,
+    saying why: the profile's legality left none (data of another GPU), the data record none of the space's
+    configs (only a library's or unknown choices), or every recorded config failed."""
+    if any(r.best_candidate_us is not None for r in offer.records):
+        return
+    shapes = len(offer.records)
+    offered = sum(len(r.candidate_configs()) for r in offer.records)
+    if offered == 0 and offer.not_legal:
+        why = (f"none of its {offer.not_legal} recorded configs is legal on {profile.name} (recorded on another "
+               f"GPU? --gpu names the one it was)")
+    elif offered == 0:
+        why = "it records no config of the space (only a library's or choices rooftune does not model)"
+    else:
+        why = f"every one of its {offered} recorded configs of the space failed"
+    raise NothingToScoreError(f"{source}: nothing to score on {profile.name}: {shapes} shape(s), none with a "
+                              f"successful config: {why}")
+
+
 def replay_shape(records: ShapeRecords, strategy, budget: int, profile: HardwareProfile) -> ShapeScore:
     """One shape tuned from its records: `tune` with the recorded measurer, choosing among the records'
     candidates (the space); the pick's recorded time scores it (0 when every trial failed)."""

@@ -16,10 +16,11 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import Trial, kernel_of
+from rooftune.candidates import KERNELS, Trial, kernel_of
 from rooftune.eval.scoring.metrics import summarize
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.fit import (
@@ -32,7 +33,14 @@ from rooftune.roofline.fit import (
     make_residual,
     prepare,
 )
-from rooftune.roofline.residual import Residual, pick_coefficients, triton_release
+from rooftune.roofline.residual import (
+    Residual,
+    ResidualError,
+    pick_coefficients,
+    read_residual,
+    shipped_residual_path,
+    triton_release,
+)
 from rooftune.tuner.evaluation import evaluate
 from rooftune.tuner.search.gp import SearchSettings, search
 from rooftune.tuner.search.strategies import rooftune_strategy
@@ -49,6 +57,38 @@ SEARCH_GRID = {"kappa": (1.0, 2.0), "length_scale": (1.0, 2.0), "prior_sd": (0.0
 
 class HeldOutError(ValueError):
     """Fitting was asked to read a held-out dataset."""
+
+
+class FitError(ValueError):
+    """A fit that cannot be made or written as asked: too few shapes, no --out, another kernel's residual file."""
+
+
+# `--out shipped`: the residual file `tune`, `eval` and `explain` find for the profile (hwprofiles/residuals/).
+SHIPPED = "shipped"
+
+
+def fit_target(kernel: str, profile: HardwareProfile, out: str | None) -> Path:
+    """Where a fit of `kernel` writes its residual: `out`, a path, or 'shipped' for the shipped file. A fit
+    replaces the shipped residual only when asked by name (a fit on a few shapes silently replacing it made every
+    later tune and eval rank worse), and never writes over another kernel's residual (by its file name, or by
+    the residual already there)."""
+    shipped = shipped_residual_path(kernel, profile)
+    if out is None:
+        raise FitError(f"give --out FILE for the fitted residual, or --out {SHIPPED} to replace the shipped one "
+                       f"({shipped}), which tune, eval and explain then use")
+    if str(out) == SHIPPED:
+        return shipped
+    target = Path(out)
+    named = next((k for k in KERNELS if k != kernel and target.name.startswith(f"{k}-")), None)
+    if named is None and target.is_file():
+        try:
+            named = read_residual(target).kernel
+        except (ResidualError, ValueError):
+            named = None  # not a residual: the writer replaces it as any output
+    if named is not None and named != kernel:
+        raise FitError(f"--out {target}: names a residual of {named}, not {kernel}; give a file of {kernel} "
+                       f"(e.g. {shipped.name})")
+    return target
 
 
 def refuse_held_out(manifest: dict, where: str) -> None:
@@ -198,7 +238,7 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
                grid: list[Candidate] | None = None, progress=None) -> FitReport:
     """Choose a setting by cross-validation, refit the residual on every shape, return it with the CV figures."""
     if len(shapes) < 2:
-        raise ValueError(f"fitting needs at least 2 shapes with measurements, got {len(shapes)}")
+        raise FitError(f"{data_label}: fitting needs at least 2 shapes with measurements, got {len(shapes)}")
     data = prepare(shapes, profile)
     grid = grid or candidates_grid()
     tried, best = [], None

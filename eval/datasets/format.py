@@ -45,6 +45,7 @@ from pathlib import Path
 
 from rooftune.candidates import Config, Trial, header_shape, kernel_of, shape_header, shape_id
 from rooftune.candidates.records import ShapeRecords
+from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
 
 FORMAT = "rooftune-dataset-1"
@@ -120,6 +121,7 @@ def _measured(stats: dict[str, str], column: str) -> float | None:
 def read_shape(path: str | os.PathLike) -> ShapeRecords:
     """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it
     (and the row, where one row is: a bad value, or a time that is not finite and positive)."""
+    check_input(path)  # a pipe or device: never opened (it would block)
     try:
         lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
@@ -150,8 +152,17 @@ def _parse_trial(names: list[str], columns: list[str], row: list[str]) -> Trial:
         in_space=stats.get("in_space", "1") != "0")
 
 
+# The header line's fields and the JSON type each must have (a list or null there broke the readers).
+_HEADER_TYPES = {"shape": dict, "baselines_us": dict, "meta": dict}
+
+
 def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
     header = json.loads(lines[0][len(_PREFIX):])
+    if not isinstance(header, dict):
+        raise DatasetError(f"{path}: header line: expected a JSON object, got {type(header).__name__}")
+    for key, kind in _HEADER_TYPES.items():
+        if not isinstance(header.get(key), kind):
+            raise DatasetError(f"{path}: header line: {key!r} must be a JSON object, got {header.get(key)!r}")
     for name, value in header["baselines_us"].items():
         try:
             check_measured(value, f"baseline {name}")
@@ -195,19 +206,38 @@ def to_records(result: ShapeRecords) -> ShapeRecords:
                    candidates=candidates, aliases=kernel_of(result.shape).aliases(result.shape, (t.config for t in result.trials)))
 
 
+# Manifest fields the readers use, and the JSON type each must have where present (null: not recorded).
+MANIFEST_TYPES = {"kernel": str, "space_version": str, "gpu_profile": str, "shapes_file": str, "sms": int,
+                  "device": dict}
+
+
 def read_manifest(root: str | os.PathLike) -> dict:
-    path = Path(root) / MANIFEST
+    """The manifest of the dataset folder `root`, its format and the types of the fields readers use checked;
+    DatasetError naming the file and field otherwise."""
+    check_input(root, folder=True)
+    path = check_input(Path(root) / MANIFEST)  # a pipe or device: never opened (it would block)
     if not path.is_file():
-        raise DatasetError(f"{root}: no {MANIFEST}; not a rooftune dataset folder")
+        what = "a file, not a folder" if Path(root).is_file() else f"no {MANIFEST}"
+        raise DatasetError(f"{root}: {what}; not a rooftune dataset folder")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(manifest, dict):
         raise DatasetError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != FORMAT:
         raise DatasetError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    for key, kind in MANIFEST_TYPES.items():
+        value = manifest.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise DatasetError(f"{path}: {key!r} must be a JSON {_JSON_NAMES[kind]} (or null), got {value!r}")
+    triton = (manifest.get("device") or {}).get("triton")
+    if triton is not None and not isinstance(triton, str):
+        raise DatasetError(f"{path}: device.triton must be a version string, got {triton!r}")
     return manifest
+
+
+_JSON_NAMES = {str: "string", int: "integer", dict: "object"}
 
 
 def write_manifest(root: str | os.PathLike, manifest: dict) -> None:

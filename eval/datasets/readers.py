@@ -16,6 +16,7 @@ from pathlib import Path
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, kernel_spec
 from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.datasets.format import MANIFEST, check_measured, read_dataset, read_manifest
+from rooftune.inputs import check_input
 
 PROBE_BASELINE = "cublas"
 # Torch SDPA rows of the attention probe carry the backend in the BM column.
@@ -113,6 +114,9 @@ def read_probe_attention(path: str | Path) -> list[ShapeRecords]:
 
 
 def _ah_dtype(row: dict[str, str]) -> str:
+    if row["mat1_dtype"] not in _AH_DTYPES:
+        raise ValueError(f"mat1_dtype {row['mat1_dtype']!r}: rooftune's GEMM takes "
+                         f"{', '.join(_AH_DTYPES)} operands only")
     dtype = _AH_DTYPES[row["mat1_dtype"]]
     if dtype == "fp32" and row.get("using_tf32") == "True":
         return "tf32"
@@ -131,6 +135,14 @@ def _ah_a_layout(row: dict[str, str]) -> str:
     return "km" if along_m == 1 and along_k != 1 and int(row["m"]) > 1 and int(row["k"]) > 1 else "mk"
 
 
+def _whole_row(row: dict, columns: list[str]) -> None:
+    """A ValueError where a CSV row has fewer or more cells than the header has columns (csv fills the
+    missing ones with None, which no reader may see)."""
+    if None in row or None in row.values():
+        cells = len(columns) - sum(v is None for v in row.values()) + len(row.get(None) or ())
+        raise ValueError(f"{cells} cells where the header has {len(columns)} columns (a cut or damaged row)")
+
+
 def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
     """A PyTorch AutoHeuristic mm log: JSON metadata line, then CSV with `choice` and `feedback` (ms).
 
@@ -141,9 +153,12 @@ def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
     rows_of: dict[tuple, dict[str, str]] = {}
     with _open_text(path) as f:
         meta = json.loads(f.readline())
+        if not isinstance(meta, dict):
+            raise DatasetFormatError(f"{path}: line 1: expected the JSON object of AutoHeuristic's metadata")
         reader = csv.DictReader(f)
         for row in reader:
             with _line(path, reader, first_line=2):
+                _whole_row(row, reader.fieldnames)
                 key = (row["m"], row["k"], row["n"], row["mat1_dtype"], row["using_tf32"], row["mat1_stride_0"],
                        row["mat1_stride_1"], row["mat2_stride_0"], row["mat2_stride_1"])
                 rows_of.setdefault(key, row)
@@ -196,7 +211,7 @@ def load_records(path: str | Path, kernel: str = "gemm") -> list[ShapeRecords]:
     probe folder (its CSV for `kernel`: 'gemm' or 'attention'), one probe CSV (GEMM or attention,
     told apart by the header), or an AutoHeuristic mm log. `kernel` only picks the file inside a
     probe folder; callers keep the shapes of the kernel they evaluate."""
-    path = Path(path)
+    path = check_input(path, folder=True)  # a pipe or device: never opened (it would block)
     if not path.exists():
         raise DatasetFormatError(f"{path}: no such file or folder")
     if path.is_dir():
@@ -213,6 +228,7 @@ def _read_file(path: Path) -> list[ShapeRecords]:
     """The records of one file in whichever format its first lines say; what a damaged or foreign
     file raises (a truncated or non-gzip file, a missing column, a bad value or shape) becomes a
     DatasetFormatError naming the file."""
+    check_input(path)
     try:
         return _READERS[_sniff(path)](path)
     except DatasetFormatError:

@@ -35,6 +35,7 @@ from rooftune.roofline.residual import (
     Residual,
     ResidualError,
     attention_features,
+    feature_names,
     gemm_features,
     is_pick_feature,
     load_residual,
@@ -123,7 +124,8 @@ def test_the_pick_fit_moves_base_features_only_toward_the_best():
 
 
 def test_residual_json_round_trip_and_errors(tmp_path):
-    residual = Residual("gemm", PROFILE.name, GEMM_FEATURES_VERSION, {"stages": 0.1}, {"kappa": 2.0}, {"data": "x"},
+    coefficients = {n: 0.0 for n in feature_names("gemm")} | {"stages": 0.1}
+    residual = Residual("gemm", PROFILE.name, GEMM_FEATURES_VERSION, coefficients, {"kappa": 2.0}, {"data": "x"},
                         {"warps8": 0.2})
     path = tmp_path / "r.json"
     write_residual(residual, path)
@@ -175,7 +177,8 @@ def test_the_fit_and_the_residual_use_each_kernels_features():
 
 def test_a_residual_must_carry_its_kernels_features_version(tmp_path):
     path = tmp_path / "r.json"
-    residual = Residual("attention", PROFILE.name, ATTENTION_FEATURES_VERSION, {"tma": 0.1})
+    coefficients = {n: 0.0 for n in feature_names("attention")} | {"tma": 0.1}
+    residual = Residual("attention", PROFILE.name, ATTENTION_FEATURES_VERSION, coefficients)
     write_residual(residual, path)
     assert read_residual(path) == residual
     for kernel, version, match in (("attention", GEMM_FEATURES_VERSION, "refit with `rooftune fit attention`"),
@@ -184,6 +187,33 @@ def test_a_residual_must_carry_its_kernels_features_version(tmp_path):
         path.write_text(json.dumps(residual_to_dict(residual) | {"kernel": kernel, "features_version": version}))
         with pytest.raises(ResidualError, match=match):
             read_residual(path)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["coefficients"].update(stages=float("nan")), "coefficients stages = nan is not a finite number"),
+    (lambda d: d["coefficients"].update(stages=float("inf")), "coefficients stages = inf is not a finite number"),
+    (lambda d: d["coefficients"].update(stages=1e308), "coefficients stages = 1e[+]308 is past"),
+    (lambda d: d["coefficients"].update(stages="fast"), "coefficients stages = 'fast' is not a finite number"),
+    (lambda d: d["coefficients"].pop("stages"), r"missing 1 \(stages\)"),
+    (lambda d: d["coefficients"].update(bogus=1.0), "unknown bogus"),
+    (lambda d: d.update(coefficients=[1.0]), "'coefficients' must be an object"),
+    (lambda d: d["pick"].update(stages=float("nan")), "pick stages = nan"),
+    (lambda d: d["strategy"].update(first_round=-3), "strategy first_round = -3 must be a whole number >= 1"),
+    (lambda d: d["strategy"].update(round_size=2.5), "strategy round_size = 2.5"),
+    (lambda d: d["strategy"].update(prior_sd=0), "strategy prior_sd = 0 must be > 0"),
+    (lambda d: d["strategy"].update(kappa=-1), "strategy kappa = -1 must be >= 0"),
+])
+def test_a_residual_is_validated_on_load(tmp_path, change, message):
+    """A NaN coefficient ranked by NaN, 1e308 printed inf TFLOP/s, a missing one counted as 0, first_round -3
+    scored 0.000: each is refused on load, naming the file and the value."""
+    data = residual_to_dict(load_residual("gemm", PROFILE))
+    data["pick"] = {"stages": 0.1}
+    change(data)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ResidualError, match=message) as error:
+        read_residual(path)
+    assert str(path) in str(error.value)
 
 
 def test_moe_features_name_the_routing_regimes_and_a_planted_effect_is_recovered():

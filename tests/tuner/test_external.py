@@ -86,7 +86,30 @@ def test_without_the_extras_the_methods_are_absent_and_nothing_fails(monkeypatch
     with gzip.open(data, "wt") as f:
         f.write("M,N,K,BM,BN,BK,stages,warps,GM,us,err\n1024,2048,512,128,128,64,3,4,8,50.0,\n")
     result = CliRunner().invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "1", "--methods", "tpe"])
-    assert result.exit_code == 2 and "not available here" in result.output
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "--methods tpe: Optuna is not installed" in text and 'pip install -e ".[tpe]"' in text
+
+
+def test_nvmmh_on_a_gpu_it_does_not_know_is_left_out_with_a_note_or_refused_by_name(monkeypatch, tmp_path):
+    """nvMatmulHeuristics installed, the profile one it has no predefined GPU for (an SM partition, a hwprobe JSON):
+    its ValueError killed the whole eval. It is left out with a note, and asked for by name it is an error."""
+    import rooftune.tuner.search.external as external
+
+    monkeypatch.setattr(external, "importable", lambda module: module == "nvMatmulHeuristics")
+    data = tmp_path / "probe.csv.gz"
+    with gzip.open(data, "wt") as f:
+        f.write("M,N,K,BM,BN,BK,stages,warps,GM,us,err\n1024,2048,512,128,128,64,3,4,8,50.0,\n")
+    result = CliRunner().invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "1", "--gpu", "h200-sm66"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "nvmmh left out: nvMatmulHeuristics has no predefined GPU for h200-sm66" in text
+    asked = CliRunner().invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "1", "--gpu", "h200-sm66",
+                                     "--methods", "model,nvmmh"])
+    text = " ".join(asked.output.split())
+    assert asked.exit_code == 2 and "--methods nvmmh: nvMatmulHeuristics has no predefined GPU" in text
+    assert "Traceback" not in text
+    assert "nvmmh" in external_gemm_methods(profile=H200)
+    assert "nvmmh" not in external_gemm_methods(profile=load_profile("h200-sm66"))
 
 
 def test_nvmmh_proposals_map_into_the_space(synthetic):

@@ -137,8 +137,8 @@ cli_gpu.register(app)
 plain_flags(app)
 
 
-def main() -> None:
-    """The `rooftune` program. A command that used the GPU ends without Python's teardown: the CUDA
+def _run() -> None:
+    """`main`'s body. A command that used the GPU ends without Python's teardown: the CUDA
     context, the compile workers and their queues are the OS's to reclaim, which it does faster (a
     live tune measured ~1.9 s outside its own phases with the teardown, ~0.8 s without). Output is
     flushed first; files are written and closed before a command returns; multiprocessing's
@@ -157,7 +157,48 @@ def main() -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+        sys.stdout.flush()  # a standard output that cannot take the rest fails here, not in Python's teardown
         raise
+
+
+class _WatchedOutput:
+    """Standard output, remembering the error of a write or flush that failed (rich's console writes through it)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self.failed = exc
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def main() -> None:
+    """The `rooftune` program (`_run`). A standard output that cannot be written (a full disk, /dev/full, a closed
+    pipe) ends the command with one line on standard error and exit 2, never a traceback from the console."""
+    watched = sys.stdout = _WatchedOutput(sys.stdout)
+    try:
+        _run()
+    except OSError as exc:
+        if watched.failed is not exc:
+            raise
+        sys.stdout = watched._stream
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is left in its buffer goes nowhere
+        print(f"error: cannot write to standard output ({exc.strerror or exc})", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from rooftune.candidates import KERNELS
 from rooftune.eval.datasets.readers import recorded_device
 from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
 from rooftune.hwprofiles.shipped import shipped_profile_name
+from rooftune.outputs import OutputError, check_not_input
 from rooftune.roofline.residual import ResidualError, load_residual, read_residual
 
 # The CLI's one map from an exception to an exit code, as (module, class, code). `cli_errors` looks a
@@ -39,10 +40,13 @@ EXIT_CODES = (
     ("rooftune.tuner.cache", "TuneCacheError", 2),
     ("rooftune.roofline.residual", "ResidualError", 2),
     ("rooftune.tuner.fitting", "HeldOutError", 2),
+    ("rooftune.tuner.fitting", "FitError", 2),
+    ("rooftune.tuner.evaluation", "NothingToScoreError", 2),
     ("rooftune.tuner.cli.args", "ArgumentError", 2),
     ("rooftune.tuner.llm.shapes", "ModelConfigError", 2),
     ("rooftune.tuner.llm.tables", "TableError", 2),
     ("rooftune.outputs", "OutputError", 2),
+    ("rooftune.inputs", "InputError", 2),
     ("rooftune.tuner.tune", "TuneError", 1),
     ("rooftune.eval.sweeping.workers", "WorkerError", 1),
     ("rooftune.eval.sweeping.quarantine", "ContextQuarantined", 3),
@@ -243,14 +247,19 @@ def check_sms(sms: int | None, profile=None) -> None:
 
 
 @cli_errors()
-def check_output(path: str | os.PathLike | None, option: str, folder: bool = False) -> None:
+def check_output(path: str | os.PathLike | None, option: str, folder: bool = False, inputs=()) -> None:
     """Before any work: `path` (a file, or a folder to create or resume with `folder`) can be written.
     A file must not be a folder or another non-regular file (a device such as /dev/full, a pipe: an
     output is renamed into place, rooftune/outputs.py), and its folder must exist and be writable; a
     folder must not be a file, and the nearest existing folder above it must be writable. None: the
-    option was not given. What only the write itself finds out (a full disk, /proc) the writer reports."""
+    option was not given. What only the write itself finds out (a full disk, /proc) the writer reports.
+    `inputs`: the paths the command reads; an output that is one of them, or inside one, is refused."""
     if path is None:
         return
+    try:
+        check_not_input(path, inputs)
+    except OutputError as exc:
+        raise ArgumentError(f"{option} {exc}") from None
     path = Path(path)
     if folder:
         if path.exists() and not path.is_dir():

@@ -26,8 +26,9 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
-from rooftune.tuner.evaluation import budget_cap, evaluate, offered_as_live
+from rooftune.tuner.evaluation import budget_cap, check_scorable, evaluate, offered_as_live
 from rooftune.tuner.llm.moe_tables import shipped_tables
+from rooftune.tuner.search.methods import unavailable_methods
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
 from rooftune.tuner.search.vllm import vllm_table
 
@@ -42,14 +43,16 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     dataset's best config per shape (another GPU's table) measured here."""
     spec = KERNELS[kernel]
     profile = data_profile(gpu, data)
-    check_output(json_out, "--json")
-    check_plot(plot)
+    inputs = (data, transfer_from, gpu, residual_choice)
+    check_output(json_out, "--json", inputs=inputs)
+    check_plot(plot, inputs=inputs)
     records = load_records(data, kernel=kernel)
     records = [r for r in records if kernel_of(r.shape) is spec]
     if not records:
         fail(f"{data}: no {spec.label} shapes recorded")
     offer = offered_as_live(records, KERNELS[kernel].space, profile)
     records = offer.records
+    check_scorable(offer, str(data), profile)
     if offer.not_legal:
         warn(f"{offer.not_legal} recorded configs of {offer.shapes_cut} shapes are not legal on {profile.name}: "
              "replay leaves them out, as `rooftune tune` there would")
@@ -64,12 +67,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
         except TransferError as exc:
             fail(str(exc))
         methods["transfer"] = transfer(table)
-    if only:
-        wanted = [m.strip() for m in only.split(",") if m.strip()]
-        unknown = [m for m in wanted if m not in methods]
-        if unknown:
-            fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
-        methods = {m: methods[m] for m in wanted}
+    methods = _methods(kernel, methods, profile, only)
     if residual is not None and Path(str(residual.fit.get("data", ""))).resolve() == Path(data).resolve():
         cv = residual.fit.get("cv", {}).get(str(budget))
         warn(f"{data} is the residual's training data: the rooftune row is in-sample"
@@ -109,6 +107,27 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
                                               for m, s in summary["methods"].items()}))]
     write_all([(path, write) for path, write in writes if path is not None],
               done=lambda path: console.print(f"wrote {path}"))
+
+
+def _methods(kernel: str, methods: dict, profile, only: str | None) -> dict:
+    """The methods to replay: those that can run here (a baseline that cannot, e.g. nvMatmulHeuristics on a GPU it
+    does not know, left out with a note where its package is installed), cut to --methods where given (a name that
+    cannot run here, or is unknown, is an error saying why)."""
+    unavailable = unavailable_methods(kernel, profile)
+    methods = {m: s for m, s in methods.items() if m not in unavailable}
+    if not only:
+        for m, missing in unavailable.items():
+            if missing.installed:
+                warn(f"{m} left out: {missing.why}")
+        return methods
+    wanted = [m.strip() for m in only.split(",") if m.strip()]
+    for m in wanted:
+        if m in unavailable:
+            fail(f"--methods {m}: {unavailable[m].why}")
+    unknown = [m for m in wanted if m not in methods]
+    if unknown:
+        fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
+    return {m: methods[m] for m in wanted}
 
 
 _DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}; " + DAMAGED_HELP

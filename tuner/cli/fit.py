@@ -12,7 +12,7 @@ from rooftune.eval.datasets.readers import load_records
 from rooftune.roofline.residual import read_residual, shipped_residual_path, triton_release, write_residual
 from rooftune.tuner.cli.args import DAMAGED_HELP, GPU_HELP, check_output, cli_errors, data_profile, fail
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
-from rooftune.tuner.fitting import check_residual, fit_kernel, fit_shapes_from_records, refuse_held_out, with_check
+from rooftune.tuner.fitting import check_residual, fit_kernel, fit_target, fit_shapes_from_records, refuse_held_out, with_check
 from rooftune.tuner.search.static import learn_static
 
 fit_app = typer.Typer(help="Fit the residual correction on a training dataset (cross-validated).",
@@ -24,8 +24,8 @@ _GPU = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
                     "profile of the GPU the dataset names; none fitting is an error)", show_default=False)
 _DATA_HELP = "a training dataset folder written by `rooftune sweep {}`; " + DAMAGED_HELP
 _OUT = typer.Option(None, "--out", metavar=PATH,
-                    help="where to write the residual JSON (default: beside the shipped profiles, "
-                    "where `tune`, `eval` and `explain` find it)")
+                    help="where to write the residual JSON (required to fit): a file, or 'shipped' to replace the "
+                    "shipped residual of --gpu, which `tune`, `eval` and `explain` use; with --check, default: in place")
 _CHECK = typer.Option(None, "--check", metavar=NAME_OR_PATH, help="instead of fitting: check this residual (a path, or 'shipped') on a "
                       "training dataset measured under another Triton release, and where it still ranks at least "
                       "as well as the model alone, write it with that release added (to --out, default: in place)")
@@ -77,8 +77,8 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             fail(f"{data} holds {manifest.get('kernel', 'gemm')} measurements, not {kernel}")
         if check is not None:
             return _check(kernel, data, profile, manifest, check, out, console)
-        target = out or shipped_residual_path(kernel, profile)
-        check_output(str(target), "--out")
+        target = fit_target(kernel, profile, None if out is None else str(out))
+        check_output(str(target), "--out", inputs=(data, gpu))
         records = load_records(data, kernel=kernel)
         shapes = fit_shapes_from_records(records)
         left_out = len(records) - len(shapes)
@@ -126,11 +126,12 @@ def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Pa
     # A residual of another GPU checked on this one's data (an SM partition, a sibling GPU): where it ranks well,
     # it is written as this GPU's, so `tune --gpu` and `eval --gpu` of this profile use it.
     other_gpu = residual.profile != profile.name
-    target = out or (shipped_residual_path(kernel, profile) if other_gpu else source)
+    target = (fit_target(kernel, profile, str(out)) if out is not None
+              else shipped_residual_path(kernel, profile) if other_gpu else source)
     why = residual.mismatch(manifest.get("space_version"), triton) if other_gpu else None
     if why:
         fail(f"{source} was {why}: check it under that Triton on {residual.profile}'s own data first")
-    check_output(str(target), "--out")
+    check_output(str(target), "--out", inputs=(data,))
     result = check_residual(residual, load_records(data, kernel=kernel), profile, triton)
     for budget in result.residual_mean:
         console.print(f"  {budget:>2} configs: with the residual {result.residual_mean[budget]:.3f}, "

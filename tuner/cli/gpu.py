@@ -40,7 +40,7 @@ from rooftune.tuner.llm.shapes import load_model_config, model_shapes
 from rooftune.tuner.llm.tables import model_outputs, shape_label
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
-from rooftune.tuner.cache import cache_path, result_to_dict
+from rooftune.tuner.cache import CACHE_ENV, cache_path, result_to_dict
 from rooftune.tuner.live_tune import tune_shape
 
 console = Console()
@@ -229,10 +229,13 @@ _JSON = typer.Option(None, "--json", metavar=PATH, help="also write the result a
 
 
 def _cache_file(cache: str | None) -> str | None:
-    """--cache: by default the per-user cache (its folder made on first use); 'none': no cache."""
+    """--cache: by default the per-user cache ($ROOFTUNE_CACHE, else under ~/.cache; its folder made by the first
+    write, after a tune, so a command that fails first, e.g. without a GPU, creates nothing); 'none': no cache."""
     if cache is None:
         cache = str(cache_path())
-        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        check_output(Path(cache).parent, f"the tune cache {cache} (${CACHE_ENV}): its folder", folder=True)
+        if not Path(cache).exists():
+            return cache
     cache = None if cache == "none" else cache
     check_output(cache, "--cache")
     return cache
@@ -245,7 +248,7 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
     check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
-    check_output(json_out, "--json")
+    check_output(json_out, "--json", inputs=(gpu, residual_choice, cache))
     cache = _cache_file(cache)
     label = kernel_spec(kernel).baseline_label
     residual = _ranking(kernel, profile, residual_choice)
@@ -451,12 +454,18 @@ def tune_moe_cmd(
             write_table(path, tuned.table())
             console.print(f"wrote {path} ({len(tuned.table())} token counts" +
                           ("; vLLM serves both GEMMs with it)" if gemm == "gate_up" else ")"))
-    skipped = [f"M={e.tokens}: {e.skipped}" for e in tuned.entries if e.skipped]
+    skipped = {}  # reason -> the token counts it left without a config, so that no gap in the table is silent
+    for e in tuned.entries:
+        if e.skipped:
+            skipped.setdefault(e.skipped, []).append(str(e.tokens))
     not_cached = {r.cache_error for e in tuned.entries for r in e.tunes.values() if r.cache_error}
     if not_cached:
         fail("some tunes were not stored in the cache: " + "; ".join(sorted(not_cached)))
     if skipped:
-        fail("no config for " + "; ".join(skipped), 1)
+        missing = sum(len(ms) for ms in skipped.values())
+        fail(f"no config for {missing} of {len(tuned.entries)} token counts (the table "
+             f"{'written lacks' if path is not None and tuned.table() else 'lacks'} them; vLLM serves each from the "
+             "nearest M it holds): " + "; ".join(f"M={', '.join(ms)}: {why}" for why, ms in skipped.items()), 1)
 
 
 def register(app) -> None:

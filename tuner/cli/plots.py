@@ -22,12 +22,12 @@ TARGET_SCORE = 0.98
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
-def check_plot(path: str | Path | None) -> None:
+def check_plot(path: str | Path | None, inputs=()) -> None:
     """Before any work, for a command's --plot: the file can be written, its suffix names a format
-    (PNG, SVG or PDF) and matplotlib is installed; else an ArgumentError (exit 2) saying which."""
+    (PNG, SVG or PDF), it is none of the command's `inputs`, and matplotlib is installed; else an ArgumentError (exit 2) saying which."""
     if path is None:
         return
-    check_output(path, "--plot")
+    check_output(path, "--plot", inputs=inputs)
     if Path(path).suffix.lstrip(".").lower() not in FORMATS:
         raise ArgumentError(f"--plot {path}: give a file ending in {', '.join('.' + f for f in FORMATS)}")
     require_matplotlib()

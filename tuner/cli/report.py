@@ -80,11 +80,9 @@ def _report(kernel: str, data: Path, json_out: Path | None, markdown: Path | Non
             plot: Path | None) -> None:
     """Read the dataset once, print the per-shape table and the summary, write what was asked for."""
     kind, label = report_kind(kernel), KERNELS[kernel].baseline_label
-    check_output(json_out, "--json")
-    check_output(markdown, "--markdown")
-    check_plot(plot)
-    if not (data / "manifest.json").is_file():
-        fail(f"{data}: not a rooftune dataset folder (no manifest.json)")
+    for path, option in ((json_out, "--json"), (markdown, "--markdown")):
+        check_output(path, option, inputs=(data,))
+    check_plot(plot, inputs=(data,))
     if (recorded := read_manifest(data).get("kernel", "gemm")) != kernel:
         fail(f"{data} holds {recorded} measurements, not {kernel}")
     results = read_results(data)

@@ -271,8 +271,10 @@ def _tune_entry(tokens: int, shapes: dict[str, MoeShape], profile: HardwareProfi
         measured, hits = measured + (not was_cached), hits + was_cached
     chosen = choose_pair(candidates, trials)
     if chosen is None:
-        return MoeEntry(tokens, None, tunes=tunes, skipped="no config of either GEMM's fastest ran on both"), \
-            measured, hits
+        why = (f"none of the {PAIR_TOP} fastest configs of each GEMM is legal on the other ("
+               + ", ".join(f"{g} N={s.n} K={s.k}" for g, s in shapes.items()) + ")" if not candidates
+               else f"none of the {len(candidates)} configs legal on both GEMMs ran on both")
+        return MoeEntry(tokens, None, tunes=tunes, skipped=f"no config serves both GEMMs: {why}"), measured, hits
     own = {g: trials[g][tunes[g].winner] for g in shapes}
     separate = {g: t.time_us for g, t in own.items() if t is not None and t.ok}
     return (MoeEntry(tokens, chosen[0], chosen[1], tunes, separate if len(separate) == len(shapes) else None),

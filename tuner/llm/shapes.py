@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rooftune.candidates import AttentionShape, GemmShape, Shape
 from rooftune.candidates.shapes import ShapeError
+from rooftune.inputs import check_input, read_text
 
 DTYPE = "bf16"
 
@@ -68,7 +69,7 @@ def shipped_models() -> dict[str, Path]:
 def load_model_config(path_or_name: str) -> ModelConfig:
     """A config.json file, a folder holding one (a downloaded model), or a shipped name
     (case-insensitive: see `shipped_models`). Raises ModelConfigError."""
-    path = Path(path_or_name).expanduser()
+    path = check_input(Path(path_or_name).expanduser(), folder=True)  # a pipe or device: never opened
     if path.is_dir():
         path = path / "config.json"
     shipped = shipped_models()
@@ -79,8 +80,8 @@ def load_model_config(path_or_name: str) -> ModelConfig:
                                    f"(shipped: {', '.join(sorted(shipped))})")
         path = shipped[name]
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(read_text(check_input(path)))
+    except (OSError, json.JSONDecodeError) as exc:
         raise ModelConfigError(f"{path}: not a readable JSON config ({exc})") from exc
     name = path.parent.name if path.name == "config.json" else path.stem
     return model_config_from_dict(data, name, str(path))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -106,15 +107,25 @@ def _nvmmh(precision: str, layout: int, gpu: str):
     return lib, descriptor
 
 
+def nvmmh_gpu(profile: HardwareProfile) -> str | None:
+    """nvMatmulHeuristics' predefined GPU for `profile` (by a word of its name), or None: it knows no other."""
+    return next((g for word, g in NVMMH_GPUS.items() if word in profile.name), None)
+
+
+def nvmmh_unknown_gpu(profile: HardwareProfile) -> str:
+    return (f"nvMatmulHeuristics has no predefined GPU for {profile.name} (it knows "
+            f"{', '.join(NVMMH_GPUS)}), so it cannot propose configs for it")
+
+
 def nvmmh_configs(shape: GemmShape, profile: HardwareProfile, names: list[str]) -> list[Config]:
     """nvMatmulHeuristics' configs for `shape` on `profile`'s GPU (Triton target, its perf-model
     ranking), best first, in the space's terms: BLOCK_* the CTA tile, num_warps the CTA tile over the
     warp tile, GROUP_M the grid swizzle, SPLIT_K its split; `names` are the space's parameters, in order."""
     import nvMatmulHeuristics as nv
 
-    gpu = next((g for word, g in NVMMH_GPUS.items() if word in profile.name), None)
+    gpu = nvmmh_gpu(profile)
     if gpu is None:
-        raise ValueError(f"nvMatmulHeuristics has no predefined GPU for {profile.name}")
+        raise ValueError(nvmmh_unknown_gpu(profile))
     layout = nv.boolsToNvMatmulHeuristicsLayout(shape.a_layout == "km", shape.layout == "nk")
     lib, descriptor = _nvmmh(NVMMH_PRECISION[shape.dtype], int(layout), gpu)
     configs = []
@@ -140,12 +151,33 @@ def nvmmh_strategy(shape, candidates: list[Config], measure: MeasureBatch, budge
 nvmmh_strategy.__name__ = "nvmmh"
 
 
-def external_gemm_methods(seeds=TPE_SEEDS) -> dict:
+def external_gemm_methods(seeds=TPE_SEEDS, profile: HardwareProfile | None = None) -> dict:
     """The outside-library GEMM baselines whose package imports here: `tpe` (one strategy per seed,
-    like `random`) and `nvmmh`."""
+    like `random`) and `nvmmh` (where it knows `profile`'s GPU; None: not checked)."""
     methods: dict = {}
     if importable("optuna"):
         methods["tpe"] = [tpe_strategy(seed) for seed in seeds]
-    if importable("nvMatmulHeuristics"):
+    if importable("nvMatmulHeuristics") and (profile is None or nvmmh_gpu(profile) is not None):
         methods["nvmmh"] = nvmmh_strategy
     return methods
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why an outside-library baseline cannot run here; `installed`: its package imports (so it was expected to run,
+    and leaving it out deserves a note), else the extra to install."""
+
+    why: str
+    installed: bool
+
+
+def unavailable_gemm_methods(profile: HardwareProfile) -> dict[str, Unavailable]:
+    """The outside-library GEMM baselines that `external_gemm_methods` leaves out for `profile`, with why."""
+    missing: dict[str, Unavailable] = {}
+    if not importable("optuna"):
+        missing["tpe"] = Unavailable('Optuna is not installed: pip install -e ".[tpe]"', False)
+    if not importable("nvMatmulHeuristics"):
+        missing["nvmmh"] = Unavailable('nvMatmulHeuristics is not installed: pip install -e ".[nvmmh]"', False)
+    elif nvmmh_gpu(profile) is None:
+        missing["nvmmh"] = Unavailable(nvmmh_unknown_gpu(profile), True)
+    return missing

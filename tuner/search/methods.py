@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rooftune.candidates import Config
 from rooftune.candidates.tutorial import param_names, tutorial_configs
-from rooftune.tuner.search.external import external_gemm_methods
+from rooftune.tuner.search.external import Unavailable, external_gemm_methods, unavailable_gemm_methods
 from rooftune.tuner.search.strategies import (
     RANDOM_SEEDS,
     TUTORIAL_MIN_RECORDED,
@@ -18,14 +18,16 @@ from rooftune.tuner.search.strategies import (
 from rooftune.tuner.search.vllm import vllm_default, vllm_shipped
 
 
-def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
+def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None,
+                      profile=None) -> dict:
     """The methods `rooftune eval gemm` compares: `rooftune` (the product: model + residual + search),
     `model` (model order alone), `static` (a list learned on training data, where one is given),
     `random` (one strategy per seed, each summarized, summaries averaged), and `tutorial` where every
     shape recorded most of the tutorial's configs (the probe; a rooftune dataset whose shapes carry the
     tutorial's configs outside the space); not where some shapes lack them (an AutoHeuristic log holds
     one or two), where the method would mostly measure unrecorded configs, as failures. Then the
-    outside libraries' baselines whose optional extra is installed (tuner/search/external.py: `tpe`, `nvmmh`)."""
+    outside libraries' baselines whose optional extra is installed (tuner/search/external.py: `tpe`, `nvmmh`, the
+    latter where it knows `profile`'s GPU)."""
     methods: dict = {"rooftune": rooftune_strategy(residual), "model": model_order}
     if static:
         methods["static"] = static_list(static)
@@ -34,7 +36,7 @@ def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[C
     fewest = min((len(tutorial_set & set(r.lookup())) for r in records), default=0)
     if records and fewest >= TUTORIAL_MIN_RECORDED * len(tutorial_set):
         methods["tutorial"] = tutorial
-    methods.update(external_gemm_methods())
+    methods.update(external_gemm_methods(profile=profile))
     return methods
 
 
@@ -61,3 +63,9 @@ def moe_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Co
     methods["vllm-shipped"] = vllm_shipped(tables)
     methods["vllm-default"] = vllm_default()
     return methods
+
+
+def unavailable_methods(kernel: str, profile) -> dict[str, Unavailable]:
+    """The methods `rooftune eval KERNEL` would compare that cannot run here (an outside library not installed, or
+    not knowing `profile`'s GPU), with why: left out of the comparison, and an error where asked for by name."""
+    return unavailable_gemm_methods(profile) if kernel == "gemm" else {}
