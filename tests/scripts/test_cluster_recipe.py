@@ -10,8 +10,7 @@ from pathlib import Path
 from script_module import load_script
 from typer.testing import CliRunner
 
-from rooftune.candidates import KERNELS
-from rooftune.candidates import shape_id
+from rooftune.candidates import KERNELS, shape_id
 from rooftune.candidates.shapes import load_shapes
 from rooftune.eval.sweeping import sweep
 from rooftune.eval.datasets.format import finished_ids, read_manifest
@@ -52,20 +51,18 @@ def test_the_ray_driver_runs_one_command_per_shard_and_reports_failures(capsys):
     ray_sweep = _ray_script()
     commands = ray_sweep.shard_commands("gemm", "s.json", "/shared/d", "h200", 4, 60.0)
     assert [_shard_args(c) for c in commands] == ["0/4", "1/4", "2/4", "3/4"]
-    assert ray_sweep.main(["gemm", "s.json", "/shared/d", "h200", "--shards", "2"], runner=lambda cs: [0, 3]) == 3
-    assert "shard 1/2 exited 3" in capsys.readouterr().out
-
-
-def _fake_part(kernel, shapes, reporter, *, shapes_path, listed, out, profile, sms, max_minutes, workers, settings):
-    """What `rooftune sweep --shard` runs on a GPU, with a device that answers at once (tests/eval/sweep_fakes.py)."""
-    fakes = load_script("tests/eval/sweep_fakes.py")
-    return sweep.run_sweep(shapes, out, fakes.QuickMeasurer(0.0), profile, kernel=KERNELS[kernel],
-                           manifest={"shapes_file": Path(shapes_path).name, "shapes_listed": listed},
-                           max_minutes=max_minutes, reporter=reporter, device="gpu 0: fake")
+    argv = ["gemm", "s.json", "/shared/d", "h200", "--shards", "3", "--address", "head:6379", "--retries", "1"]
+    asked = []
+    assert ray_sweep.main(argv, runner=lambda cs, address, retries: asked.append((address, retries)) or [0, 3, 0]) == 3
+    assert asked == [("head:6379", 1)] and "shard 1/3 exited 3" in capsys.readouterr().out
+    assert ray_sweep.main(argv, runner=lambda cs, address, retries: [0, "The worker died", -9]) == ray_sweep.LOST
+    out = capsys.readouterr().out
+    assert "shard 1/3 lost its Ray worker (The worker died; 2 tries): run again" in out
+    assert "shard 2/3 was killed by signal 9" in out
 
 
 def test_two_shards_into_one_folder_hold_every_shape_once_and_eval_reads_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "_sweep_part", _fake_part)
+    monkeypatch.setattr(sweep, "_sweep_part", load_script("tests/scripts/fake_rooftune.py").sweep_part)
     listed = json.loads((REPO / "datasets" / "h200" / "gemm" / "shapes_heldout.json").read_text())
     small = [e for e in listed if e["m"] * e["n"] * e["k"] < 2**27][:6]
     shapes = tmp_path / "shapes.json"
