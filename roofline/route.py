@@ -141,19 +141,16 @@ def shipped_route_path(kernel: str, profile: HardwareProfile) -> Path:
     return path.with_name(f"route-{path.name}")
 
 
-def read_route(path: str | os.PathLike) -> Route:
-    path = Path(path)
+def load_route(kernel: str, profile: HardwareProfile, path: str | os.PathLike | None = None) -> Route | None:
+    """The route at `path`, else the shipped route of this kernel on this profile's GPU, or None where there is
+    no shipped one (an untuned op runs the kernel)."""
+    source = Path(path) if path is not None else shipped_route_path(kernel, profile)
+    if path is None and not source.is_file():
+        return None
     try:
-        data = json.loads(path.read_text())
+        return route_from_dict(json.loads(source.read_text()), str(source))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResidualError(f"{path}: not a readable route ({exc})") from exc
-    return route_from_dict(data, str(path))
-
-
-def load_route(kernel: str, profile: HardwareProfile) -> Route | None:
-    """The shipped route of this kernel on this profile's GPU, or None (an untuned op runs the kernel)."""
-    path = shipped_route_path(kernel, profile)
-    return read_route(path) if path.is_file() else None
+        raise ResidualError(f"{source}: not a readable route ({exc})") from exc
 
 
 def write_route(route: Route, path: str | os.PathLike) -> None:
