@@ -7,11 +7,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rooftune.candidates import SearchSpace, configs_to_columns, illegal_mask
+from rooftune.candidates import SearchSpace, configs_to_columns, illegal_mask, kernel_of
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.scoring.metrics import summarize
+from rooftune.eval.scoring.metrics import summarize, versus_library
 from rooftune.eval.scoring.replay import RecordedMeasurer, ShapeScore, model_spearman, score_trials
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.tuner.routing import LOW, untuned_choice
 from rooftune.tuner.tune import TuneError, tune
 
 
@@ -109,3 +110,33 @@ def evaluate(records: list[ShapeRecords], budget: int, profile: HardwareProfile,
         summary[name]["runs"] = len(runs)
     return {"n_shapes": len(records), "left_out": left_out, "budget": budget, "methods": summary,
             "spearman": model_spearman(records, profile), "scores": scores}
+
+
+def op_versus_library(records: list[ShapeRecords], profile: HardwareProfile, residual, route,
+                      tuned_scores=None) -> dict:
+    """The op-vs-library figure (eval/scoring/metrics.py `versus_library`: library µs ÷ op µs per shape) over the
+    `records` with a recorded library time. `untuned`: the op's untuned path, the library's time where `route`
+    (None: no route, the kernel always) sends it there, else the zero-trial pick's recorded time (`failed`: shapes
+    whose pick has no successful record, left out). `tuned`, given `tuned_scores` (the `rooftune` method's score per
+    shape, in the records' order, as `evaluate` returns them): the faster of the library and the tune's pick, as a
+    tuned op routes to whichever its tune timed faster."""
+    out, untuned, failed = {}, [], 0
+    with_library = [(i, r) for i, r in enumerate(records) if kernel_of(r.shape).baseline in r.baselines_us]
+    for _, r in with_library:
+        library_us = r.baselines_us[kernel_of(r.shape).baseline]
+        choice = untuned_choice(r.shape, r.candidate_configs(), profile, residual, route)
+        trial = None if choice is None or choice.library else r.lookup().get(choice.pick)
+        if choice is not None and choice.library:
+            untuned.append(1.0)
+        elif trial is not None and trial.ok:
+            untuned.append(library_us / trial.time_us)
+        else:
+            failed += 1
+    out["untuned"] = {**versus_library(untuned, LOW), "failed": failed}
+    if tuned_scores is not None:
+        tuned = []
+        for i, r in with_library:
+            library_us, score = r.baselines_us[kernel_of(r.shape).baseline], tuned_scores[i]
+            tuned.append(library_us / min(library_us, r.best_candidate_us / score) if score > 0 else 1.0)
+        out["tuned"] = versus_library(tuned, LOW)
+    return out

@@ -1,4 +1,4 @@
-"""Summary metrics of replay scores: mean, 10th percentile, worst-decile mean, rank correlation."""
+"""Summary metrics of replay scores: mean, 10th percentile, worst-decile mean, rank correlation; the op-vs-library figure."""
 
 from __future__ import annotations
 
@@ -36,3 +36,13 @@ def spearman(predicted, recorded) -> float:
     if predicted.size < 2 or np.ptp(predicted) == 0 or np.ptp(recorded) == 0:
         return math.nan
     return float(np.corrcoef(average_ranks(predicted), average_ranks(recorded))[0, 1])
+
+
+def versus_library(ratios, low: float = 0.97) -> dict[str, float]:
+    """The op-vs-library figure of per-shape ratios library µs ÷ op µs (above 1: the op is faster): geometric
+    mean, 10th percentile, minimum, and how many shapes fall below `low`; `n` shapes."""
+    r = np.asarray(ratios, dtype=float)
+    if r.size == 0:
+        return {"geomean": math.nan, "p10": math.nan, "min": math.nan, "below": 0, "n": 0}
+    return {"geomean": float(np.exp(np.log(r).mean())), "p10": float(np.percentile(r, 10)), "min": float(r.min()),
+            "below": int((r < low).sum()), "n": int(r.size)}

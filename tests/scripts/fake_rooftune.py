@@ -18,8 +18,7 @@ from pathlib import Path
 
 from script_module import load_script
 
-from rooftune.candidates import KERNELS
-from rooftune.candidates.shapes import shape_id
+from rooftune.candidates import KERNELS, shape_id
 from rooftune.eval.sweeping import sweep
 
 FAKES = load_script("tests/eval/sweep_fakes.py")

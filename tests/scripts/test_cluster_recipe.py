@@ -10,10 +10,10 @@ from pathlib import Path
 from script_module import load_script
 from typer.testing import CliRunner
 
-from rooftune.candidates import KERNELS, shape_id
+from rooftune.candidates import shape_id
 from rooftune.candidates.shapes import load_shapes
-from rooftune.eval.sweeping import sweep
 from rooftune.eval.datasets.format import finished_ids, read_manifest
+from rooftune.eval.sweeping import sweep
 from rooftune.tuner.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ import pytest
 from script_module import load_script
 from typer.testing import CliRunner
 
-from rooftune.candidates.shapes import load_shapes, shape_id
+from rooftune.candidates import shape_id
+from rooftune.candidates.shapes import load_shapes
 from rooftune.eval.datasets.format import finished_ids, read_manifest
 from rooftune.tuner.cli.app import app
 

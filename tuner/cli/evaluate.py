@@ -26,8 +26,9 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
-from rooftune.tuner.evaluation import budget_cap, check_scorable, evaluate, offered_as_live
+from rooftune.tuner.evaluation import budget_cap, check_scorable, evaluate, offered_as_live, op_versus_library
 from rooftune.tuner.llm.moe_tables import shipped_tables
+from rooftune.tuner.routing import route_choice
 from rooftune.tuner.search.methods import unavailable_methods
 from rooftune.tuner.search.transfer import TransferError, best_table, check_covers, transfer
 from rooftune.tuner.search.vllm import vllm_table
@@ -99,6 +100,8 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
         console.print(f"vllm-shipped: vLLM's {profile.name} table for {covered} of {len(records)} shapes (at the "
                       "nearest M), its default rule for the rest, as vLLM runs them; each vLLM method measures one "
                       "config whatever the budget")
+    if kernel in ("gemm", "attention"):
+        summary["versus_library"] = _versus_library(console, kernel, records, profile, residual, scores, budget)
     runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
     writes = [(json_out, lambda: write_atomic(json_out, json_text(summary))),
               (plot, lambda: eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, "
@@ -128,6 +131,21 @@ def _methods(kernel: str, methods: dict, profile, only: str | None) -> dict:
     if unknown:
         fail(f"--methods: {', '.join(unknown)} not available here; choose from {', '.join(methods)}")
     return {m: methods[m] for m in wanted}
+
+
+def _versus_library(console: Console, kernel: str, records, profile, residual, scores, budget: int) -> dict:
+    """Print and return the op-vs-library figure of the untuned and (with the rooftune method replayed) tuned op."""
+    spec = KERNELS[kernel]
+    route, why = route_choice(spec, profile, residual, records[0].meta.get("triton"), records[0].meta.get("space_version"))
+    scored = [r for r in records if r.best_candidate_us is not None]
+    tuned = scores["rooftune"][0] if "rooftune" in scores else None
+    figures = op_versus_library(scored, profile, residual, route, tuned)
+    console.print(f"{spec.baseline_label} ÷ rooftune's op (above 1: the op is faster; untuned: {why}):")
+    for path, f in figures.items():
+        label = "untuned" if path == "untuned" else f"tuned within {budget}"
+        console.print(f"  {label:>16}: geometric mean {figure(f['geomean'])}, p10 {figure(f['p10'])}, min "
+                      f"{figure(f['min'])}, {f['below']} of {f['n']} below 0.97")
+    return figures
 
 
 _DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}; " + DAMAGED_HELP

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune import roofline
-from rooftune.candidates.config import config_label
 from rooftune.candidates import (
     KERNELS,
     SPACES,
@@ -23,6 +23,7 @@ from rooftune.candidates import (
     legal_configs,
     parse_config,
 )
+from rooftune.candidates.config import config_label
 from rooftune.eval.datasets.readers import load_records
 from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles.hwprobe import installed_triton
@@ -45,6 +46,8 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, explain_scatter
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table
+from rooftune.tuner.pytorch.ops import KERNEL_ONLY_ENV
+from rooftune.tuner.routing import route_choice, untuned_choice
 from rooftune.tuner.search.strategies import centred, corrected_prior, rooftune_strategy, zero_trial_pick
 from rooftune.tuner.tune import TuneError, tune
 
@@ -146,6 +149,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if pick is not None and pick != configs[best]:
         console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
                       f"{config_label(pick)}, rank {order.index(configs.index(pick)) + 1} here")
+    console.print(untuned_line(kernel, shape, list(legal.configs), profile, residual))
     if named is not None:
         i = configs.index(named)
         rank = order.index(i) + 1
@@ -171,6 +175,16 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     if plot is not None:
         _explain_plot(shape, profile, residual, data, plot)
         console.print(f"wrote {plot}")
+
+
+def untuned_line(kernel: str, shape, configs: list, profile, residual) -> str:
+    """What an untuned op (`rooftune.matmul`/`.attention`, nothing tuned) runs for `shape`, and why."""
+    if KERNELS[kernel].ops is None:
+        return "untuned op: none (fused MoE runs through vLLM's tables: `rooftune tune moe`)"
+    route, why = route_choice(kernel_of(shape), profile, residual, installed_triton())
+    kernel_only = os.environ.get(KERNEL_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    choice = untuned_choice(shape, configs, profile, residual, route, kernel_only, why)
+    return f"untuned op runs {choice.why}" + ("" if choice.library else f" ({config_label(choice.pick)})")
 
 
 # The budget whose search `explain --plot` replays: the mission's.

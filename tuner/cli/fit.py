@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from rooftune.candidates import kernel_spec
 from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
 from rooftune.roofline.residual import read_residual, shipped_residual_path, triton_release, write_residual
+from rooftune.roofline.route import shipped_route_path, write_route
 from rooftune.tuner.cli.args import DAMAGED_HELP, GPU_HELP, check_output, cli_errors, data_profile, fail
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
-from rooftune.tuner.fitting import check_residual, fit_kernel, fit_target, fit_shapes_from_records, refuse_held_out, with_check
+from rooftune.tuner.fitting import (
+    check_residual,
+    fit_kernel,
+    fit_shapes_from_records,
+    fit_target,
+    refuse_held_out,
+    with_check,
+)
+from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.route_fit import CV_SEEDS, fit_route_data
+from rooftune.tuner.routing import LOW
 from rooftune.tuner.search.static import learn_static
 
 fit_app = typer.Typer(help="Fit the residual correction on a training dataset (cross-validated).",
@@ -29,29 +42,31 @@ _OUT = typer.Option(None, "--out", metavar=PATH,
 _CHECK = typer.Option(None, "--check", metavar=NAME_OR_PATH, help="instead of fitting: check this residual (a path, or 'shipped') on a "
                       "training dataset measured under another Triton release, and where it still ranks at least "
                       "as well as the model alone, write it with that release added (to --out, default: in place)")
+_ROUTE = typer.Option(False, "--route", help="instead of the residual: fit the untuned route (kernel's zero-trial pick "
+                      "or the library's op, tuner/routing.py) beside the shipped residual, and write it beside the residuals")
 
 
 @fit_app.command("gemm", short_help="Fit the GEMM residual and the search's constants.")
 def fit_gemm(
     data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("gemm")),
-    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
+    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK, route: bool = _ROUTE,
 ) -> None:
     """Choose the ridge penalty, the near-best weighting, whether the zero-trial pick gets its own
     correction, and the search constants by 5-fold cross-validation over shapes (the search replayed
     at budgets 1, 5, 10, 20), refit on every training shape, learn the `static` baseline list, and
     write it all as one JSON. Refuses held-out data. About a minute on 120 shapes with 2 cores.
     A residual ranks for the Triton release its data were measured under; --check extends it to another."""
-    _fit("gemm", data, gpu, out, check)
+    _fit("gemm", data, gpu, out, check, route)
 
 
 @fit_app.command("attention", short_help="The same for causal attention.")
 def fit_attention(
     data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("attention")),
-    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
+    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK, route: bool = _ROUTE,
 ) -> None:
     """The same for the causal attention forward: its residual (attention's features), search
     constants and static list, cross-validated on the training shapes. Refuses held-out data."""
-    _fit("attention", data, gpu, out, check)
+    _fit("attention", data, gpu, out, check, route)
 
 
 @fit_app.command("moe", short_help="The same for the fused-MoE GEMM.")
@@ -64,7 +79,8 @@ def fit_moe(
     _fit("moe", data, gpu, out, check)
 
 
-def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str | None = None) -> None:
+def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str | None = None,
+         route: bool = False) -> None:
     """`rooftune fit KERNEL`: cross-validate, refit, learn the static list, write the residual, print the
     figures; with `check`, check a residual under the data's Triton release instead (`_check`)."""
     console = Console()
@@ -77,6 +93,8 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             fail(f"{data} holds {manifest.get('kernel', 'gemm')} measurements, not {kernel}")
         if check is not None:
             return _check(kernel, data, profile, manifest, check, out, console)
+        if route:
+            return _fit_route(kernel, data, profile, out, console)
         target = fit_target(kernel, profile, None if out is None else str(out))
         check_output(str(target), "--out", inputs=(data, gpu))
         records = load_records(data, kernel=kernel)
@@ -108,6 +126,22 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             residual.fit["triton"] = [triton_release(triton)]
         write_residual(residual, target)  # after the figures: a write that fails does not lose them
     console.print(f"wrote {target} ({len(residual.coefficients)} coefficients)")
+
+
+def _fit_route(kernel: str, data: Path, profile, out: Path | None, console: Console) -> None:
+    """`fit --route`: cross-validate and refit the untuned route beside the shipped residual; print, write."""
+    target = out or shipped_route_path(kernel, profile)
+    check_output(str(target), "--out")
+    spec = kernel_spec(kernel)
+    residual = shipped_residual(spec, profile, (read_manifest(data).get("device") or {}).get("triton"))
+    route, chosen, _ = fit_route_data(data, kernel, profile, residual, spec.baseline)
+    console.print(f"chosen: features {', '.join(route.features)}; ridge {route.fit['alpha']:g}; kernel kept where "
+                  f"the predicted library ÷ pick exceeds {math.exp(route.margin):.3f}")
+    console.print(f"  CV ({route.fit['shapes']} shapes, 5 folds x {len(CV_SEEDS)} seeds), library ÷ untuned op: "
+                  f"geometric mean {chosen['geomean']:.3f}, p10 {chosen['p10']:.3f}, min {chosen['min']:.3f}, "
+                  f"below {LOW}: {chosen['below']:.1f}")
+    write_route(route, target)
+    console.print(f"wrote {target}")
 
 
 def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Path | None, console: Console) -> None:

@@ -19,6 +19,7 @@ from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.eval.sweeping import sweep
 from rooftune.hwprofiles import hwprobe, profile_to_dict, save_profile
 from rooftune.outputs import OutputError, json_text, write_all, write_atomic
+from rooftune.tuner.cache import CACHE_ENV, cache_path, result_to_dict
 from rooftune.tuner.cli.args import (
     GPU_HELP,
     LAYOUT_HELP,
@@ -34,14 +35,13 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.terminal import add_cells, width_table
+from rooftune.tuner.live_tune import tune_shape
 from rooftune.tuner.llm.moe_tables import read_table, table_file_name, write_table
 from rooftune.tuner.llm.moe_tune import PAIR_TOP, moe_shapes, shard_intermediate, tune_moe_table
 from rooftune.tuner.llm.shapes import load_model_config, model_shapes
 from rooftune.tuner.llm.tables import model_outputs, shape_label
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
 from rooftune.tuner.pytorch.ops import library_faster
-from rooftune.tuner.cache import CACHE_ENV, cache_path, result_to_dict
-from rooftune.tuner.live_tune import tune_shape
 
 console = Console()
 # What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.

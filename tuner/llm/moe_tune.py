@@ -32,10 +32,10 @@ from rooftune.candidates.shapes import MOE_GEMMS, ShapeError
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import OutputError
-from rooftune.tuner.llm.moe_tables import table_file_name
-from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, MeasurerFactory, Reporter, live_measurers
 from rooftune.tuner.cache import TuneCache, cache_key, tune_key
 from rooftune.tuner.live_tune import tune_shape
+from rooftune.tuner.llm.moe_tables import table_file_name
+from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, MeasurerFactory, Reporter, live_measurers
 from rooftune.tuner.residual_choice import ranking_residual
 from rooftune.tuner.tune import CONFIRM_TOP, TuneError, TuneResult
 

@@ -14,9 +14,9 @@ from rooftune.candidates import Measurer, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import partition_profile
 from rooftune.kernels.harness import live
-from rooftune.tuner.llm.shapes import LayerShape, ModelConfig, model_shapes
 from rooftune.tuner.cache import TuneCache, tune_key
 from rooftune.tuner.live_tune import tune_shape
+from rooftune.tuner.llm.shapes import LayerShape, ModelConfig, model_shapes
 from rooftune.tuner.residual_choice import shipped_residual
 from rooftune.tuner.tune import TuneError, TuneResult
 

@@ -25,10 +25,10 @@ import numpy as np
 from rooftune.candidates import Config, GemmShape, kernel_spec
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import OutputError
-from rooftune.tuner.pytorch.ops import device_profile
-from rooftune.tuner.search.strategies import corrected_prior
 from rooftune.tuner.cache import CacheFile, cache_path
+from rooftune.tuner.pytorch.ops import device_profile
 from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.search.strategies import corrected_prior
 
 AUTOTUNE_CACHE_FORMAT = "rooftune-autotune-cache-1"
 # rooftune's GEMM parameter <- the names a user's kernel may give it (the Triton tutorial's first)

@@ -12,8 +12,10 @@ no GPU to time on, so they run the zero-trial pick, with one warning.
 
 Where the tune (cached or on first use) timed the library's own op (cuBLAS through torch.matmul, SDPA)
 faster than its winner, side by side in its confirming pass, the answer is LIBRARY_ROUTE and the op runs
-the library's op for that shape: a tuned shape runs whichever of the two its tune timed faster. $ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel (to benchmark it, say). The zero-trial pick measures
-nothing, so it always runs the kernel.
+the library's op for that shape: a tuned shape runs whichever of the two its tune timed faster. An untuned shape
+(the zero-trial pick, nothing measured) runs the library's op where the shipped route (tuner/routing.py, fitted
+on the training sets' recorded library times) does not predict the pick clearly faster. $ROOFTUNE_KERNEL_ONLY=1
+keeps rooftune's kernel either way (to benchmark it, say).
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from pathlib import Path
 
 from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile, load_profile
-from rooftune.hwprofiles.hwprobe import NoGpuError
+from rooftune.hwprofiles.hwprobe import NoGpuError, installed_triton
 from rooftune.hwprofiles.shipped import shipped_profile_name
-from rooftune.tuner.search.strategies import zero_trial_pick
 from rooftune.tuner.cache import CACHE_ENV, TuneCache, cache_path, tune_key
 from rooftune.tuner.live_tune import tune_shape
 from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.routing import route_choice, untuned_choice
 from rooftune.tuner.tune import TuneResult
 
 PROFILE_ENV = "ROOFTUNE_PROFILE"
@@ -72,7 +74,8 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     """The cache's winner for `shape` on `profile`; else, with `tune`, the winner of a live tune
     within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
     residual, nothing measured). LIBRARY_ROUTE instead of a tune's winner where that tune timed the
-    library's op faster, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
+    library's op faster, and instead of the zero-trial pick where the shipped route sends the untuned op to
+    the library, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
     spec = kernel_of(shape)
     residual = shipped_residual(spec, profile)
     result = TuneCache(cache).get(tune_key(shape, profile, TUNE_BUDGET, residual))
@@ -84,10 +87,11 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     if result is not None:
         return LIBRARY_ROUTE if library_faster(result) and not kernel_only else result.winner
     configs = legal_configs(spec.space, shape, profile).configs
-    pick = zero_trial_pick(shape, configs, profile, residual)
-    if pick is None:
+    route = route_choice(spec, profile, residual, installed_triton())[0]
+    choice = untuned_choice(shape, configs, profile, residual, route, kernel_only)
+    if choice is None:
         raise ValueError(f"no legal {spec.name} config for {shape} on {profile.name}")
-    return pick
+    return LIBRARY_ROUTE if choice.library else choice.pick
 
 
 def resolve_config(shape, device, tune: bool) -> Config | str:

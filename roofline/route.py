@@ -1,0 +1,157 @@
+"""The untuned route: a ridge model of log(library time ÷ the zero-trial pick's time) over a shape's features
+and the pick's model time, fitted per kernel and GPU (tuner/routing.py) and stored as JSON beside the residuals.
+
+An untuned op (nothing measured) runs the library's op (cuBLAS, SDPA) unless the predicted gain of the kernel's
+zero-trial pick, log(library µs / pick µs), exceeds the route's `margin`: a mistaken library route costs nothing
+against the library, a mistaken kernel route can cost a lot, so the margin (chosen by cross-validation on the
+training shapes) keeps the kernel only where it is confidently faster.
+
+The features are the shape's own (log2 sizes centred on the middle of the lists, their squares and products;
+rows whose length is not a multiple of 8 elements, which the library's vectorized paths handle poorly) and two
+of the roofline's: the ideal time max(FLOPs / peak, bytes / DRAM bandwidth) of the shape on the profile, and the
+model's time of the pick over it (how far from the roofline the model puts the kernel). A route says which of
+them it was fitted on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rooftune.candidates import AttentionShape, GemmShape
+from rooftune.hwprofiles import HardwareProfile
+from rooftune.outputs import write_atomic
+from rooftune.roofline.residual import ResidualError, shipped_residual_path, triton_release
+
+ROUTE_FORMAT = "rooftune-route-1"
+ROUTE_FEATURES_VERSION = "route-features-1"
+_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# Rows whose length is not a multiple of this many elements (16 bytes of bf16) leave vectorized loads.
+_ALIGN_ELEMENTS = 8
+
+
+def ideal_us(shape, profile: HardwareProfile) -> float:
+    """The roofline's floor in µs: max(FLOPs / tensor peak, bytes moved once / DRAM bandwidth); the bytes are
+    the operands read and the output written (GEMM: A, B, C; attention: Q, K, V, O)."""
+    size = _ELEMENT_BYTES.get(shape.dtype, 2)
+    if isinstance(shape, GemmShape):
+        elements = shape.m * shape.k + shape.n * shape.k + shape.m * shape.n
+    else:
+        elements = shape.batch * shape.seq * shape.head_dim * (2 * shape.heads + 2 * shape.kv_heads)
+    flops_us = shape.flops / (profile.tensor_tflops(shape.dtype) * 1e6)
+    bytes_us = elements * size / (profile.dram_bw_gbps * 1e3)
+    return max(flops_us, bytes_us)
+
+
+def _crossed(logs: dict[str, float]) -> dict[str, float]:
+    """The logs, their squares ('x^2') and pairwise products ('x*y')."""
+    names = list(logs)
+    out = dict(logs)
+    out.update({f"{a}^2": logs[a] ** 2 for a in names})
+    out.update({f"{a}*{b}": logs[a] * logs[b] for i, a in enumerate(names) for b in names[i + 1:]})
+    return out
+
+
+def route_features(shape, pick_model_us: float, profile: HardwareProfile) -> dict[str, float]:
+    """Every feature a route may use, by name, for `shape` whose zero-trial pick the model puts at
+    `pick_model_us` µs on `profile`."""
+    if isinstance(shape, GemmShape):
+        logs = {"log_m": math.log2(shape.m) - 7.0, "log_n": math.log2(shape.n) - 12.0,
+                "log_k": math.log2(shape.k) - 12.0}
+        extra = {"n_unaligned": float(shape.n % _ALIGN_ELEMENTS != 0),
+                 "k_unaligned": float(shape.k % _ALIGN_ELEMENTS != 0)}
+    elif isinstance(shape, AttentionShape):
+        logs = {"log_bh": math.log2(shape.batch * shape.heads) - 8.0, "log_seq": math.log2(shape.seq) - 10.0,
+                "log_head_dim": math.log2(shape.head_dim) - 7.0}
+        extra = {"log_gqa": math.log2(shape.heads // shape.kv_heads)}
+    else:
+        raise ResidualError(f"no route features for a {type(shape).__name__}")
+    floor = ideal_us(shape, profile)
+    return {**_crossed(logs), **extra, "log_ideal": math.log(floor),
+            "log_model_over_ideal": math.log(max(pick_model_us, 1e-9) / floor)}
+
+
+@dataclass(frozen=True)
+class Route:
+    """A fitted route for one kernel on one GPU: standardized ridge coefficients over `features`, the
+    `margin` the predicted log gain must exceed to keep the kernel, and what it was fitted on (`fit`)."""
+
+    kernel: str
+    profile: str
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coefficients: tuple[float, ...]
+    intercept: float
+    margin: float
+    fit: dict = field(default_factory=dict)
+
+    def gain(self, values: dict[str, float]) -> float:
+        """Predicted log(library µs / pick µs) from the features `values` (route_features)."""
+        x = np.array([values[n] for n in self.features])
+        z = (x - np.array(self.mean)) / np.array(self.scale)
+        return float(self.intercept + z @ np.array(self.coefficients))
+
+    def keeps_kernel(self, values: dict[str, float]) -> bool:
+        return self.gain(values) > self.margin
+
+    def mismatch(self, space_version: str | None, triton: str | None = None) -> str | None:
+        """Why this route does not apply to the kernel over `space_version` under Triton `triton`, or None."""
+        if self.fit.get("space_version") != space_version:
+            return f"fitted over {self.fit.get('space_version')}, not {space_version}"
+        tritons = tuple(self.fit.get("triton", ()))
+        if triton is not None and tritons and triton_release(triton) not in tritons:
+            return f"fitted under Triton {', '.join(tritons)}, not {triton_release(triton)}"
+        return None
+
+
+def route_to_dict(route: Route) -> dict:
+    return {"format": ROUTE_FORMAT, "features_version": ROUTE_FEATURES_VERSION, "kernel": route.kernel,
+            "profile": route.profile, "features": list(route.features), "mean": list(route.mean),
+            "scale": list(route.scale), "coefficients": list(route.coefficients), "intercept": route.intercept,
+            "margin": route.margin, "fit": route.fit}
+
+
+def route_from_dict(data: dict, origin: str) -> Route:
+    if not isinstance(data, dict) or data.get("format") != ROUTE_FORMAT:
+        raise ResidualError(f"{origin}: not a rooftune route (expected format {ROUTE_FORMAT!r})")
+    if data.get("features_version") != ROUTE_FEATURES_VERSION:
+        raise ResidualError(f"{origin}: fitted on route features {data.get('features_version')!r}, this rooftune "
+                            f"computes {ROUTE_FEATURES_VERSION!r}; refit with `rooftune fit {data.get('kernel')} --route`")
+    try:
+        sizes = {len(data[k]) for k in ("features", "mean", "scale", "coefficients")}
+        if len(sizes) != 1:
+            raise ValueError("features, mean, scale and coefficients differ in length")
+        return Route(str(data["kernel"]), str(data["profile"]), tuple(str(n) for n in data["features"]),
+                     tuple(float(v) for v in data["mean"]), tuple(float(v) for v in data["scale"]),
+                     tuple(float(v) for v in data["coefficients"]), float(data["intercept"]),
+                     float(data["margin"]), dict(data.get("fit", {})))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ResidualError(f"{origin}: malformed route ({exc})") from exc
+
+
+def shipped_route_path(kernel: str, profile: HardwareProfile) -> Path:
+    """'route-gemm-NVIDIA_H200.json' beside the kernel's shipped residual."""
+    path = shipped_residual_path(kernel, profile)
+    return path.with_name(f"route-{path.name}")
+
+
+def load_route(kernel: str, profile: HardwareProfile, path: str | os.PathLike | None = None) -> Route | None:
+    """The route at `path`, else the shipped route of this kernel on this profile's GPU, or None where there is
+    no shipped one (an untuned op runs the kernel)."""
+    source = Path(path) if path is not None else shipped_route_path(kernel, profile)
+    if path is None and not source.is_file():
+        return None
+    try:
+        return route_from_dict(json.loads(source.read_text()), str(source))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResidualError(f"{source}: not a readable route ({exc})") from exc
+
+
+def write_route(route: Route, path: str | os.PathLike) -> None:
+    write_atomic(path, json.dumps(route_to_dict(route), indent=1) + "\n")

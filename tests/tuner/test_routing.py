@@ -1,0 +1,159 @@
+"""The untuned route: fitting on training data only, its choice on recorded shapes (each way), the ops and
+`explain` following it, $ROOFTUNE_KERNEL_ONLY, and the op-vs-library figure of `eval` on a hand-computed dataset."""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rooftune.candidates import LIBRARY_ROUTE, GemmShape, Trial, kernel_of, kernel_spec, legal_configs
+from rooftune.candidates.records import ShapeRecords
+from rooftune.eval.datasets.format import read_shape, to_records
+from rooftune.eval.scoring.metrics import versus_library
+from rooftune.hwprofiles import load_profile
+from rooftune.roofline.residual import ResidualError
+from rooftune.roofline.route import Route, load_route, route_from_dict, route_to_dict
+from rooftune.tuner import route_fit
+from rooftune.tuner.cli.app import app
+from rooftune.tuner.evaluation import op_versus_library
+from rooftune.tuner.fitting import HeldOutError
+from rooftune.tuner.pytorch import ops
+from rooftune.tuner.residual_choice import shipped_residual
+from rooftune.tuner.routing import route_choice, untuned_choice
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "datasets" / "h200"
+PROFILE = load_profile("h200")
+TRITON = "3.6.0"  # the release the shipped routes and residuals were fitted under
+runner = CliRunner()
+
+_OPENED: list[str] = []
+_AUDITING = [False]
+
+
+def _audit(event, args):
+    if _AUDITING[0] and event == "open" and args and isinstance(args[0], (str, bytes, Path)):
+        _OPENED.append(str(args[0]))
+
+
+sys.addaudithook(_audit)  # records only while _AUDITING is set
+
+
+@pytest.mark.parametrize("kernel", ["gemm", "attention"])
+def test_the_route_is_fitted_on_training_data_only(kernel):
+    """Fitting refuses a held-out dataset before opening one of its shapes; the shipped routes name training data."""
+    spec = kernel_spec(kernel)
+    residual = shipped_residual(spec, PROFILE, TRITON)
+    _OPENED.clear()
+    _AUDITING[0] = True
+    try:
+        with pytest.raises(HeldOutError, match="held-out"):
+            route_fit.fit_route_data(DATA / kernel / "heldout", kernel, PROFILE, residual, spec.baseline)
+    finally:
+        _AUDITING[0] = False
+    assert not [p for p in _OPENED if "heldout" in p and p.endswith(".csv.gz")]
+    result = runner.invoke(app, ["fit", kernel, "--data", str(DATA / kernel / "heldout"), "--route",
+                                 "--out", "/tmp/never.json"])
+    assert result.exit_code == 2 and "held-out" in " ".join(result.output.split())
+    route = load_route(kernel, PROFILE)
+    assert route is not None and "heldout" not in route.fit["data"] and route.fit["shapes"] == 120
+    assert route_choice(spec, PROFILE, residual, TRITON)[0] == route
+
+
+def _recorded(kernel: str, name: str) -> ShapeRecords:
+    return to_records(read_shape(DATA / kernel / "train" / "shapes" / name))
+
+
+@pytest.mark.parametrize("kernel, library_wins, kernel_wins", [
+    ("gemm", "3359x1536x1536-nk-bf16.csv.gz", "16x50257x768-nk-bf16.csv.gz"),
+    ("attention", "1x32x16384x128-causal-bf16.csv.gz", "15x16x64x128x2-causal-bf16.csv.gz"),
+])
+def test_the_route_sends_a_shape_the_library_wins_to_it_and_keeps_the_kernel_where_it_wins(kernel, library_wins,
+                                                                                           kernel_wins):
+    spec = kernel_spec(kernel)
+    residual = shipped_residual(spec, PROFILE, TRITON)
+    route = route_choice(spec, PROFILE, residual, TRITON)[0]
+    for name, library in ((library_wins, True), (kernel_wins, False)):
+        records = _recorded(kernel, name)
+        choice = untuned_choice(records.shape, records.candidate_configs(), PROFILE, residual, route)
+        pick_us = records.lookup()[choice.pick].time_us
+        assert (records.baselines_us[spec.baseline] < pick_us) == library  # as recorded on the H200
+        assert choice.library == library and ("the library" if library else "the kernel") in choice.why
+        kept = untuned_choice(records.shape, records.candidate_configs(), PROFILE, residual, route, kernel_only=True)
+        assert not kept.library and kept.pick == choice.pick
+
+
+def test_the_untuned_op_follows_the_route_unless_kernel_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(ops, "installed_triton", lambda: TRITON)
+    library, kernel = GemmShape(3359, 1536, 1536, layout="nk"), GemmShape(16, 50257, 768, layout="nk")
+    cache = tmp_path / "tune.json"
+    assert ops.choose_config(library, PROFILE, cache, tune=False) == LIBRARY_ROUTE
+    kept = ops.choose_config(library, PROFILE, cache, tune=False, kernel_only=True)
+    assert kept != LIBRARY_ROUTE and kept in legal_configs(kernel_of(library).space, library, PROFILE).configs
+    assert ops.choose_config(kernel, PROFILE, cache, tune=False) != LIBRARY_ROUTE
+    monkeypatch.setattr(ops, "installed_triton", lambda: "9.9.0")  # a release the route was not fitted under
+    assert ops.choose_config(library, PROFILE, cache, tune=False) != LIBRARY_ROUTE
+
+
+def test_explain_says_what_the_untuned_op_runs(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    from rooftune.tuner.cli import explain
+
+    monkeypatch.setattr(explain, "installed_triton", lambda: TRITON)
+    out = runner.invoke(app, ["explain", "gemm", "--shape", "3359x1536x1536", "--layout", "nk", "--gpu", "h200"])
+    assert out.exit_code == 0 and "untuned op runs the library" in " ".join(out.output.split())
+    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")
+    out = runner.invoke(app, ["explain", "gemm", "--shape", "3359x1536x1536", "--layout", "nk", "--gpu", "h200"])
+    assert "untuned op runs the kernel: $ROOFTUNE_KERNEL_ONLY" in " ".join(out.output.split())
+
+
+def test_route_files_round_trip_and_bad_ones_are_named():
+    route = load_route("gemm", PROFILE)
+    assert route_from_dict(route_to_dict(route), "x") == route
+    with pytest.raises(ResidualError, match="not a rooftune route"):
+        route_from_dict({"format": "other"}, "x")
+    with pytest.raises(ResidualError, match="malformed route"):
+        route_from_dict({**route_to_dict(route), "mean": [0.0]}, "x")
+
+
+def _uniform(shape: GemmShape, time_us: float, library_us: float) -> ShapeRecords:
+    """Every legal config recorded at `time_us` (so any pick takes it), the library at `library_us`."""
+    configs = legal_configs(kernel_of(shape).space, shape, PROFILE).configs
+    return ShapeRecords(shape, tuple(Trial(c, time_us) for c in configs), {"cublas": library_us})
+
+
+def test_the_op_versus_library_figure_on_a_tiny_dataset():
+    # log_m = log2(M) - 7: M 1, 4096, 16 -> -7, 5, -3; gain = -0.1 log_m: 0.7, -0.5, 0.3 against a margin of 0.1,
+    # so the route keeps the kernel on the first and third shapes and sends the second to the library.
+    records = [_uniform(GemmShape(1, 4096, 4096, layout="nk"), 8.0, 10.0),        # the kernel 1.25x faster
+               _uniform(GemmShape(4096, 4096, 4096, layout="nk"), 12.5, 10.0),   # the kernel 0.8x
+               _uniform(GemmShape(16, 4096, 4096, layout="nk"), 4.0, 5.0)]       # the kernel 1.25x
+    route = Route("gemm", PROFILE.name, ("log_m",), (0.0,), (1.0,), (-0.1,), 0.0, 0.1)
+    figures = op_versus_library(records, PROFILE, None, route, tuned_scores=[1.0, 1.0, 0.5])
+    # untuned: 1.25, 1 (the library), 1.25; tuned: 1.25, 1 (10 µs < 12.5), 1 (the pick at 4 / 0.5 = 8 µs > 5)
+    assert figures["untuned"] == pytest.approx({"geomean": 1.25 ** (2 / 3), "p10": 1.05, "min": 1.0, "below": 0,
+                                                "n": 3, "failed": 0})
+    assert figures["tuned"] == pytest.approx({"geomean": 1.25 ** (1 / 3), "p10": 1.0, "min": 1.0, "below": 0, "n": 3})
+    without = op_versus_library(records, PROFILE, None, None)["untuned"]  # no route: the kernel everywhere
+    assert without["geomean"] == pytest.approx(1.25 ** (1 / 3)) and without["min"] == 0.8 and without["below"] == 1
+    assert "tuned" not in without
+    assert math.isnan(versus_library([])["geomean"]) and versus_library([])["n"] == 0
+
+
+def test_the_cv_chooses_a_margin_that_never_loses_on_a_held_back_shape():
+    """Rows whose gain is a step in log_m, the other features noise: the chosen setting loses on none."""
+    rng = np.random.default_rng(0)
+    names = {n for features in route_fit.FEATURE_GRID["gemm"] for n in features}
+    rows = []
+    for i in range(60):
+        log_m = rng.uniform(-7, 7)
+        gain = 0.3 if log_m < 0 else -0.2
+        rows.append(route_fit.RouteRow(None, {n: rng.normal() for n in names} | {"log_m": log_m},
+                                       1.0, math.exp(-gain)))
+    route, chosen, table = route_fit.fit_route(rows, "gemm", PROFILE)
+    assert chosen["below"] == 0 and chosen["geomean"] > 1.1 and len(table) > 1
+    ratios = route_fit.routed_ratios(rows, [route.keeps_kernel(r.features) for r in rows])
+    assert ratios.min() >= 1.0
