@@ -157,3 +157,33 @@ def test_the_cv_chooses_a_margin_that_never_loses_on_a_held_back_shape():
     assert chosen["below"] == 0 and chosen["geomean"] > 1.1 and len(table) > 1
     ratios = route_fit.routed_ratios(rows, [route.keeps_kernel(r.features) for r in rows])
     assert ratios.min() >= 1.0
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_an_untuned_op_runs_the_library_or_the_kernel_as_the_route_says(tmp_path, monkeypatch):
+    """Two training shapes, one each way: the untuned `rooftune.linear` resolves to the library's op for the one
+    and to the kernel's pick for the other (an empty cache, nothing tuned), and both compute x @ wᵀ."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from rooftune.hwprofiles.hwprobe import installed_triton
+
+    spec = kernel_spec("gemm")
+    residual = shipped_residual(spec, PROFILE)
+    if route_choice(spec, PROFILE, residual, installed_triton())[0] is None:
+        pytest.skip(f"the shipped route does not apply under Triton {installed_triton()}")
+    monkeypatch.setenv("ROOFTUNE_CACHE", str(tmp_path / "tune.json"))
+    monkeypatch.setenv("ROOFTUNE_PROFILE", "h200")
+    for name in ("ROOFTUNE_KERNEL_ONLY", "ROOFTUNE_TUNE"):
+        monkeypatch.delenv(name, raising=False)
+    import rooftune
+
+    ops.clear_memo()
+    for (m, n, k), library in (((3359, 1536, 1536), True), ((16, 50257, 768), False)):
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        out = rooftune.linear(x, w)
+        config = ops.resolve_config(GemmShape(m, n, k, "nk"), x.device, False)
+        assert (config == LIBRARY_ROUTE) == library, (m, n, k, config)
+        ref = x.float() @ w.float().t()
+        assert float((out.float() - ref).norm() / ref.norm()) < 1e-2
