@@ -116,14 +116,17 @@ def _gemm_backward(ctx, grad):
 gemm_op.register_autograd(_gemm_backward, setup_context=_gemm_setup)
 
 
+def _attention_shape(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> AttentionShape:
+    batch, heads, kv_heads, seq, head_dim = kattn._dims(q, k, v)
+    return AttentionShape(batch, heads, seq, head_dim, causal=causal, dtype=DTYPE_NAMES[q.dtype], kv_heads=kv_heads)
+
+
 @torch.library.custom_op("rooftune::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None,
                  tune: bool) -> torch.Tensor:
     """O = softmax(Q Kᵀ · scale) V (kernels/attention.py) with the resolved config, or with SDPA where the
     resolver routes the shape there (its output in Q's layout, as the kernel's)."""
-    batch, heads, kv_heads, seq, head_dim = kattn._dims(q, k, v)
-    shape = AttentionShape(batch, heads, seq, head_dim, causal=causal, dtype=DTYPE_NAMES[q.dtype], kv_heads=kv_heads)
-    config = _config(shape, q.device, tune)
+    config = _config(_attention_shape(q, k, v, causal), q.device, tune)
     if config == LIBRARY_ROUTE:
         out = _sdpa(q, k, v, causal, scale)
         return out if out.stride() == q.stride() else torch.empty_like(q).copy_(out)
@@ -215,17 +218,33 @@ def _refuse(op: str, why: str):
     raise UnsupportedInputError(f"rooftune.{op}: {why}; {_FALLBACK_HINT}")
 
 
-def _gemm(x: torch.Tensor, b_kn: torch.Tensor, tune: bool) -> torch.Tensor:
-    """x [..., K] @ b_kn [K, N] -> [..., N]; B goes to the kernel in whichever storage order it has."""
-    lead, n = x.shape[:-1], b_kn.shape[1]
-    a = x.reshape(-1, x.shape[-1]).contiguous()                                        # [M, K]
-    if b_kn.is_contiguous():
+def _library_routed(shape, device: torch.device, tune: bool, sizes) -> bool:
+    """Whether the resolver sends `shape` to the library's op. Asked before the custom op, so that the library's op
+    then runs as torch runs it (F.linear with its fused bias, SDPA in its own output layout) rather than inside
+    the op, which must return the kernel's layout; where `sizes` are symbolic (torch.compile's dynamic shapes)
+    the op decides inside, as it does for the kernel's config."""
+    return not any(isinstance(s, torch.SymInt) for s in sizes) and _config(shape, device, tune) == LIBRARY_ROUTE
+
+
+def _gemm(x: torch.Tensor, b_kn: torch.Tensor, tune: bool, library: Callable[[], torch.Tensor],
+          bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., K] @ b_kn [K, N] (+ bias [N]) -> [..., N]; B goes to the kernel in whichever storage order it has;
+    `library()` computes the same (bias included) with torch's op, run where the resolver routes the shape there."""
+    lead, (k, n) = x.shape[:-1], b_kn.shape
+    a = x.reshape(-1, k)                                                               # [M, K]
+    layout = "kn" if b_kn.is_contiguous() else "nk" if b_kn.t().is_contiguous() else None
+    if _library_routed(GemmShape(a.shape[0], n, k, layout=layout or "kn", dtype=DTYPE_NAMES[x.dtype]), x.device,
+                       tune, (a.shape[0], n, k)):
+        return library()
+    a = a.contiguous()
+    if layout == "kn":
         out = gemm_op(a, b_kn, "kn", tune)
-    elif b_kn.t().is_contiguous():  # the transpose of a row-major [N, K] tensor, e.g. an nn.Linear weight
+    elif layout == "nk":  # the transpose of a row-major [N, K] tensor, e.g. an nn.Linear weight
         out = gemm_op(a, b_kn.t(), "nk", tune)
     else:
         out = gemm_op(a, b_kn.contiguous(), "kn", tune)
-    return out.reshape(*lead, n)
+    out = out.reshape(*lead, n)
+    return out if bias is None else out + bias
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, tune: bool | None = None, fallback: bool | None = None) -> torch.Tensor:
@@ -238,7 +257,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, tune: bool | None = None, fallba
         if flag(fallback, FALLBACK_ENV):
             return torch.matmul(a, b)
         _refuse("matmul", why)
-    return _gemm(a, b, flag(tune, TUNE_ENV))
+    return _gemm(a, b, flag(tune, TUNE_ENV), lambda: torch.matmul(a, b))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, tune: bool | None = None,
@@ -255,8 +274,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         if flag(fallback, FALLBACK_ENV):
             return F.linear(x, weight, bias)
         _refuse("linear", why)
-    out = _gemm(x, weight.t(), flag(tune, TUNE_ENV))
-    return out if bias is None else out + bias
+    return _gemm(x, weight.t(), flag(tune, TUNE_ENV), lambda: F.linear(x, weight, bias), bias)
 
 
 def _attention_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> str | None:
@@ -297,4 +315,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         if flag(fallback, FALLBACK_ENV):
             return _sdpa(q, k, v, causal, scale)
         _refuse("attention", why)
-    return attention_op(q, k, v, bool(causal), None if scale is None else float(scale), flag(tune, TUNE_ENV))
+    tune = flag(tune, TUNE_ENV)
+    if _library_routed(_attention_shape(q, k, v, bool(causal)), q.device, tune, q.shape):
+        return _sdpa(q, k, v, bool(causal), scale)
+    return attention_op(q, k, v, bool(causal), None if scale is None else float(scale), tune)
