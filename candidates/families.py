@@ -76,7 +76,9 @@ class KernelSpec:
     (roofline: its residual `FeatureSet`), `bench` (kernels: its `Bench` class), `jobs` (kernels: the prebuild's
     binary jobs), `report` (eval: its `ReportKind`), `backfill` (eval, where it has one), `eval_methods` (tuner:
     the methods `rooftune eval` compares, so a strategy that knows one family is listed only there) and `table`
-    (tuner: a tuned layer's entry in a serving engine's config table, where it has one)."""
+    (tuner: a tuned layer's entry in a serving engine's config table, where it has one) and `layers` (tuner: the
+    scorer of an engine's tables by the layer's time, where an engine runs one entry for several of the family's
+    shapes, as vLLM runs one fused-MoE config for both GEMMs)."""
 
     name: str
     label: str
@@ -111,6 +113,7 @@ class KernelSpec:
     ops: str | None = None
     backfill: str | None = None
     table: str | None = None
+    layers: str | None = None
 
     def fold_group(self, shape) -> tuple | None:
         """What a cross-validation fold keeps together: the shape's `fold_keys` (fused MoE: its layer, as its
@@ -121,7 +124,7 @@ class KernelSpec:
 # The layer each implementation field belongs to: its path points into that layer, which alone resolves it.
 IMPLEMENTATION_LAYERS = {"module": "kernels", "model": "roofline", "features": "roofline", "bench": "kernels",
                          "jobs": "kernels", "report": "eval", "backfill": "eval", "eval_methods": "tuner",
-                         "table": "tuner"}
+                         "table": "tuner", "layers": "tuner"}
 
 
 def load_implementation(path: str):
@@ -168,7 +171,8 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.tuner.search.methods:moe_eval_methods", runtime_params=("GROUP_SIZE_M",),
         # The fused-MoE space names its tiles as vLLM does; they take the GEMM's coordinates.
         gemm_names=(("BLOCK_SIZE_M", "BLOCK_M"), ("BLOCK_SIZE_N", "BLOCK_N"), ("BLOCK_SIZE_K", "BLOCK_K")),
-        fold_keys=("experts", "topk", "hidden", "intermediate")),
+        fold_keys=("experts", "topk", "hidden", "intermediate"),
+        layers="rooftune.tuner.llm.moe_eval:score_tables"),
 }
 
 

@@ -55,15 +55,15 @@ def _target(path: Path) -> tuple[Path, int | None]:
 
 
 def check_not_input(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None]) -> None:
-    """OutputError where `path` is one of a command's `inputs` (a file it reads, or inside a folder it reads: a
-    dataset, whose manifest or shape file an output would replace). Inputs that are not existing paths (None, a
-    shipped profile's name) are skipped; links are followed."""
+    """OutputError where `path` is one of a command's `inputs` (a file it reads), or an existing file inside a folder
+    it reads (a dataset, whose manifest or shape file an output would replace; a new file beside them replaces
+    nothing). Inputs that are not existing paths (None, a shipped profile's name) are skipped; links are followed."""
     target = Path(path).resolve()
     for given in inputs:
         if given is None or not Path(given).exists():
             continue
         source = Path(given).resolve()
-        if target == source or (source.is_dir() and source in target.parents):
+        if target == source or (source.is_dir() and source in target.parents and target.exists()):
             where = "is" if target == source else "is inside"
             raise OutputError(f"{path}: {where} {given}, an input of this command: writing it would replace what "
                               f"is being read; give another path")

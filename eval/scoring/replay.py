@@ -71,3 +71,16 @@ def model_spearman(records: list[ShapeRecords], profile: HardwareProfile) -> flo
         if not np.isnan(rho):
             values.append(rho)
     return float(np.mean(values)) if values else float("nan")
+
+
+class RecordsMeasurer:
+    """`Measurer` over many shapes' records (a layer's GEMMs, a table's token counts): each shape's
+    `RecordedMeasurer`; a shape without records is an error of the caller."""
+
+    def __init__(self, records):
+        self.by_shape = {r.shape: RecordedMeasurer(r) for r in records}
+
+    def measure(self, shape, configs: list[Config]) -> list[Trial]:
+        if shape not in self.by_shape:
+            raise ValueError(f"no records of {shape}")
+        return self.by_shape[shape].measure(shape, configs)

@@ -10,7 +10,8 @@ A layer is E,TOPK,HIDDEN,INTERMEDIATE[,TP]. `tune` writes DIR/moe_live.json (per
 the table as written, the log's tail) and DIR/tables/; resumable: layers already in the JSON are not tuned again.
 `check` prints, per layer, the table's score per GEMM (best recorded time / the entry's recorded time: mean and
 worst over the layer's token counts), its mean over both GEMMs beside vLLM's shipped table's (each over the same
-shapes) and the sweep's seconds for those shapes.
+shapes), the layer's score as the engine runs it (tuner/llm/moe_eval.py: both GEMMs' summed time with the entry ÷
+the best single config's, mean / worst entry) for the table and for vLLM's, and the sweep's seconds for those shapes.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def score_table(records, table: dict, profile) -> dict[str, list[float]]:
         return {}
     s = records[0].shape
     name = table_file_name(s.experts, s.intermediate, profile.name)
-    entries = {int(m): config_of(e) for m, e in table.items()}
+    entries = {int(m): config_of(e) for m, e in table.items() if m != "triton_version"}
     scores: dict[str, list[float]] = {}
     for r, sc in zip(records, replay(records, vllm_shipped({name: entries}), 1, profile)):
         scores.setdefault(r.shape.gemm, []).append(sc.score)
@@ -116,13 +117,29 @@ def check(state: dict, data: Path, gpu: str) -> list[dict]:
         scores = score_table(mine, run["table"], profile)
         rows.append({"layer": key, "wall_s": run["wall_s"], "rc": run["rc"], "shapes": len(mine), "scores": scores,
                      "mean": statistics.fmean(s for v in scores.values() for s in v),
-                     "vllm_mean": statistics.fmean(vllm), "sweep_s": sweep_seconds(mine)})
+                     "vllm_mean": statistics.fmean(vllm), "sweep_s": sweep_seconds(mine),
+                     **layer_figures(mine, run["table"], profile)})
     return rows
+
+
+def layer_figures(records, table: dict, profile) -> dict:
+    """The layer's score as the engine runs the table, and vLLM's shipped table's (its default rule where it ships
+    none): mean and worst entry of best single config's summed time ÷ the entry's."""
+    from rooftune.eval.scoring.layers import layer_records, score_layer
+    from rooftune.tuner.llm.moe_eval import table_entry, vllm_entry
+    from rooftune.tuner.llm.moe_tables import TRITON_KEY, config_of, shipped_tables
+
+    (key, by_m), = layer_records(records).items()
+    entries = {int(m): config_of(e) for m, e in table.items() if m != TRITON_KEY}
+    mine = score_layer(key, by_m, table_entry(by_m, entries))
+    vllm = score_layer(key, by_m, vllm_entry(by_m, profile, shipped_tables(), default=False))
+    return {"layer_mean": mine.mean, "layer_worst": mine.worst, "vllm_layer_mean": vllm.mean,
+            "vllm_layer_worst": vllm.worst}
 
 
 def print_check(rows: list[dict]) -> None:
     print(f"{'layer':22s} {'tune s':>7s} {'shapes':>6s} {'gate_up mean/worst':>19s} {'down mean/worst':>16s} "
-          f"{'both':>6s} {'vLLM shipped':>12s} {'sweep s':>8s}")
+          f"{'both':>6s} {'vLLM shipped':>12s} {'layer mean/worst':>17s} {'vLLM layer':>14s} {'sweep s':>8s}")
     for r in rows:
         if "scores" not in r:
             print(f"{r['layer']:22s} {r['wall_s'] or 0:7.1f} {r['shapes']:6d}   no table or no recorded shapes "
@@ -131,7 +148,8 @@ def print_check(rows: list[dict]) -> None:
         cells = [f"{statistics.fmean(v):.3f} / {min(v):.3f}" if v else "-"
                  for v in (r["scores"].get("gate_up", []), r["scores"].get("down", []))]
         print(f"{r['layer']:22s} {r['wall_s']:7.1f} {r['shapes']:6d} {cells[0]:>19s} {cells[1]:>16s} "
-              f"{r['mean']:6.3f} {r['vllm_mean']:12.3f} {r['sweep_s']:8.0f}")
+              f"{r['mean']:6.3f} {r['vllm_mean']:12.3f} {r['layer_mean']:8.3f} / {r['layer_worst']:.3f} "
+              f"{r['vllm_layer_mean']:6.3f} / {r['vllm_layer_worst']:.3f} {r['sweep_s']:8.0f}")
 
 
 def main(argv=None) -> int:

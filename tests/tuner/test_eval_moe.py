@@ -93,3 +93,26 @@ def test_eval_moe_refuses_data_without_moe_shapes(tmp_path):
     write_manifest(root, {"kernel": "moe", "space_version": MOE_SPACE.version, "gpu_profile": PROFILE.name})
     result = runner.invoke(app, ["eval", "moe", "--data", str(root), "--budget", "5"])
     assert result.exit_code == 2 and "no fused-MoE shapes recorded" in " ".join(result.output.split())
+
+
+def test_eval_moe_scores_the_layer_as_an_engine_runs_it(tmp_path, synthetic):
+    """Both GEMMs of a layer recorded at two token counts: each table method's layer score, mean and worst."""
+    root = tmp_path / "layer"
+    write_manifest(root, {"kernel": "moe", "space_version": MOE_SPACE.version, "gpu_profile": PROFILE.name})
+    for m in (1, 64):
+        for g in ("gate_up", "down"):
+            write_shape(root, synthetic(MoeShape(*QWEN_TP4, m, gemm=g), PROFILE))
+    out = tmp_path / "summary.json"
+    result = runner.invoke(app, ["eval", "moe", "--data", str(root), "--budget", "8", "--residual", "none",
+                                 "--methods", "rooftune,vllm-shipped,vllm-default", "--json", str(out)],
+                           env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    layers = json.loads(out.read_text())["layers"]
+    label = "E=128,topk=8,H=2048,N=192"
+    assert list(layers["layers"]) == [label] and layers["layers"][label]["split_gain"] >= 1
+    assert set(layers["methods"]) == {"rooftune", "rooftune-split", "vllm-shipped", "vllm-default"}
+    for method, per_layer in layers["methods"].items():
+        s = per_layer[label]
+        assert 0 < s["worst"] <= s["mean"] and s["split_mean"] <= min(1, s["mean"]), method
+        assert s["mean"] <= 1 or method == "rooftune-split", method  # separate configs can beat one config
+    assert "the layer as an engine runs it" in " ".join(result.output.split())

@@ -27,6 +27,7 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, check_scorable, evaluate, offered_as_live, op_versus_library
+from rooftune.tuner.llm.moe_eval import TABLE_METHODS, layer_summary
 from rooftune.tuner.llm.moe_tables import shipped_tables
 from rooftune.tuner.routing import route_choice
 from rooftune.tuner.search.methods import unavailable_methods
@@ -100,8 +101,10 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
         console.print(f"vllm-shipped: vLLM's {profile.name} table for {covered} of {len(records)} shapes (at the "
                       "nearest M), its default rule for the rest, as vLLM runs them; each vLLM method measures one "
                       "config whatever the budget")
-    if kernel in ("gemm", "attention"):
+    if spec.ops is not None:
         summary["versus_library"] = _versus_library(console, kernel, records, profile, residual, scores, budget)
+    if spec.layers is not None:
+        summary["layers"] = _layer_scores(spec, records, profile, budget, residual, methods, console)
     runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
     writes = [(json_out, lambda: write_atomic(json_out, json_text(summary))),
               (plot, lambda: eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, "
@@ -146,6 +149,29 @@ def _versus_library(console: Console, kernel: str, records, profile, residual, s
         console.print(f"  {label:>16}: geometric mean {figure(f['geomean'])}, p10 {figure(f['p10'])}, min "
                       f"{figure(f['min'])}, {f['below']} of {f['n']} below 0.97")
     return figures
+
+
+def _layer_scores(spec, records, profile, budget: int, residual, methods: dict, console: Console) -> dict:
+    """The tables' layer scores (tuner/llm/moe_eval.py) for the table methods among `methods`, printed."""
+    wanted = [m for m in TABLE_METHODS if m in methods or (m == "rooftune-split" and "rooftune" in methods)]
+    scores = load_implementation(spec.layers)(records, profile, budget, residual, wanted)
+    summary = layer_summary(scores, records)
+    table = Table(title="the layer as an engine runs it (both GEMMs per M): best single config's summed time ÷ the "
+                        "entry's, mean / worst entry (÷ the best pair sharing BLOCK_SIZE_M in brackets)")
+    table.add_column("layer", justify="left")
+    table.add_column("split gain", justify="right")
+    for m in wanted:
+        table.add_column(m, justify="right")
+    for label, layer in summary["layers"].items():
+        table.add_row(label, figure(layer["split_gain"]), *(
+            f"{figure(s['mean'])} / {figure(s['worst'])} ({figure(s['split_mean'])})"
+            for s in (summary["methods"][m][label] for m in wanted)))
+    console.print(table)
+    if "split_vs_single" in summary:
+        g = summary["split_vs_single"]
+        console.print(f"rooftune-split: the best single config's layer time ÷ the split tables', geometric mean over "
+                      f"the {g['layers']} layers where separate configs gain: {figure(g['geomean'])}")
+    return summary
 
 
 _DATA_HELP = "recorded timings: a rooftune dataset folder (`rooftune sweep {}`) or file, or {}; " + DAMAGED_HELP

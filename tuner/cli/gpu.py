@@ -32,12 +32,13 @@ from rooftune.tuner.cli.args import (
     parse_shape,
     parse_shard,
     residual_option,
+    warn,
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.terminal import add_cells, width_table
 from rooftune.tuner.live_tune import tune_shape
-from rooftune.tuner.llm.moe_tables import read_table, table_file_name, write_table
-from rooftune.tuner.llm.moe_tune import PAIR_TOP, moe_shapes, shard_intermediate, tune_moe_table
+from rooftune.tuner.llm.moe_tables import LAYOUTS, check_layout, read_table
+from rooftune.tuner.llm.moe_tune import moe_shapes, planned_tables, shard_intermediate, tune_moe_table, write_tables
 from rooftune.tuner.llm.shapes import load_model_config, model_shapes
 from rooftune.tuner.llm.tables import model_outputs, shape_label
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, tune_model
@@ -403,13 +404,18 @@ def tune_moe_cmd(
     batch: str = typer.Option(",".join(map(str, VLLM_TOKENS)), "--batch",
                               help="token counts (vLLM's M), comma-separated (default: vLLM's tuner's 18, "
                               "1,2,4,...,3072,4096)", show_default=False),
-    gemm: str = typer.Option("both", "--gemm", help=f"'both': one config per M serves both GEMMs, as vLLM runs "
-                             f"them (each GEMM tuned, then the {PAIR_TOP} fastest of each timed on both, the "
-                             "least sum kept); 'gate_up' or 'down': that GEMM's own winners"),
+    gemm: str = typer.Option("both", "--gemm", help="'both': one config per M serves both GEMMs, as vLLM runs "
+                             "them (searched by their summed time, --budget configs timed on both); 'split': an up "
+                             "table and a `_down` table sharing BLOCK_SIZE_M per M, as SGLang runs them; 'gate_up': "
+                             "that GEMM's own winners; 'down': a `_down` table under the BLOCK_SIZE_M of the up table "
+                             "already in --out"),
     budget: int = _BUDGET, gpu: str | None = _GPU, sms: int = _SMS, cache: str = _CACHE,
-    out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the table, in vLLM's file name and "
-                            "format (E=..,N=..,device_name=...json; --gemm down: SGLang's ..._down.json), merged "
+    out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the tables, in vLLM's file name and "
+                            "format (E=..,N=..,device_name=...json; the down table: ..._down.json), merged "
                             "with a table already there"),
+    layout: str = typer.Option("vllm", "--layout", help=f"where in --out: {' or '.join(LAYOUTS)} (vllm: --out "
+                               "itself, VLLM_TUNED_CONFIG_FOLDER; sglang: configs/triton_X_Y_Z/ for the installed "
+                               "Triton, SGLANG_MOE_CONFIG_DIR)"),
     residual: str = _TUNE_RESIDUAL,
 ) -> None:
     """Tune a fused MoE layer's config table for each token count (at most --budget configs per GEMM, each tune
@@ -425,15 +431,16 @@ def tune_moe_cmd(
     profile = live_gpu(gpu)
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
-    path = Path(out) / table_file_name(experts, shard, profile.name, down=gemm == "down") if out else None
-    if path is not None and path.exists():
-        read_table(path)  # a file there that is no table is refused before any GPU work, never overwritten
+    check_layout(layout)
+    paths = planned_tables(out, experts, shard, profile.name, gemm, layout, hwprobe.installed_triton()) if out else {}
+    up_table = read_table(paths["up"]) if gemm == "down" and out and paths["up"].exists() else None
     cache = _cache_file(cache)
     ranking = _ranking("moe", profile, residual)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
-                               cache=cache, sms=sms, reporter=RichReporter(progress), residual=ranking)
+                               cache=cache, sms=sms, reporter=RichReporter(progress), residual=ranking,
+                               up_table=up_table)
     title = (f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}"
              f"{_partition_label(sms, profile)}: {tuned.tuned} GEMM tunes measured, {tuned.cached} from the cache")
     table = width_table(console, title, _MOE_COLUMNS, _MOE_NARROW, 120, left=("config",), wrap=("config",))
@@ -447,25 +454,20 @@ def tune_moe_cmd(
     console.print(table)
     console.print(f"ranked by {tuned.residual_note or _chosen_note(residual, ranking)}")
     if gemm == "both":
-        console.print("one config ×: the shared config's summed time ÷ each GEMM's own winner's, timed side by "
-                      "side (1.000: one config wins both; below 1: a config from the other GEMM beat a GEMM's own winner)")
-    if path is not None:
-        if tuned.table():
-            write_table(path, tuned.table())
-            console.print(f"wrote {path} ({len(tuned.table())} token counts" +
-                          ("; vLLM serves both GEMMs with it)" if gemm == "gate_up" else ")"))
-    skipped = {}  # reason -> the token counts it left without a config, so that no gap in the table is silent
+        console.print("one config ×: the shared config's summed time ÷ the sum of each GEMM's fastest config among "
+                      "those the search timed (1.000: one config was fastest on both)")
     for e in tuned.entries:
-        if e.skipped:
-            skipped.setdefault(e.skipped, []).append(str(e.tokens))
+        if e.note:
+            warn(f"M={e.tokens}: {e.note}")
+    if paths and not tuned.missing:
+        for path in write_tables(tuned, paths, layout, hwprobe.installed_triton()):
+            console.print(f"wrote {path}")
+    skipped = [f"M={e.tokens}: {e.skipped}" for e in tuned.entries if e.skipped]
     not_cached = {r.cache_error for e in tuned.entries for r in e.tunes.values() if r.cache_error}
     if not_cached:
         fail("some tunes were not stored in the cache: " + "; ".join(sorted(not_cached)))
     if skipped:
-        missing = sum(len(ms) for ms in skipped.values())
-        fail(f"no config for {missing} of {len(tuned.entries)} token counts (the table "
-             f"{'written lacks' if path is not None and tuned.table() else 'lacks'} them; vLLM serves each from the "
-             "nearest M it holds): " + "; ".join(f"M={', '.join(ms)}: {why}" for why, ms in skipped.items()), 1)
+        fail(("no table written: " if paths else "") + "no config for " + "; ".join(skipped), 1)
 
 
 def register(app) -> None:

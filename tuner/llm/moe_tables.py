@@ -7,7 +7,14 @@ w2.shape[2]; the device as `get_device_name_as_file_name` writes it), mapping ea
 key, to the six keys BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages. vLLM reads
 it from `VLLM_TUNED_CONFIG_FOLDER` or its own configs/ folder and serves both GEMMs of the layer with the entry
 of the M key nearest the batch (`try_get_optimal_moe_config`). The configs are points of the MoE space
-(candidates/moe_space.py), whose parameters carry vLLM's names.
+(candidates/moe_space.py), whose parameters carry vLLM's names. vLLM's newer tables carry the Triton release they
+were tuned under as a "triton_version" key, which its loader drops; so do these, in vLLM's layout.
+
+SGLang reads the same format from `$SGLANG_MOE_CONFIG_DIR/configs/triton_X_Y_Z/` (the installed Triton's version
+with '_' for '.'; where that folder lacks the file, the other versions it lists, newest first, with a warning),
+and a down-projection table beside the up one as `..._down.json`, whose BLOCK_SIZE_M must be the up entry's
+(older releases assert it, newer overwrite it). Its loader (older releases) reads every key as a token count, so
+the SGLang layout names the Triton release by its folder and leaves the key out.
 """
 
 from __future__ import annotations
@@ -34,19 +41,45 @@ def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = Non
             + ("_down" if down else "") + ".json")
 
 
-def table_text(table: Mapping[int, Config]) -> str:
-    """The file's text: {str(M): {the six keys}} in increasing M, indented by 4 as vLLM's files are."""
-    entries = {str(m): {key: int(table[m][key]) for key in VLLM_KEYS} for m in sorted(table)}
+LAYOUTS = ("vllm", "sglang")
+TRITON_KEY = "triton_version"
+
+
+def check_layout(layout: str) -> str:
+    """`layout` where it is one of LAYOUTS, else a TableError."""
+    if layout not in LAYOUTS:
+        raise TableError(f"--layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    return layout
+
+
+def table_folder(out: str | Path, layout: str, triton: str | None) -> Path:
+    """Where an engine reads the tables under `out`: `out` itself for vLLM (VLLM_TUNED_CONFIG_FOLDER=out), SGLang's
+    `out/configs/triton_3_6_0/` for Triton 3.6.0 (SGLANG_MOE_CONFIG_DIR=out). A TableError for another layout, or
+    the SGLang layout without a Triton release to name its folder."""
+    if check_layout(layout) == "vllm":
+        return Path(out)
+    if not triton:
+        raise TableError("the SGLang layout names its folder by the Triton release, and none is installed")
+    return Path(out) / "configs" / f"triton_{triton.replace('.', '_')}"
+
+
+def table_text(table: Mapping[int, Config], triton: str | None = None) -> str:
+    """The file's text: {str(M): {the six keys}} in increasing M (after "triton_version" where `triton` is
+    given), indented by 4 as vLLM's files are."""
+    entries = {TRITON_KEY: triton} if triton else {}
+    entries.update({str(m): {key: int(table[m][key]) for key in VLLM_KEYS} for m in sorted(table)})
     return json.dumps(entries, indent=4) + "\n"
 
 
-def write_table(path: str | Path, table: Mapping[int, Config], merge: bool = True) -> Path:
-    """Write `table` (token count -> config) to `path` in vLLM's format, atomically; with `merge`, the other M
-    keys of a table already there stay (another run's token counts). Returns the path."""
+def write_table(path: str | Path, table: Mapping[int, Config], merge: bool = True, triton: str | None = None
+                ) -> Path:
+    """Write `table` (token count -> config) to `path` in vLLM's format, atomically (with `triton`, the release it
+    was tuned under as "triton_version"); with `merge`, the other M keys of a table already there stay (another
+    run's token counts). Returns the path."""
     path = Path(path)
     merged = dict(read_table(path)) if merge and path.exists() else {}
     merged.update(table)
-    write_atomic(path, table_text(merged))
+    write_atomic(path, table_text(merged, triton))
     return path
 
 
@@ -64,6 +97,7 @@ def read_table(path: str | Path) -> dict[int, Config]:
     """A vLLM table file as {M: Config}, in the file's key order (what vLLM's nearest-key lookup iterates)."""
     try:
         data = json.loads(Path(path).read_text())
+        data.pop(TRITON_KEY, None)  # as vLLM's loader drops it
         return {int(m): config_of(entry) for m, entry in data.items()}
     except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError) as exc:
         raise TableError(f"{path}: not a vLLM fused-MoE config table ({exc})") from None

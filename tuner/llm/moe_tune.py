@@ -1,55 +1,51 @@
-"""Tuning a fused-MoE layer's vLLM table: each token count's GEMMs through `tune_shape` (cached, resumable),
-and where one config serves both GEMMs, as vLLM runs them, the pair pass that chooses it.
+"""Tuning a fused-MoE layer's tables: each token count's entry chosen by the layer's time (cached, resumable), as
+vLLM runs one table for both GEMMs and SGLang an up table and a `_down` table that share BLOCK_SIZE_M.
 
-`--gemm both` (vLLM's table: one entry per M serves the gate_up and the down GEMM). Each GEMM is tuned on its
-own first, exactly as `--gemm gate_up` or `down` tunes it (the same cache entries, at most `budget` configs
-each: the search the replay evaluation scores); then the pair pass times the PAIR_TOP fastest configs of each
-GEMM's tune on both GEMMs, side by side in one batch per GEMM, and the entry is the config whose two times sum
-least (the fused layer's time, the objective vLLM's own tuner times). So each GEMM measures at most PAIR_TOP
-configs beyond its budget (the other GEMM's fastest), and the pair pass re-times its own fastest beside them.
-A config is carried to the other GEMM as its GROUP_SIZE_M twin there (`group_twin`: the same binary running
-the same programs in the same order); one the other GEMM's legality drops (a tile wider than its N or K needs)
-is not a candidate. Tuning the pair jointly (one search over summed times) was not chosen: it would share no
-work or cache entry with the per-GEMM tunes and with replay, which scores each GEMM's search. The pass reports
-what the shared config costs against each GEMM's own winner, timed in the same batches (`pair_cost`: above 1
-where the GEMMs want different configs, below 1 where one GEMM's config beats the other's own winner there).
+`--gemm both` (vLLM's table: one entry per M serves the gate_up and the down GEMM): one search over configs legal
+on both GEMMs, ranked by the sum of the two GEMMs' predicted times, each trial timing the config on both, at most
+`budget` configs (2 × budget timings) a token count (tuner/llm/moe_joint.py). So an entry exists wherever one
+config can serve the layer; a token count where every config measured failed on a GEMM is an entry without a
+config that says why, and the CLI writes no table that lacks it.
 
-`--gemm gate_up` / `down`: each GEMM's own winner per M, written to vLLM's file name (gate_up; vLLM would serve
-the down GEMM with it too) or SGLang's name for a separate down-projection table (`..._down.json`).
+`--gemm split` (SGLang's two tables): the gate_up GEMM tuned on its own (the same cache entry as `--gemm
+gate_up`), then the down GEMM searched among its configs with the up entry's BLOCK_SIZE_M (`down_under`), so
+the `_down` table never pairs a BLOCK_SIZE_M nobody timed; where no down config runs under it, that token count
+falls back to one config legal on both (the joint search, timed) for both tables, and says so.
+
+`--gemm gate_up`: that GEMM's own winners, written to vLLM's file name (vLLM would serve the down GEMM with it
+too). `--gemm down`: the down GEMM under the BLOCK_SIZE_M of an up table already written (`up_table`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
+from collections.abc import Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rooftune.candidates import MOE_SPACE, Config, MoeShape, Trial, kernel_spec, legal_configs
-from rooftune.candidates.moe_space import group_twin
 from rooftune.candidates.shapes import MOE_GEMMS, ShapeError
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
-from rooftune.outputs import OutputError
-from rooftune.tuner.cache import TuneCache, cache_key, tune_key
+from rooftune.tuner.cache import TuneCache, tune_key
 from rooftune.tuner.live_tune import tune_shape
-from rooftune.tuner.llm.moe_tables import table_file_name
+from rooftune.tuner.llm.moe_joint import cached_joint, down_under
+from rooftune.tuner.llm.moe_tables import read_table, table_file_name, table_folder, write_table
+from rooftune.tuner.llm.tables import TableError
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, MeasurerFactory, Reporter, live_measurers
 from rooftune.tuner.residual_choice import ranking_residual
-from rooftune.tuner.tune import CONFIRM_TOP, TuneError, TuneResult
+from rooftune.tuner.tune import TuneError, TuneResult
 
-TABLE_GEMMS = ("both", *MOE_GEMMS)
-# Configs of each GEMM's tune the pair pass carries to both GEMMs: the ones `tune` confirmed side by side.
-PAIR_TOP = CONFIRM_TOP
-PAIR_STRATEGY = "moe-pair"
+TABLE_GEMMS = ("both", "split", *MOE_GEMMS)
 
 
 @dataclass(frozen=True)
 class MoeEntry:
-    """One token count of the table: its config (None where `skipped` says why there is none), its time on each
-    GEMM it serves (the pair pass's side-by-side times with --gemm both), each GEMM's own tune, and with both
-    the pair pass's times of each GEMM's own winner (`separate_us`)."""
+    """One token count of the table: its config (None where `skipped` says why there is none; the up table's with
+    --gemm split), the down table's (`down_config`, --gemm split and down), its time on each GEMM it serves (the
+    confirming pass's), each GEMM's tune, with both each GEMM's fastest among the search's trials (`separate_us`),
+    and `note` where the entry came from a fallback."""
 
     tokens: int
     config: Config | None
@@ -57,6 +53,8 @@ class MoeEntry:
     tunes: dict[str, TuneResult] = field(default_factory=dict)
     separate_us: dict[str, float] | None = None
     skipped: str | None = None
+    down_config: Config | None = None
+    note: str | None = None
 
     @property
     def time_us(self) -> float:
@@ -71,8 +69,8 @@ class MoeEntry:
 
     @property
     def pair_cost(self) -> float | None:
-        """--gemm both: the shared config's summed time ÷ each GEMM's own winner's (both from the pair pass):
-        what serving both GEMMs with one config costs (1 where one config wins both)."""
+        """--gemm both: the shared config's summed time ÷ the sum of each GEMM's fastest trial in the search: what
+        serving both GEMMs with one config costs among the configs timed (1 where one config was fastest on both)."""
         return self.time_us / sum(self.separate_us.values()) if self.separate_us else None
 
 
@@ -84,22 +82,41 @@ class MoeTableTune:
     topk: int
     hidden: int
     intermediate: int            # per tensor-parallel shard: vLLM's N
-    gemm: str                    # 'both', 'gate_up' or 'down'
+    gemm: str                    # 'both', 'split', 'gate_up' or 'down'
     profile: str
     budget: int
     entries: tuple[MoeEntry, ...]
-    tuned: int                   # GEMM shapes measured in this run (tunes and pair passes)
+    tuned: int                   # GEMM searches measured in this run (a joint search counts one a GEMM)
     cached: int                  # found in the cache
     residual_note: str | None = None  # which residual ranked, and why (`ranking_residual`'s line; None: as given)
 
     def table(self) -> dict[int, Config]:
-        """Token count -> config, for the entries that have one."""
+        """Token count -> config, for the entries that have one (--gemm split: the up table; down: the down table)."""
+        if self.gemm == "down":
+            return self.down_table()
         return {e.tokens: e.config for e in self.entries if e.config is not None}
+
+    def down_table(self) -> dict[int, Config]:
+        """Token count -> the down table's config (--gemm split and down)."""
+        return {e.tokens: e.down_config for e in self.entries if e.down_config is not None}
+
+    @property
+    def missing(self) -> list[MoeEntry]:
+        """The entries without a config: the token counts the table cannot serve."""
+        return [e for e in self.entries if e.skipped]
 
     @property
     def file_name(self) -> str:
         """vLLM's file name for the layer on this GPU; SGLang's `_down` table with --gemm down."""
         return table_file_name(self.experts, self.intermediate, self.profile, down=self.gemm == "down")
+
+    @property
+    def file_names(self) -> dict[str, str]:
+        """The tables this tune writes, by what they hold ('up', 'down'): --gemm split writes both."""
+        up = table_file_name(self.experts, self.intermediate, self.profile)
+        down = table_file_name(self.experts, self.intermediate, self.profile, down=True)
+        return {"both": {"up": up}, "gate_up": {"up": up}, "down": {"down": down},
+                "split": {"up": up, "down": down}}[self.gemm]
 
 
 def shard_intermediate(intermediate: int, tp: int) -> int:
@@ -115,7 +132,7 @@ def moe_shapes(experts: int, topk: int, hidden: int, intermediate: int, tokens: 
     """The GEMM shapes one table entry serves (`gemm` 'both': gate_up and down), by GEMM name."""
     if gemm not in TABLE_GEMMS:
         raise ShapeError(f"--gemm must be one of {', '.join(TABLE_GEMMS)}, got {gemm!r}")
-    names = MOE_GEMMS if gemm == "both" else (gemm,)
+    names = MOE_GEMMS if gemm in ("both", "split") else (gemm,)
     return {g: MoeShape(experts, topk, hidden, intermediate, tokens, gemm=g, dtype=dtype) for g in names}
 
 
@@ -151,83 +168,27 @@ class _OnDemand:
         self.stack.close()
 
 
-def pair_candidates(shapes: dict[str, MoeShape], tunes: dict[str, TuneResult], profile: HardwareProfile
-                    ) -> list[tuple[Config, dict[str, Config]]]:
-    """(config, its twin on each GEMM) for the PAIR_TOP fastest successful trials of each GEMM's tune (gate_up's
-    first), each config once, leaving out those the other GEMM's legality drops."""
-    legal = {g: set(legal_configs(MOE_SPACE, s, profile).configs) for g, s in shapes.items()}
-    out, seen = [], set()
-    for g, result in tunes.items():
-        for t in sorted((t for t in result.trials if t.ok), key=lambda t: t.time_us)[:PAIR_TOP]:
-            twins = {other: group_twin(s, t.config) for other, s in shapes.items()}
-            key = tuple(twins.values())
-            if key not in seen and all(twins[o] in legal[o] for o in shapes):
-                seen.add(key)
-                out.append((t.config, twins))
-    return out
-
-
-def _pair_key(shape: MoeShape, configs: list[Config], profile: HardwareProfile, budget: int, sms: int | None) -> str:
-    """The tune cache's key for a pair pass of `configs` on `shape` (the configs' list names the pass)."""
-    digest = hashlib.sha256("|".join(map(str, configs)).encode()).hexdigest()[:12]
-    return cache_key(shape, profile, budget, sms, tuner=f"{PAIR_STRATEGY}:{digest}")
-
-
-def pair_trials(shape: MoeShape, configs: list[Config], measurer, profile: HardwareProfile, budget: int,
-                cache: Path | None, sms: int | None) -> tuple[dict[Config, Trial], bool]:
-    """`configs` timed side by side on `shape` (one batch), from the tune cache where this pass is there (and
-    stored there where some config ran); (config -> trial, whether it was cached)."""
-    key = _pair_key(shape, configs, profile, budget, sms) if cache else None
-    store = TuneCache(cache) if cache else None
-    hit = store.get(key) if store else None
-    if hit is not None:
-        return {t.config: t for t in hit.trials}, True
-    trials = measurer.measure(shape, list(configs))
-    ok = [t for t in trials if t.ok]
-    if cache and ok:
-        best = min(ok, key=lambda t: t.time_us)
-        result = TuneResult(shape, best.config, best.time_us, tuple(trials), PAIR_STRATEGY, profile.name,
-                            MOE_SPACE.version, kernel="moe", triton=installed_triton())
-        try:
-            store.put(key, result)
-        except OutputError:
-            pass  # the pass stands; a rerun times it again
-    return {t.config: t for t in trials}, False
-
-
-def choose_pair(candidates: list[tuple[Config, dict[str, Config]]], trials: dict[str, dict[Config, Trial]]
-                ) -> tuple[Config, dict[str, float]] | None:
-    """The candidate whose twins' times sum least over the GEMMs (ties: the first listed), with its times; None
-    where no candidate ran on every GEMM."""
-    best = None
-    for config, twins in candidates:
-        ran = [trials[g].get(twin) for g, twin in twins.items()]
-        if all(t is not None and t.ok for t in ran):
-            times = {g: t.time_us for g, t in zip(twins, ran)}
-            if best is None or sum(times.values()) < sum(best[1].values()):
-                best = (config, times)
-    return best
-
-
 def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, tokens: list[int],
                    profile: HardwareProfile, budget: int = 20, *, gemm: str = "both", tp: int = 1,
                    measurer_for: MeasurerFactory | None = None, cache: str | Path | None = None,
                    sms: int | None = None, reporter: Reporter | None = None, dtype: str = "bf16",
-                   residual="shipped") -> MoeTableTune:
-    """Tune the fused-MoE table of a layer (`intermediate` the whole layer's, split over `tp` shards) for each
-    token count: every GEMM shape through `tune_shape` (the `rooftune` strategy; with `cache`, shapes already
-    there are not measured), then with `gemm` 'both' the pair pass (module docstring). The kernel's measurer is
-    opened by `measurer_for` (default: the live GPU one) only where something is measured. A token count whose
-    GEMM has no legal config, or whose measured configs all failed, is an entry without a config that says why.
-    `residual`: "shipped" (the one fitted for this GPU, if any), "none" or None (the model alone), or a Residual.
-    Raises ShapeError (the sizes), ValueError (budget, residual), and what a live measurer raises."""
+                   residual="shipped", up_table: Mapping[int, Config] | None = None) -> MoeTableTune:
+    """Tune the fused-MoE tables of a layer (`intermediate` the whole layer's, split over `tp` shards) for each
+    token count as the module docstring says for `gemm`; with `cache`, searches already there are not measured.
+    The kernel's measurer is opened by `measurer_for` (default: the live GPU one) only where something is measured.
+    A token count whose GEMM has no legal config, or whose measured configs all failed, is an entry without a
+    config that says why. `residual`: "shipped" (the one fitted for this GPU, if any), "none" or None (the model
+    alone), or a Residual. `up_table` (--gemm down): the up table the down table must share BLOCK_SIZE_M with.
+    Raises ShapeError (the sizes), TableError (--gemm down without an up entry for each token count), ValueError
+    (budget, residual), and what a live measurer raises."""
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
     shard = shard_intermediate(intermediate, tp)
     plans = [(m, moe_shapes(experts, topk, hidden, shard, m, gemm, dtype)) for m in tokens]  # sizes checked first
+    up_block_m = up_block_sizes(up_table, tokens) if gemm == "down" else {}
     residual, note = ranking_residual(residual, kernel_spec("moe"), profile, installed_triton())
-    path = Path(cache) if cache is not None else None
     measurer = _OnDemand(measurer_for or live_measurers(profile, sms))
+    run = _Run(profile, budget, measurer, Path(cache) if cache is not None else None, sms, residual)
     if reporter is not None:
         reporter.start(len(plans), 0)
     entries, tuned, cached = [], 0, 0
@@ -236,7 +197,7 @@ def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, toke
             t0 = time.perf_counter()
             if reporter is not None:
                 reporter.phase(f"M={m}", f"tuning {' and '.join(shapes)} ({budget} configs at most each)")
-            entry, measured, hits = _tune_entry(m, shapes, profile, budget, measurer, path, sms, residual)
+            entry, measured, hits = _tune_entry(m, shapes, gemm, run, up_block_m.get(m))
             entries.append(entry)
             tuned, cached = tuned + measured, cached + hits
             if reporter is not None:
@@ -247,35 +208,120 @@ def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, toke
                         note)
 
 
-def _tune_entry(tokens: int, shapes: dict[str, MoeShape], profile: HardwareProfile, budget: int, measurer: _OnDemand,
-                cache: Path | None, sms: int | None, residual) -> tuple[MoeEntry, int, int]:
-    """One token count's entry, and how many GEMM shapes were measured and found in the cache for it."""
-    tunes, measured, hits = {}, 0, 0
+def up_block_sizes(up_table: Mapping[int, Config] | None, tokens: list[int]) -> dict[int, int]:
+    """Token count -> the up table's BLOCK_SIZE_M there, which a down table must share (the align step runs once a
+    layer). A TableError where there is no up table, or it lacks one of `tokens` as a key (SGLang looks both tables
+    up at the nearest key, so the down table's keys must be the up table's)."""
+    if not up_table:
+        raise TableError("--gemm down writes a table SGLang runs beside the up table, whose BLOCK_SIZE_M it must "
+                         "share: write the up table first into the same --out (--gemm gate_up), or tune both with "
+                         "--gemm split")
+    lacking = [m for m in tokens if m not in up_table]
+    if lacking:
+        raise TableError(f"the up table has no entry for M = {', '.join(map(str, lacking))}: the down table's token "
+                         "counts must be the up table's (tune them with --gemm split, or pass its --batch)")
+    return {m: up_table[m]["BLOCK_SIZE_M"] for m in tokens}
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every token count's search shares."""
+
+    profile: HardwareProfile
+    budget: int
+    measurer: _OnDemand
+    cache: Path | None
+    sms: int | None
+    residual: object
+
+
+def _tune_entry(tokens: int, shapes: dict[str, MoeShape], gemm: str, run: _Run, up_block_m: int | None
+                ) -> tuple[MoeEntry, int, int]:
+    """One token count's entry, and how many GEMM searches were measured and found in the cache for it."""
     for g, shape in shapes.items():
-        if not legal_configs(MOE_SPACE, shape, profile).configs:
-            return MoeEntry(tokens, None, tunes=tunes, skipped=f"{g}: {NO_LEGAL_CONFIG}"), measured, hits
-        was_cached = cache is not None and TuneCache(cache).get(tune_key(shape, profile, budget, residual, sms)) is not None
+        if not legal_configs(MOE_SPACE, shape, run.profile).configs:
+            return MoeEntry(tokens, None, skipped=f"{g}: {NO_LEGAL_CONFIG}"), 0, 0
+    try:
+        if gemm == "both":
+            return _joint_entry(tokens, shapes, run)
+        if gemm == "down":
+            result, hit = down_under(shapes["down"], up_block_m, run.profile, run.budget, run.measurer, run.residual,
+                                     run.cache, run.sms)
+            return MoeEntry(tokens, None, {"down": result.time_us}, {"down": result}, down_config=result.winner), \
+                int(not hit), int(hit)
+        up, hit = _own_tune(shapes["gate_up"], run)
+    except TuneError as exc:
+        return MoeEntry(tokens, None, skipped=str(exc)), 0, 0
+    if gemm == "gate_up":
+        return MoeEntry(tokens, up.winner, {"gate_up": up.time_us}, {"gate_up": up}), int(not hit), int(hit)
+    return _split_entry(tokens, shapes, run, up, hit)
+
+
+def _own_tune(shape: MoeShape, run: _Run) -> tuple[TuneResult, bool]:
+    """`shape` tuned on its own by `tune_shape` (the cache entry `--gemm gate_up` and replay share), and whether it
+    was cached. Raises TuneError (its message naming the GEMM) where every config measured failed."""
+    key = tune_key(shape, run.profile, run.budget, run.residual, run.sms)
+    hit = run.cache is not None and TuneCache(run.cache).get(key) is not None
+    try:
+        return tune_shape(shape, run.profile, run.budget, measurer=run.measurer, cache=run.cache, sms=run.sms,
+                          residual=run.residual), hit
+    except TuneError as exc:
+        raise TuneError(f"{shape.gemm}: {exc}") from None
+
+
+def _joint_entry(tokens: int, shapes: dict[str, MoeShape], run: _Run, note: str | None = None
+                 ) -> tuple[MoeEntry, int, int]:
+    """--gemm both: one config for both GEMMs by their summed time (moe_joint.py)."""
+    winner, results, hit = cached_joint(shapes, run.profile, run.budget, run.measurer, run.residual, run.cache,
+                                        run.sms)
+    separate = {g: min(t.time_us for t in r.trials if t.ok) for g, r in results.items()}
+    entry = MoeEntry(tokens, winner, {g: r.time_us for g, r in results.items()}, results, separate, note=note)
+    return entry, 2 * (not hit), 2 * hit
+
+
+def _split_entry(tokens: int, shapes: dict[str, MoeShape], run: _Run, up: TuneResult, up_hit: bool
+                 ) -> tuple[MoeEntry, int, int]:
+    """--gemm split: the down GEMM under the up entry's BLOCK_SIZE_M; where none of its configs runs there, one
+    config legal on both for both tables (the joint search), with a note saying so."""
+    block_m = up.winner["BLOCK_SIZE_M"]
+    try:
+        down, hit = down_under(shapes["down"], block_m, run.profile, run.budget, run.measurer, run.residual,
+                               run.cache, run.sms)
+    except TuneError as exc:
+        note = f"no down config ran under the up entry's BLOCK_SIZE_M {block_m} ({exc}): one config for both"
         try:
-            tunes[g] = tune_shape(shape, profile, budget, measurer=measurer, cache=cache, sms=sms, residual=residual)
-        except TuneError as exc:
-            return MoeEntry(tokens, None, tunes=tunes, skipped=f"{g}: {exc}"), measured, hits
-        measured, hits = measured + (not was_cached), hits + was_cached
-    if len(shapes) == 1:
-        (g, result), = tunes.items()
-        return MoeEntry(tokens, result.winner, {g: result.time_us}, tunes), measured, hits
-    candidates = pair_candidates(shapes, tunes, profile)
-    trials = {}
-    for g, shape in shapes.items():  # each GEMM's own winner too, where the other GEMM drops it
-        batch = list(dict.fromkeys([*(tw[g] for _, tw in candidates), tunes[g].winner]))
-        trials[g], was_cached = pair_trials(shape, batch, measurer, profile, budget, cache, sms)
-        measured, hits = measured + (not was_cached), hits + was_cached
-    chosen = choose_pair(candidates, trials)
-    if chosen is None:
-        why = (f"none of the {PAIR_TOP} fastest configs of each GEMM is legal on the other ("
-               + ", ".join(f"{g} N={s.n} K={s.k}" for g, s in shapes.items()) + ")" if not candidates
-               else f"none of the {len(candidates)} configs legal on both GEMMs ran on both")
-        return MoeEntry(tokens, None, tunes=tunes, skipped=f"no config serves both GEMMs: {why}"), measured, hits
-    own = {g: trials[g][tunes[g].winner] for g in shapes}
-    separate = {g: t.time_us for g, t in own.items() if t is not None and t.ok}
-    return (MoeEntry(tokens, chosen[0], chosen[1], tunes, separate if len(separate) == len(shapes) else None),
-            measured, hits)
+            entry, measured, hits = _joint_entry(tokens, shapes, run, note)
+        except TuneError as again:
+            return MoeEntry(tokens, None, skipped=f"{note}; {again}"), int(not up_hit), int(up_hit)
+        return replace(entry, down_config=entry.config), measured + (not up_hit), hits + up_hit
+    tunes = {"gate_up": up, "down": down}
+    return (MoeEntry(tokens, up.winner, {g: r.time_us for g, r in tunes.items()}, tunes, down_config=down.winner),
+            (not up_hit) + (not hit), up_hit + hit)
+
+
+def planned_tables(out: str | Path, experts: int, n: int, gpu_name: str, gemm: str, layout: str = "vllm",
+                   triton: str | None = None) -> dict[str, Path]:
+    """The files a `gemm` tune writes under `out` in `layout`, by what they hold ('up', 'down'), and with --gemm down
+    the up table it reads ('up'). A table already there that is no table is a TableError (never overwritten)."""
+    folder = table_folder(out, layout, triton)
+    names = {"up": table_file_name(experts, n, gpu_name), "down": table_file_name(experts, n, gpu_name, down=True)}
+    wanted = {"both": ("up",), "gate_up": ("up",), "split": ("up", "down"), "down": ("up", "down")}[gemm]
+    paths = {what: folder / names[what] for what in wanted}
+    for path in paths.values():
+        if path.exists():
+            read_table(path)
+    return paths
+
+
+def write_tables(tuned: MoeTableTune, paths: dict[str, Path], layout: str = "vllm", triton: str | None = None
+                 ) -> list[Path]:
+    """Write the tune's tables to `planned_tables`' paths (merged with what is there; vLLM's layout carries
+    "triton_version"). A TableError naming the token counts without an entry, before anything is written: a
+    shorter table would serve them with another M's entry."""
+    if tuned.missing:
+        raise TableError("no table written: no config can serve " + "; ".join(
+            f"M={e.tokens} ({e.skipped})" for e in tuned.missing))
+    key = triton if layout == "vllm" else None
+    tables = {"up": tuned.table() if tuned.gemm != "down" else None, "down": tuned.down_table()}
+    return [write_table(paths[what], tables[what], triton=key) for what in ("up", "down")
+            if what in paths and tables[what]]
