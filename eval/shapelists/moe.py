@@ -123,19 +123,28 @@ def plan_table(lists: dict[str, list[MoeShape]], profile: HardwareProfile, space
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("datasets/h200/moe"))
-    parser.add_argument("--seed", type=int, default=SEED)
+def list_cli(argv: list[str] | None, description: str, out: Path, seed: int, generate_lists, plan) -> None:
+    """The shape-list generators' command line: write the lists `generate_lists(seed)` -> (train, heldout) into
+    --out, or with --plan print `plan(folder, profile)`, the device-time plan of the lists there."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--plan", action="store_true", help="print the device-time plan of the lists in --out")
     parser.add_argument("--gpu", default="h200", help="the profile the plan is for")
     args = parser.parse_args(argv)
     if args.plan:
-        lists = {name: load_moe_shapes(args.out / f"shapes_{name}.json") for name in ("train", "heldout")}
-        print(plan_table(lists, load_profile(args.gpu)))
+        print(plan(args.out, load_profile(args.gpu)))
         return
-    for path in write_lists(args.out, args.seed):
+    for path in write_shape_lists(args.out, *generate_lists(args.seed)):
         print(f"wrote {path} ({len(json.loads(path.read_text()))} shapes)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    def plan(folder: Path, profile: HardwareProfile) -> str:
+        return plan_table({name: load_moe_shapes(folder / f"shapes_{name}.json") for name in ("train", "heldout")},
+                          profile)
+
+    list_cli(argv, __doc__.splitlines()[0], Path("datasets/h200/moe"), SEED, generate, plan)
 
 
 if __name__ == "__main__":

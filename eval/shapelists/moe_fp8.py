@@ -13,17 +13,15 @@ Run `python -m rooftune.eval.shapelists.moe_fp8 [--out DIR] [--plan]`; same seed
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 from pathlib import Path
 
 from rooftune.candidates import MOE_FP8_SPACE
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.candidates.shapes import MOE_GEMMS, load_moe_fp8_shapes
-from rooftune.eval.shapelists.gemm import interleave, write_shape_lists
-from rooftune.eval.shapelists.moe import plan_table
-from rooftune.hwprofiles import load_profile
+from rooftune.eval.shapelists.gemm import interleave
+from rooftune.eval.shapelists.moe import list_cli, plan_table
+from rooftune.hwprofiles import HardwareProfile
 
 SEED = 20261204
 
@@ -68,21 +66,15 @@ def generate(seed: int = SEED) -> tuple[list[dict], list[dict]]:
     return interleave(train, rng), interleave(heldout, rng)
 
 
+def plan(folder: Path, profile: HardwareProfile) -> str:
+    """The device-time plan of the lists in `folder`, per layer and scale layout."""
+    lists = {name: load_moe_fp8_shapes(folder / f"shapes_{name}.json") for name in ("train", "heldout")}
+    return plan_table(lists, profile, MOE_FP8_SPACE, lambda s: (s.experts, s.topk, s.hidden, s.intermediate, s.quant),
+                      "layer (E, topk, hidden, intermediate, quant)")
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("datasets/h200/moe_fp8"))
-    parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--plan", action="store_true", help="print the device-time plan of the lists in --out")
-    parser.add_argument("--gpu", default="h200", help="the profile the plan is for")
-    args = parser.parse_args(argv)
-    if args.plan:
-        lists = {name: load_moe_fp8_shapes(args.out / f"shapes_{name}.json") for name in ("train", "heldout")}
-        print(plan_table(lists, load_profile(args.gpu), MOE_FP8_SPACE,
-                         lambda s: (s.experts, s.topk, s.hidden, s.intermediate, s.quant),
-                         "layer (E, topk, hidden, intermediate, quant)"))
-        return
-    for path in write_shape_lists(args.out, *generate(args.seed)):
-        print(f"wrote {path} ({len(json.loads(path.read_text()))} shapes)")
+    list_cli(argv, __doc__.splitlines()[0], Path("datasets/h200/moe_fp8"), SEED, generate, plan)
 
 
 if __name__ == "__main__":
