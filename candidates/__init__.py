@@ -16,11 +16,13 @@ from rooftune.candidates.families import (
     shape_header,
     shape_id,
 )
+from rooftune.candidates.moe_fp8_space import MOE_FP8_SPACE
 from rooftune.candidates.moe_space import MOE_SPACE
 from rooftune.candidates.records import MeasureBatch, Measurer, ShapeRecords, Trial
 from rooftune.candidates.shapes import (
     AttentionShape,
     GemmShape,
+    MoeFp8Shape,
     MoeShape,
     ShapeError,
     parse_attention_shape,
@@ -39,8 +41,8 @@ from rooftune.candidates.space import (
 SPACES = {name: spec.space for name, spec in KERNELS.items()}
 
 __all__ = [
-    "ATTENTION_SPACE", "GEMM_SPACE", "KERNELS", "MOE_SPACE", "SPACES", "AttentionShape", "Config", "ConfigError",
-    "GemmShape", "MoeShape",
+    "ATTENTION_SPACE", "GEMM_SPACE", "KERNELS", "MOE_FP8_SPACE", "MOE_SPACE", "SPACES", "AttentionShape", "Config",
+    "ConfigError", "GemmShape", "MoeFp8Shape", "MoeShape",
     "KernelSpec", "LIBRARY_ROUTE", "LegalSet", "Shape", "UnknownKernelError", "header_shape", "kernel_of", "kernel_spec",
     "load_implementation", "MeasureBatch", "Measurer", "SearchSpace", "ShapeError", "ShapeRecords", "Trial",
     "check_in_grid", "config_legality", "configs_to_columns", "shape_header", "shape_id",

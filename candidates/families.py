@@ -20,10 +20,12 @@ from typing import TypeAlias
 from rooftune.candidates.attention_space import ATTENTION_SPACE
 from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import GEMM_SPACE
+from rooftune.candidates.moe_fp8_space import MOE_FP8_SPACE
 from rooftune.candidates.moe_space import MOE_SPACE
 from rooftune.candidates.shapes import (
     AttentionShape,
     GemmShape,
+    MoeFp8Shape,
     MoeShape,
     ShapeError,
     attention_dims,
@@ -31,19 +33,22 @@ from rooftune.candidates.shapes import (
     gemm_dims,
     gemm_shape_id,
     load_attention_shapes,
+    load_moe_fp8_shapes,
     load_moe_shapes,
     load_shapes,
     moe_dims,
+    moe_fp8_shape_id,
     moe_shape_id,
     parse_attention_shape,
     parse_gemm_shape,
+    parse_moe_fp8_shape,
     parse_moe_shape,
 )
 from rooftune.candidates.space import SearchSpace
 from rooftune.candidates.tutorial import gemm_baseline_aliases, gemm_baseline_extras
 
 # Any registered family's shape (a family's `shape_type`).
-Shape: TypeAlias = GemmShape | AttentionShape | MoeShape
+Shape: TypeAlias = GemmShape | AttentionShape | MoeShape | MoeFp8Shape
 
 
 def no_extras(shape, configs: list[Config]) -> list[Config]:
@@ -173,6 +178,23 @@ KERNELS: dict[str, KernelSpec] = {
         gemm_names=(("BLOCK_SIZE_M", "BLOCK_M"), ("BLOCK_SIZE_N", "BLOCK_N"), ("BLOCK_SIZE_K", "BLOCK_K")),
         fold_keys=("experts", "topk", "hidden", "intermediate"),
         layers="rooftune.tuner.llm.moe_eval:score_tables"),
+    # The same fused-MoE GEMM on FP8 e4m3 weights and activations (vLLM's `dtype=fp8_w8a8` tables), one family
+    # for both scale layouts: the shape's `quant` ('w8a8' per tensor, 'block' 128×128) is data the kernel, the
+    # legality and the model read, as the sizes are, so neither variant is a branch of any other layer.
+    "moe-fp8": KernelSpec(
+        "moe-fp8", "FP8 fused-MoE", MoeFp8Shape, parse_moe_fp8_shape, ("gemm", "quant"), "256x8x7168x256x64",
+        "ExTOPKxHIDDENxINTERMEDIATExTOKENS", "ExTOPKxHIDDENxINTERMEDIATExTOKENS: experts, top-k, hidden size, "
+        "intermediate size per tensor-parallel shard, tokens (vLLM's M); --quant picks the scales",
+        load_moe_fp8_shapes, moe_fp8_shape_id, moe_dims,
+        ("quant", "experts", "topk", "hidden", "intermediate", "tokens", "gemm", "seed"), MOE_FP8_SPACE,
+        "grouped_mm", "torch._grouped_mm on dequantized bf16 weights", "rooftune.kernels.moe_fp8",
+        "rooftune.roofline.moe_fp8:MOE_FP8_MODEL", "rooftune.roofline.residual:MOE_FP8_FEATURES",
+        "rooftune.kernels.harness.benches:MoeFp8Bench", "rooftune.kernels.harness.prebuild:moe_fp8_jobs",
+        "rooftune.eval.scoring.reports:MOE_REPORT", "rooftune.tuner.search.methods:moe_fp8_eval_methods",
+        runtime_params=("GROUP_SIZE_M",), dtypes=("fp8e4m3",),
+        gemm_names=(("BLOCK_SIZE_M", "BLOCK_M"), ("BLOCK_SIZE_N", "BLOCK_N"), ("BLOCK_SIZE_K", "BLOCK_K")),
+        fold_keys=("experts", "topk", "hidden", "intermediate", "quant"),
+        table="rooftune.tuner.llm.moe_tables:moe_fp8_table_entry"),
 }
 
 
@@ -212,10 +234,11 @@ def kernel_of(shape) -> KernelSpec:
 
 
 def kernel_of_header(fields: Mapping) -> KernelSpec:
-    """The registered kernel whose dataset header `fields` are: the one whose first header key they hold."""
-    for spec in KERNELS.values():
-        if spec.header_keys[0] in fields:
-            return spec
+    """The registered kernel whose dataset header `fields` are: of those whose first header key they hold, the one
+    with the most of its header keys there (an FP8 MoE header holds MoE's keys and its own `quant` first)."""
+    named = [spec for spec in KERNELS.values() if spec.header_keys[0] in fields]
+    if named:
+        return max(named, key=lambda spec: sum(k in fields for k in spec.header_keys))
     raise UnknownKernelError(f"no registered kernel has a shape with fields {', '.join(map(str, fields))}")
 
 

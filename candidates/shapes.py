@@ -11,7 +11,10 @@ from pathlib import Path
 from rooftune.inputs import check_input, read_text
 
 DTYPES = ("bf16", "fp16", "fp32", "tf32")
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8e4m3": 1}
+# FP8 e4m3 (torch.float8_e4m3fn): the operands of the FP8 fused-MoE family, never a --dtype of the other
+# families (DTYPES); the cost model knows its bytes and the profile its tensor rate (`fp8_tflops`).
+FP8_DTYPE = "fp8e4m3"
 GEMM_LAYOUTS = ("kn", "nk")  # B stored [K, N] row-major, or [N, K] (an nn.Linear weight: y = x @ W.T)
 # A stored [M, K] row-major, or [K, M] (A is the transpose of a row-major tensor, e.g. x.T @ W).
 # The model and the recorded datasets know both; rooftune's own Triton kernel (kernels/gemm.py)
@@ -187,6 +190,11 @@ class MoeShape:
         return "nk"
 
     @property
+    def out_dtype(self) -> str:
+        """C's element type: the operands' (an FP8 layer's C is bf16: MoeFp8Shape)."""
+        return self.dtype
+
+    @property
     def rows(self) -> int:
         """Routed rows, tokens · topk: the rows the GEMM computes (one per token and chosen expert)."""
         return self.tokens * self.topk
@@ -202,6 +210,64 @@ class MoeShape:
             extras.append(f"routing seed {self.seed}")
         return (f"{self.experts}x{self.topk}x{self.hidden}x{self.intermediate}x{self.tokens} {self.gemm}"
                 + (f" ({', '.join(extras)})" if extras else ""))
+
+
+# The FP8 variants of the fused MoE (kernels/moe_fp8.py, vLLM's `dtype=fp8_w8a8` tables): 'w8a8' per-tensor
+# scales (one per expert's weights, one static scale for the activations); 'block' 128×128 block scales on the
+# weights and per-token-group (1×128) scales on the activations (`block_shape=[128,128]`).
+FP8_QUANTS = ("w8a8", "block")
+FP8_BLOCK = (128, 128)  # (N, K) of a weight's quant block; the activations' group is its K
+FP8_VLLM_DTYPE = "fp8_w8a8"  # vLLM's dtype word in a table's name, for both variants
+
+
+@dataclass(frozen=True)
+class MoeFp8Shape:
+    """One GEMM of a fused MoE layer with FP8 (e4m3) weights and activations (kernels/moe_fp8.py): the sizes and
+    routing of `MoeShape`, and `quant`, the scales' layout (FP8_QUANTS). The layer's input and output stay bf16:
+    its activations are quantized to FP8 as part of the layer (per tensor with a static scale, or per token
+    and 128 columns), so `dtype` (the operands') is FP8 and `out_dtype` bf16. Block scales need the weights
+    to be whole blocks: hidden and intermediate (per shard) multiples of 128, as vLLM requires."""
+
+    experts: int
+    topk: int
+    hidden: int
+    intermediate: int
+    tokens: int
+    gemm: str = "gate_up"
+    quant: str = "w8a8"
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.quant not in FP8_QUANTS:
+            raise ShapeError(f"FP8 MoE quant must be one of {FP8_QUANTS}, got {self.quant!r}")
+        base = self.base  # the sizes' and the routing seed's checks
+        if self.quant == "block" and (base.hidden % FP8_BLOCK[1] or base.intermediate % FP8_BLOCK[0]):
+            raise ShapeError(f"block-quantized FP8 MoE needs hidden ({self.hidden}) and intermediate per shard "
+                             f"({self.intermediate}) to be multiples of {FP8_BLOCK[0]} (whole 128×128 weight blocks)")
+
+    @property
+    def base(self) -> MoeShape:
+        """The bf16 MoeShape of the same GEMM and routing (the sizes, the seeded draw, kernels/moe.py's align)."""
+        return MoeShape(self.experts, self.topk, self.hidden, self.intermediate, self.tokens, gemm=self.gemm,
+                        seed=self.seed)
+
+    dtype = FP8_DTYPE
+    out_dtype = "bf16"
+    layout = "nk"
+    n = property(lambda self: self.base.n, doc=MoeShape.n.__doc__)
+    k = property(lambda self: self.base.k, doc=MoeShape.k.__doc__)
+    rows = property(lambda self: self.tokens * self.topk, doc=MoeShape.rows.__doc__)
+    flops = property(lambda self: 2 * self.rows * self.n * self.k, doc=MoeShape.flops.__doc__)
+
+    @property
+    def block_shape(self) -> tuple[int, int] | None:
+        """vLLM's block_shape [N, K] of the weights' scales; None for per-tensor scales."""
+        return FP8_BLOCK if self.quant == "block" else None
+
+    def __str__(self) -> str:
+        seed = f", routing seed {self.seed}" if self.seed else ""
+        return (f"{self.experts}x{self.topk}x{self.hidden}x{self.intermediate}x{self.tokens} {self.gemm} "
+                f"(fp8 {self.quant}{seed})")
 
 
 _DIMS = re.compile(r"^\s*\d+(\s*[x×,]\s*\d+)*\s*$")
@@ -235,6 +301,12 @@ def parse_moe_shape(text: str, gemm: str = "gate_up", dtype: str = "bf16", seed:
     """'128x8x2048x768x64' -> MoeShape(experts=128, topk=8, hidden=2048, intermediate=768, tokens=64)."""
     e, topk, hidden, inter, tokens = _split_dims(text, 5, "MoE (ExTOPKxHIDDENxINTERMEDIATExTOKENS)")
     return MoeShape(e, topk, hidden, inter, tokens, gemm=gemm, dtype=dtype, seed=seed)
+
+
+def parse_moe_fp8_shape(text: str, gemm: str = "gate_up", quant: str = "w8a8", seed: int = 0) -> MoeFp8Shape:
+    """'256x8x7168x256x64' with quant 'block' -> MoeFp8Shape(256, 8, 7168, 256, 64, quant='block')."""
+    e, topk, hidden, inter, tokens = _split_dims(text, 5, "MoE (ExTOPKxHIDDENxINTERMEDIATExTOKENS)")
+    return MoeFp8Shape(e, topk, hidden, inter, tokens, gemm=gemm, quant=quant, seed=seed)
 
 
 class ShapeListError(ValueError):
@@ -299,6 +371,12 @@ def load_moe_shapes(path: str | Path) -> list[MoeShape]:
                                                          seed=e.get("seed", 0)))
 
 
+def load_moe_fp8_shapes(path: str | Path) -> list[MoeFp8Shape]:
+    """Read a JSON list of FP8 MoE shapes: `load_moe_shapes`' keys and quant ('w8a8' or 'block'); optional seed."""
+    return _load_list(path, (*MOE_KEYS, "quant"), lambda e: MoeFp8Shape(*(e[k] for k in MOE_KEYS), quant=e["quant"],
+                                                                     seed=e.get("seed", 0)))
+
+
 def gemm_shape_id(shape: GemmShape) -> str:
     """File-name key of a GEMM shape: '4096x4096x4096-nk-bf16'."""
     return f"{shape.m}x{shape.n}x{shape.k}-{shape.layout}-{shape.dtype}"
@@ -334,3 +412,10 @@ def attention_dims(shape: AttentionShape) -> str:
 def moe_dims(shape: MoeShape) -> str:
     """The MoE shape's dimensions as `parse_moe_shape` reads them: 'ExTOPKxHIDDENxINTERMEDIATExTOKENS'."""
     return f"{shape.experts}x{shape.topk}x{shape.hidden}x{shape.intermediate}x{shape.tokens}"
+
+
+def moe_fp8_shape_id(shape: MoeFp8Shape) -> str:
+    """File-name key of an FP8 MoE shape: 'moe-256x8x7168x256-m64-gate_up-fp8-block' ('-r<seed>' as for MoE)."""
+    seed = f"-r{shape.seed}" if shape.seed else ""
+    return (f"moe-{shape.experts}x{shape.topk}x{shape.hidden}x{shape.intermediate}-m{shape.tokens}-{shape.gemm}"
+            f"-fp8-{shape.quant}{seed}")

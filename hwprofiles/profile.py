@@ -61,13 +61,17 @@ class HardwareProfile:
     fp32_tflops: float
     launch_overhead_us: float
     compute_capability: tuple[int, int]
+    fp8_tflops: float | None = None  # optional: a GPU without FP8 tensor cores (A100) has none
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     meta: dict[str, str] = field(default_factory=dict, compare=False)
 
     def tensor_tflops(self, dtype: str) -> float:
-        """Dense matrix-unit rate (TFLOP/s) for operands of `dtype` ('bf16', 'fp16', 'tf32', 'fp32')."""
+        """Dense matrix-unit rate (TFLOP/s) for operands of `dtype` ('bf16', 'fp16', 'tf32', 'fp32', 'fp8e4m3');
+        ProfileError for FP8 where the profile has no `fp8_tflops` (a GPU without FP8 matrix units)."""
         rates = {"bf16": self.bf16_tflops, "fp16": self.fp16_tflops,
-                 "tf32": self.tf32_tflops, "fp32": self.fp32_tflops}
+                 "tf32": self.tf32_tflops, "fp32": self.fp32_tflops, "fp8e4m3": self.fp8_tflops}
+        if dtype == "fp8e4m3" and self.fp8_tflops is None:
+            raise ProfileError(f"profile {self.name} has no fp8_tflops: its GPU has no FP8 tensor rate to model")
         if dtype not in rates:
             raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(rates)}")
         return rates[dtype]
@@ -78,8 +82,9 @@ _INT_FIELDS = {"sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_pe
                "fp32_lanes_per_sm", "sfu_ops_per_clock"}
 _FLOAT_FIELDS = {"sm_clock_mhz", "mem_clock_mhz", "dram_bw_gbps", "l2_bw_gbps", "bf16_tflops",
                  "fp16_tflops", "tf32_tflops", "fp32_tflops", "launch_overhead_us", "l2_latency_ns",
-                 "dram_latency_ns", "mma_latency_clocks"}
-_REQUIRED = [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in ("sources", "meta")]
+                 "dram_latency_ns", "mma_latency_clocks", "fp8_tflops"}
+_OPTIONAL = ("fp8_tflops",)  # numbers a profile may lack (a GPU without FP8 matrix units); None when absent
+_REQUIRED = [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in ("sources", "meta", *_OPTIONAL)]
 
 
 def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
@@ -90,7 +95,7 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
     if missing:
         raise ProfileError(f"{origin}: missing field(s) {', '.join(missing)}")
     kwargs: dict[str, Any] = {}
-    for key in _REQUIRED:
+    for key in [*_REQUIRED, *(k for k in _OPTIONAL if k in data)]:
         value = data[key]
         if key == "name":
             if not isinstance(value, str) or not value:
@@ -120,7 +125,7 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
         kwargs[key] = dict(value)
     if kwargs["smem_per_block_bytes"] > kwargs["smem_per_sm_bytes"]:
         raise ProfileError(f"{origin}: smem_per_block_bytes exceeds smem_per_sm_bytes")
-    unknown = set(data) - set(_REQUIRED) - {"sources", "meta"}
+    unknown = set(data) - set(_REQUIRED) - set(_OPTIONAL) - {"sources", "meta"}
     if unknown:
         raise ProfileError(f"{origin}: unknown field(s) {', '.join(sorted(unknown))}")
     return HardwareProfile(**kwargs)
@@ -129,6 +134,9 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
 def profile_to_dict(profile: HardwareProfile) -> dict[str, Any]:
     data = dataclasses.asdict(profile)
     data["compute_capability"] = list(profile.compute_capability)
+    for key in _OPTIONAL:
+        if data[key] is None:
+            del data[key]
     return data
 
 

@@ -16,7 +16,7 @@ from rooftune.roofline.occupancy import THREADS_PER_WARP, tensor_flops_per_sm_s
 WGMMA_MIN_COMPUTE_CAPABILITY = (9, 0)
 WGMMA_ROWS = 64
 WARPS_PER_WARPGROUP = 4
-TENSOR_DTYPES = ("bf16", "fp16", "tf32")
+TENSOR_DTYPES = ("bf16", "fp16", "tf32", "fp8e4m3")
 # Hopper's mma.sync fallback: microbenchmarks of H100/H800 (Luo et al. 2024, "Benchmarking and
 # Dissecting the Nvidia Hopper GPU Architecture") find it reaching about 60% of the wgmma rate.
 MMA_SYNC_FRACTION_OF_WGMMA = 0.6

@@ -36,7 +36,7 @@ import numpy as np
 
 from rooftune.candidates.moe_space import moe_regs_per_thread, moe_smem_bytes
 from rooftune.candidates.routing import expert_rows, padded_rows, row_tiles_bound
-from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape, MoeShape
+from rooftune.candidates.shapes import DTYPE_BYTES, MoeShape
 from rooftune.candidates.space import cdiv
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.costmodel import CostModel
@@ -154,9 +154,18 @@ def moe_tiling(shape: MoeShape, columns: dict[str, np.ndarray], routing: MoeRout
     return MoeTiling(tiles=gemm, padded_rows=padded, programs=programs, empty_programs=programs - gemm.ctas)
 
 
-def _dot_shape(shape: MoeShape) -> GemmShape:
+@dataclass(frozen=True)
+class DotOperands:
+    """What `lower_dot` reads of a GEMM: the operands' dtype and layouts (an FP8 MoE's operands are no GemmShape's)."""
+
+    dtype: str
+    layout: str = "nk"
+    a_layout: str = "mk"
+
+
+def _dot_shape(shape: MoeShape) -> DotOperands:
     """The GEMM whose tl.dot lowers as the MoE's: A [rows, K] row-major ('mk'), W[e] [N, K] ('nk')."""
-    return GemmShape(shape.rows, shape.n, shape.k, layout="nk", dtype=shape.dtype, a_layout="mk")
+    return DotOperands(shape.dtype)
 
 
 def moe_residency(shape: MoeShape, columns: dict[str, np.ndarray], t: MoeTiling,
@@ -231,7 +240,7 @@ def moe_traffic(shape: MoeShape, routing: MoeRouting, t: MoeTiling, r: GemmResid
     rows hit L2): the weights' share is their tile rows that wait for DRAM (`moe_weight_passes`), the
     gathered rows' their bytes from DRAM over those through L2."""
     g = t.tiles
-    elem = DTYPE_BYTES[shape.dtype]
+    elem, out_elem = DTYPE_BYTES[shape.dtype], DTYPE_BYTES[shape.out_dtype]  # C is bf16 where the operands are FP8
     n, k, rows = shape.n, shape.k, shape.rows
     reuse_cap = L2_REUSE_FRACTION * profile.l2_bytes
     cols_loaded = np.minimum(g.bn, n)
@@ -249,12 +258,12 @@ def moe_traffic(shape: MoeShape, routing: MoeRouting, t: MoeTiling, r: GemmResid
     cols_live = np.minimum(g.tiles_n, cdiv(r.concurrent, rows_live))
     a_passes = np.where(rows_live * g.bm * k * elem <= reuse_cap, 1, cdiv(g.tiles_n, cols_live))
     by = MoeBytes(weights=passes * float(weight_bytes), weight_passes=passes, gathered=a_once * a_passes,
-                  out=np.full(g.bm.shape, float(rows) * n * elem))
+                  out=np.full(g.bm.shape, float(rows) * n * out_elem))
     dram_operands = by.weights + by.gathered
     return GemmTraffic(
         flops_iter=it.flops_iter, transpose_iter=it.transpose_iter, smem_iter=it.smem_iter, l2_total=l2_total,
         l2_iter=l2_total / cta_iters, dram_operands=dram_operands, dram_iter=dram_operands / cta_iters,
-        out_elem=np.full(g.bm.shape, elem), dram_bytes=dram_operands + by.out,
+        out_elem=np.full(g.bm.shape, out_elem), dram_bytes=dram_operands + by.out,
         latency_s=load_latency_s(profile, np.clip(np.maximum(waiting_rows / g.tiles_m, by.gathered / l2_gathered),
                                                   0.0, 1.0))), by
 

@@ -53,6 +53,7 @@ RESIDUAL_FORMAT = "rooftune-residual-1"
 GEMM_FEATURES_VERSION = "gemm-features-1"
 ATTENTION_FEATURES_VERSION = "attention-features-2"
 MOE_FEATURES_VERSION = "moe-features-1"
+MOE_FP8_FEATURES_VERSION = "moe-fp8-features-1"
 RESIDUAL_DIR = "residuals"
 
 # Config parameters whose effect the model misjudges differently by regime: each also enters
@@ -241,6 +242,8 @@ GEMM_FEATURES = FeatureSet(GEMM_FEATURES_VERSION, gemm_features)
 ATTENTION_FEATURES = FeatureSet(ATTENTION_FEATURES_VERSION, attention_features)
 # The MoE residual is fitted on the training models (datasets/h200/moe/train), cross-validated by layer.
 MOE_FEATURES = FeatureSet(MOE_FEATURES_VERSION, moe_features)
+# FP8 fused MoE: the MoE features over its breakdown (MoeFp8Breakdown holds every MoE term), a residual of its own.
+MOE_FP8_FEATURES = FeatureSet(MOE_FP8_FEATURES_VERSION, moe_features)
 
 
 def feature_set(kernel: str) -> FeatureSet:

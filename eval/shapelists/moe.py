@@ -25,6 +25,7 @@ from rooftune.candidates import MOE_SPACE, MoeShape, legal_configs
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.candidates.routing import expert_rows
 from rooftune.candidates.shapes import DTYPE_BYTES, MOE_GEMMS, load_moe_shapes
+from rooftune.candidates.space import SearchSpace
 from rooftune.eval.shapelists.gemm import interleave, write_shape_lists
 from rooftune.hwprofiles import HardwareProfile, load_profile
 
@@ -79,38 +80,40 @@ PLAN_COMPUTE_SHARE, PLAN_MEMORY_SHARE = 0.7, 0.8
 
 
 def best_launch_ms(shape: MoeShape, profile: HardwareProfile) -> float:
-    """A planning guess of the best config's launch in ms: max(2·rows·N·K / (share · bf16 peak), bytes / (share ·
-    DRAM bandwidth)), bytes = the experts with rows' weights N·K, A and C, at the dtype's size."""
+    """A planning guess of the best config's launch in ms: max(2·rows·N·K / (share · the operands' tensor peak),
+    bytes / (share · DRAM bandwidth)), bytes = the experts with rows' weights N·K and A at the operands' size, C at
+    the output's (an FP8 shape: 1-byte operands at the FP8 peak, a bf16 C)."""
     elem = DTYPE_BYTES[shape.dtype]
     used = int((expert_rows(shape) > 0).sum())
     a_rows = shape.tokens if shape.gemm == "gate_up" else shape.rows
-    moved = elem * (used * shape.n * shape.k + a_rows * shape.k + shape.rows * shape.n)
-    return 1e3 * max(shape.flops / (PLAN_COMPUTE_SHARE * profile.bf16_tflops * 1e12),
+    moved = elem * (used * shape.n * shape.k + a_rows * shape.k) + DTYPE_BYTES[shape.out_dtype] * shape.rows * shape.n
+    return 1e3 * max(shape.flops / (PLAN_COMPUTE_SHARE * profile.tensor_tflops(shape.dtype) * 1e12),
                      moved / (PLAN_MEMORY_SHARE * profile.dram_bw_gbps * 1e9))
 
 
-def device_time_plan(shapes: list[MoeShape], profile: HardwareProfile) -> list[dict]:
-    """Per shape: legal configs on `profile`, the best launch's guess (ms) and the sweep's estimated seconds,
-    legal × (SWEEP_MS_PER_CONFIG + SWEEP_MS_PER_BEST_MS × best launch)."""
+def device_time_plan(shapes: list[MoeShape], profile: HardwareProfile, space: SearchSpace = MOE_SPACE) -> list[dict]:
+    """Per shape: legal configs of `space` on `profile`, the best launch's guess (ms) and the sweep's estimated
+    seconds, legal × (SWEEP_MS_PER_CONFIG + SWEEP_MS_PER_BEST_MS × best launch)."""
     rows = []
     for shape in shapes:
-        legal = len(legal_configs(MOE_SPACE, shape, profile))
+        legal = len(legal_configs(space, shape, profile))
         best = best_launch_ms(shape, profile)
         rows.append({"shape": shape, "legal": legal, "best_ms": best,
                      "sweep_s": legal * (SWEEP_MS_PER_CONFIG + SWEEP_MS_PER_BEST_MS * best) / 1e3})
     return rows
 
 
-def plan_table(lists: dict[str, list[MoeShape]], profile: HardwareProfile) -> str:
-    """A Markdown table of `device_time_plan` per list and layer: shapes, legal configs, estimated minutes."""
-    lines = ["| list | layer (E, topk, hidden, intermediate) | shapes | legal configs | est. minutes |",
-             "|---|---|---:|---:|---:|"]
+def plan_table(lists: dict[str, list[MoeShape]], profile: HardwareProfile, space: SearchSpace = MOE_SPACE,
+               layer_of=lambda s: (s.experts, s.topk, s.hidden, s.intermediate),
+               layer_header: str = "layer (E, topk, hidden, intermediate)") -> str:
+    """A Markdown table of `device_time_plan` per list and layer (`layer_of(shape)`): shapes, legal configs,
+    estimated minutes."""
+    lines = [f"| list | {layer_header} | shapes | legal configs | est. minutes |", "|---|---|---:|---:|---:|"]
     total_s = 0.0
     for name, shapes in lists.items():
         by_layer: dict[tuple, list[dict]] = {}
-        for row in device_time_plan(shapes, profile):
-            s = row["shape"]
-            by_layer.setdefault((s.experts, s.topk, s.hidden, s.intermediate), []).append(row)
+        for row in device_time_plan(shapes, profile, space):
+            by_layer.setdefault(layer_of(row["shape"]), []).append(row)
         for layer, rows in by_layer.items():
             seconds = sum(r["sweep_s"] for r in rows)
             total_s += seconds
@@ -120,19 +123,28 @@ def plan_table(lists: dict[str, list[MoeShape]], profile: HardwareProfile) -> st
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("datasets/h200/moe"))
-    parser.add_argument("--seed", type=int, default=SEED)
+def list_cli(argv: list[str] | None, description: str, out: Path, seed: int, generate_lists, plan) -> None:
+    """The shape-list generators' command line: write the lists `generate_lists(seed)` -> (train, heldout) into
+    --out, or with --plan print `plan(folder, profile)`, the device-time plan of the lists there."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--plan", action="store_true", help="print the device-time plan of the lists in --out")
     parser.add_argument("--gpu", default="h200", help="the profile the plan is for")
     args = parser.parse_args(argv)
     if args.plan:
-        lists = {name: load_moe_shapes(args.out / f"shapes_{name}.json") for name in ("train", "heldout")}
-        print(plan_table(lists, load_profile(args.gpu)))
+        print(plan(args.out, load_profile(args.gpu)))
         return
-    for path in write_lists(args.out, args.seed):
+    for path in write_shape_lists(args.out, *generate_lists(args.seed)):
         print(f"wrote {path} ({len(json.loads(path.read_text()))} shapes)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    def plan(folder: Path, profile: HardwareProfile) -> str:
+        return plan_table({name: load_moe_shapes(folder / f"shapes_{name}.json") for name in ("train", "heldout")},
+                          profile)
+
+    list_cli(argv, __doc__.splitlines()[0], Path("datasets/h200/moe"), SEED, generate, plan)
 
 
 if __name__ == "__main__":

@@ -212,6 +212,80 @@ class MoeBench:
         return {"grouped_mm:gemm": grouped_mm_launcher(shape, inputs, out, gemm_only=True)}, {}
 
 
+class MoeFp8Bench(MoeBench):
+    """One GEMM of an FP8 fused MoE layer with kernels/moe_fp8.py, its activation quantization included;
+    baseline torch's grouped GEMM (`grouped_mm_launcher`) on the bf16 activations and the dequantized bf16 weights
+    (torch 2.13 has `torch._scaled_grouped_mm`, but with row-wise scales only, not 128×128 blocks: it is timed
+    beside the baseline as "scaled_grouped_mm" for per-tensor scales, where it runs)."""
+
+    kernel = KERNELS["moe-fp8"]
+
+    def check(self, config, shape, device, seed):
+        from rooftune.kernels.harness.check import check_moe_fp8
+
+        return check_moe_fp8(config, shape, device, seed)
+
+    def bytes_per_set(self, shape):
+        """What one launch reads: A in bf16 (quantized first) and in FP8, the routed experts' FP8 weights."""
+        a_rows = shape.tokens if shape.gemm == "gate_up" else shape.rows
+        used = int((expert_rows(shape) > 0).sum())
+        return (DTYPE_BYTES[shape.out_dtype] + DTYPE_BYTES[shape.dtype]) * a_rows * shape.k \
+            + DTYPE_BYTES[shape.dtype] * used * shape.n * shape.k
+
+    def output(self, shape, device):
+        import torch
+
+        return torch.empty(shape.rows, shape.n, device=device, dtype=torch.bfloat16)
+
+    def baseline(self, shape, inputs, out):
+        return grouped_mm_launcher(shape, self._dequantized(shape, inputs), out, gemm_only=False)
+
+    def extra_baselines(self, shape, inputs, out):
+        launchers, errors = {"grouped_mm:gemm": grouped_mm_launcher(shape, self._dequantized(shape, inputs), out,
+                                                                    gemm_only=True)}, {}
+        if shape.block_shape is None:
+            try:
+                launchers["scaled_grouped_mm"] = scaled_grouped_mm_launcher(shape, inputs, out)
+            except (RuntimeError, NotImplementedError, AttributeError) as exc:
+                errors["scaled_grouped_mm"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return launchers, errors
+
+    def _dequantized(self, shape, inputs):
+        """kernels/moe.py's input sets of the same GEMM: the bf16 activations, the weights dequantized to bf16."""
+        import torch
+
+        return [(a, self.module.dequantize(w, w_scale, shape.block_shape).to(torch.bfloat16), ids, weights)
+                for a, w, w_scale, _, ids, weights in inputs]
+
+
+def scaled_grouped_mm_launcher(shape, inputs: list[tuple], out) -> Callable[[int], None]:
+    """`launch(i)`: a per-tensor FP8 GEMM through `torch._scaled_grouped_mm` on rows sorted by expert: A quantized with
+    its static scale (torch), the grouped FP8 GEMM with row-wise scales (A's broadcast over its rows, each expert's
+    over its columns), the routing weight on down, the rows scattered back. Raises where this torch or GPU lacks it."""
+    import torch
+
+    module = load_implementation(KERNELS["moe-fp8"].module)
+    sets = []
+    for a, w, w_scale, a_scale, ids, weights in inputs:
+        flat = ids.reshape(-1).to(torch.int64)
+        order = torch.argsort(flat, stable=True)
+        a_index = order // shape.topk if shape.gemm == "gate_up" else order
+        ends = torch.cumsum(torch.bincount(flat, minlength=shape.experts), 0).to(torch.int32)
+        scale = weights.reshape(-1)[order].to(torch.bfloat16)[:, None] if shape.gemm == "down" else None
+        b_scale = w_scale.float()[:, None].expand(shape.experts, shape.n).contiguous()
+        sets.append((a, w.transpose(-2, -1), a_scale, b_scale, order, a_index, ends, scale))
+
+    def launch(i: int) -> None:
+        a, w_t, a_scale, b_scale, order, a_index, ends, scale = sets[i % len(sets)]
+        a_q, _ = module.quantize_reference(a.index_select(0, a_index), False, a_scale)
+        y = torch._scaled_grouped_mm(a_q, w_t, a_scale.expand(a_q.shape[0]).contiguous(), b_scale, offs=ends,
+                                     out_dtype=torch.bfloat16)
+        out.index_copy_(0, order, y if scale is None else y * scale)
+
+    launch(0)  # where this torch or GPU cannot run it, the error is the caller's to record
+    return launch
+
+
 def grouped_mm_launcher(shape: MoeShape, inputs: list[tuple], out, gemm_only: bool) -> Callable[[int], None]:
     """`launch(i)`: `shape`'s MoE GEMM through torch on inputs[i % len(inputs)] into `out`: A's routed rows gathered
     in expert order, one grouped GEMM (`torch._grouped_mm` with each expert's row offsets, else a `torch.mm` per

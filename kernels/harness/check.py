@@ -7,9 +7,9 @@ from functools import lru_cache
 
 import torch
 
-from rooftune.candidates.shapes import AttentionShape, GemmShape, MoeShape
+from rooftune.candidates.shapes import AttentionShape, GemmShape, MoeFp8Shape, MoeShape
 from rooftune.kernels import attention as attn
-from rooftune.kernels import moe
+from rooftune.kernels import moe, moe_fp8
 from rooftune.kernels.gemm import gemm, make_inputs, reference
 from rooftune.kernels.harness.context import error_line
 
@@ -114,6 +114,26 @@ def check_moe(config: Mapping[str, int], shape: MoeShape, device: str = "cuda", 
         return _verdict(lambda: moe.moe_gemm(a, w, ids, weights, config, mul_weight=shape.gemm == "down", out=out),
                         out, ref)
     return _verdict(lambda: run(a, w, ids, weights, out), out, ref)
+
+
+@lru_cache(maxsize=1)
+def _moe_fp8_problem(shape: MoeFp8Shape, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """The FP8 layer's inputs and its dequantized fp32 reference for one (shape, seed), kept for the next config."""
+    inputs = moe_fp8.make_inputs(shape, device, seed)
+    return (*inputs, moe_fp8.reference(*inputs, shape))
+
+
+def check_moe_fp8(config: Mapping[str, int], shape: MoeFp8Shape, device: str = "cuda", seed: int = 0) -> str | None:
+    """None when `config` computes `shape`'s FP8 layer GEMM (activation quantization, then the GEMM) correctly, else
+    a short reason. The reference multiplies the same FP8 values in fp64 (A quantized by torch as the kernel does,
+    both operands dequantized), so the bound is bf16's (TOLERANCE): C is rounded once to bf16 as there (~2.3e-3
+    RMS; the FP8 products are exact in the fp32 accumulator, and Hopper's FP8 MMA, which keeps fewer accumulator
+    bits between its K steps, adds ~2^-13 per sum, far below it), and the kernel's quantization differs from
+    torch's only where its fp32 division rounds the other way, one e4m3 step on a rare element. The
+    quantization's own error (e4m3's 2^-4) is deliberately not compared: it is the format's, not the kernel's."""
+    *inputs, ref = _moe_fp8_problem(shape, str(device), seed)
+    out = poison_(torch.empty((shape.rows, shape.n), dtype=torch.bfloat16, device=ref.device))
+    return _verdict(lambda: moe_fp8.layer(*inputs, config, shape, out=out), out, ref)
 
 
 def _verdict(run: Callable[[], object], out: torch.Tensor, ref: torch.Tensor) -> str | None:

@@ -48,6 +48,7 @@ from rooftune.candidates import (
     Config,
     GemmShape,
     KernelSpec,
+    MoeFp8Shape,
     MoeShape,
     Shape,
     kernel_of,
@@ -419,3 +420,9 @@ if __name__ == "__main__":
     from rooftune.kernels.harness.prebuild import main as package_main
 
     package_main()
+
+
+def moe_fp8_jobs(shapes: Sequence[MoeFp8Shape], profile: HardwareProfile, *, max_configs: int | None = None,
+                 configs: ShapeConfigs | None = None) -> list[BinaryJob]:
+    """As `moe_jobs`, for the FP8 fused MoE (`moe_fp8.specialization_key`: the MoE's and the scale layout)."""
+    return _distinct_jobs(KERNELS["moe-fp8"], shapes, profile, max_configs, configs)

@@ -189,14 +189,16 @@ def cli_errors() -> Iterator[None]:
 
 
 @cli_errors()
-def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16", gemm: str = "gate_up"):
+def parse_shape(kernel: str, text: str, layout: str = "kn", dtype: str = "bf16", gemm: str = "gate_up",
+                quant: str = "w8a8"):
     """The registered kernel's shape of `text` in its shape form (GEMM MxNxK, attention BxHxSxD, MoE
     ExTOPKxHIDDENxINTERMEDIATExTOKENS), with the options its parser takes (`parse_options`: GEMM `layout`
-    and `dtype`, attention `dtype`, MoE `gemm` 'gate_up' or 'down' and `dtype`); exits on bad input."""
+    and `dtype`, attention `dtype`, MoE `gemm` 'gate_up' or 'down' and `dtype`, FP8 MoE `gemm` and `quant`); exits
+    on bad input."""
     if kernel not in KERNELS:
         raise ArgumentError(f"unknown kernel {kernel!r}; expected {', '.join(KERNELS)}")
     spec = KERNELS[kernel]
-    given = {"layout": layout, "dtype": dtype, "gemm": gemm}
+    given = {"layout": layout, "dtype": dtype, "gemm": gemm, "quant": quant}
     return spec.parse(text, **{name: given[name] for name in spec.parse_options})
 
 
@@ -292,9 +294,11 @@ MOE_GEMM_HELP = ("which GEMM of the MoE layer: 'gate_up' (N = 2·intermediate, K
                  "K = intermediate, scaled by the routing weight)")
 LAYOUT_HELP = "B stored [K,N] ('kn') or [N,K] like an nn.Linear weight ('nk')"
 DTYPE_HELP = "element type: bf16, fp16, tf32 or fp32"
+QUANT_HELP = ("FP8 scales: 'w8a8' (per tensor: vLLM's dtype=fp8_w8a8) or 'block' (128×128 weight blocks, 1×128 "
+              "activation groups: block_shape=[128,128])")
 # A shape option a family's parser takes (its registry entry's `parse_options`): its default, flag and help.
 SHAPE_OPTIONS = {"layout": ("kn", "--layout", LAYOUT_HELP), "dtype": ("bf16", "--dtype", DTYPE_HELP),
-                 "gemm": ("gate_up", "--gemm", MOE_GEMM_HELP)}
+                 "gemm": ("gate_up", "--gemm", MOE_GEMM_HELP), "quant": ("w8a8", "--quant", QUANT_HELP)}
 # Recorded data are refused whole where one record is damaged (eval/datasets/format.py `read_shape`): a score, a
 # report or a fit over the rest would silently be of other data than the folder holds.
 DAMAGED_HELP = ("a damaged file (a time that is not finite and positive, a value that is not a number) is "

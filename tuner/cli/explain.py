@@ -1,4 +1,4 @@
-"""Model commands of the CLI: `rooftune explain gemm|attention|moe`, the configs as rooftune ranks them and why."""
+"""Model commands of the CLI: `rooftune explain gemm|attention|moe|moe-fp8`, the configs as rooftune ranks them and why."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from rooftune.tuner.cli.args import (
     LAYOUT_HELP,
     MOE_GEMM_HELP,
     PLOT_EXTRA,
+    QUANT_HELP,
     RESIDUAL_HELP,
     cli_errors,
     fail,
@@ -91,9 +92,9 @@ def complete_config(space, legal: list, text: str):
 @cli_errors()
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
              residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None,
-             gemm: str = "gate_up") -> None:
+             gemm: str = "gate_up", quant: str = "w8a8") -> None:
     space = SPACES[kernel]
-    shape = parse_shape(kernel, shape_text, layout, dtype, gemm)
+    shape = parse_shape(kernel, shape_text, layout, dtype, gemm, quant)
     profile = load_gpu(gpu)
     if plot is not None and data is None:
         fail("--plot needs --data: a recorded dataset holding this shape, whose measured times it draws")
@@ -279,6 +280,21 @@ def explain_moe(
     breakdown, and what the shape's seeded routing makes of the best one's tiles (rows per expert, padding,
     the grid and its empty programs, the weights read)."""
     _explain("moe", shape, gpu, top, config, "kn", dtype, residual, plot, data, gemm)
+
+
+@explain_app.command("moe-fp8", short_help="The same for one GEMM of an FP8 fused MoE layer (vLLM's fp8_w8a8).")
+def explain_moe_fp8(
+    shape: str = typer.Option(..., "--shape", help=KERNELS["moe-fp8"].shape_help),
+    gemm: str = typer.Option("gate_up", "--gemm", help=MOE_GEMM_HELP),
+    quant: str = typer.Option("w8a8", "--quant", help=QUANT_HELP),
+    gpu: str = _GPU,
+    top: int = _TOP,
+    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_SIZE_M=64,...,num_stages=3")),
+    residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
+) -> None:
+    """Top FP8 fused-MoE configs as rooftune ranks them, with their breakdown: the MoE's terms on one-byte operands
+    at the FP8 tensor rate, the activation quantization and, for block scales, the per-K-block rescale."""
+    _explain("moe-fp8", shape, gpu, top, config, "kn", "bf16", residual, plot, data, gemm, quant)
 
 
 def register(app) -> None:

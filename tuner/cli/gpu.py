@@ -180,6 +180,17 @@ def sweep_moe_cmd(
     _sweep("moe", shapes, out, gpu, sms, max_minutes, workers, shard, gpus)
 
 
+@sweep_app.command("moe-fp8", help=_SWEEP_HELP.format("torch's grouped GEMM on the dequantized bf16 weights", ""),
+                   short_help="The same for an FP8 fused-MoE GEMM (w8a8 or block scales), quantization included.")
+def sweep_moe_fp8_cmd(
+    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format(
+        "{experts, topk, hidden, intermediate, tokens, gemm, quant[, seed]}")),
+    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
+    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
+) -> None:
+    _sweep("moe-fp8", shapes, out, gpu, sms, max_minutes, workers, shard, gpus)
+
+
 @cli_errors()
 def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None, max_minutes: float | None,
            workers: int | None, shard: str | None, gpus: str | None, backfilling: str | None = None,

@@ -23,7 +23,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from rooftune.candidates import MOE_SPACE, Config
+from rooftune.candidates import MOE_SPACE, Config, MoeFp8Shape
+from rooftune.candidates.shapes import FP8_VLLM_DTYPE
 from rooftune.outputs import write_atomic
 from rooftune.tuner.llm.tables import TableError, device_file_name
 
@@ -32,13 +33,24 @@ VLLM_KEYS = tuple(MOE_SPACE.names)
 SHIPPED_H200 = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "moe" / "vllm" / "h200_tables.json"
 
 
-def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = None, down: bool = False) -> str:
+def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = None, down: bool = False,
+                    block_shape: tuple[int, int] | None = None) -> str:
     """'E=128,N=768,device_name=NVIDIA_H200.json'; with `dtype` (vLLM's quantized tables: 'fp8_w8a8', ...)
-    ',dtype=...' before '.json'; bf16 and fp16 tables carry none. With `down`, '_down' before '.json': SGLang's
-    name for a down-projection table tuned apart from the gate_up one (sgl-project/sglang PR #39153: the up table
-    keeps vLLM's name); vLLM reads only the one table, for both GEMMs."""
+    ',dtype=...' before '.json'; bf16 and fp16 tables carry none; with `block_shape` (block-quantized weights),
+    ',block_shape=[128,128]' after it, as vLLM's `get_config_file_name` writes it. With `down`, '_down' before
+    '.json': SGLang's name for a down-projection table tuned apart from the gate_up one (sgl-project/sglang PR
+    #39153: the up table keeps vLLM's name); vLLM reads only the one table, for both GEMMs."""
+    block = f",block_shape=[{block_shape[0]},{block_shape[1]}]" if block_shape else ""
     return (f"E={experts},N={n},device_name={device_file_name(gpu_name)}" + (f",dtype={dtype}" if dtype else "")
-            + ("_down" if down else "") + ".json")
+            + block + ("_down" if down else "") + ".json")
+
+
+def moe_fp8_table_entry(shape: MoeFp8Shape, result, gpu_name: str) -> tuple[str, int, dict[str, int]]:
+    """A tuned FP8 MoE GEMM's entry in vLLM's tables: its file ('E=..,N=..,device_name=..,dtype=fp8_w8a8[,
+    block_shape=[128,128]]', `_down` for the down GEMM as the split tables name it), its M key and its config."""
+    name = table_file_name(shape.experts, shape.intermediate, gpu_name, FP8_VLLM_DTYPE, shape.gemm == "down",
+                           shape.block_shape)
+    return name, shape.tokens, {key: int(result.winner[key]) for key in VLLM_KEYS}
 
 
 LAYOUTS = ("vllm", "sglang")

@@ -65,6 +65,13 @@ def moe_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Co
     return methods
 
 
+def moe_fp8_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
+    """The methods `rooftune eval moe-fp8` compares: MoE's (`moe_eval_methods`) but vLLM's, whose shipped tables
+    read here are the bf16 ones (its FP8 H200 tables are not stored yet)."""
+    methods = moe_eval_methods(records, seeds, residual, static)
+    return {name: method for name, method in methods.items() if not name.startswith("vllm-")}
+
+
 def unavailable_methods(kernel: str, profile) -> dict[str, Unavailable]:
     """The methods `rooftune eval KERNEL` would compare that cannot run here (an outside library not installed, or
     not knowing `profile`'s GPU), with why: left out of the comparison, and an error where asked for by name."""
