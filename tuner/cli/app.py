@@ -28,8 +28,8 @@ from rooftune.tuner.cli import hwprobe as cli_hwprobe
 from rooftune.tuner.cli import report as cli_report
 from rooftune.tuner.cli import sweep as cli_sweep
 from rooftune.tuner.cli import tune as cli_tune
-from rooftune.tuner.cli import tune_model as cli_tune_model  # noqa: F401  (registers `tune model`)
-from rooftune.tuner.cli import tune_moe as cli_tune_moe  # noqa: F401  (registers `tune moe`)
+from rooftune.tuner.cli import tune_model as cli_tune_model  # noqa: F401 (registers `tune model`)
+from rooftune.tuner.cli import tune_moe as cli_tune_moe  # noqa: F401 (registers `tune moe`)
 from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, SHAPE_OPTIONS, cli_errors, load_gpu, parse_shape  # noqa: E402
 from rooftune.tuner.cli.help import NAME_OR_PATH, plain_flags
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table  # noqa: E402

@@ -1,4 +1,4 @@
-"""`rooftune sweep gemm|attention|moe`: time every legal config of the space for each shape, a dataset's ground truth."""
+"""`rooftune sweep gemm|attention|moe`: time every legal config of the space for each shape (ground truth)."""
 
 from __future__ import annotations
 

@@ -56,9 +56,9 @@ RESIDUAL_OPTION = typer.Option("shipped", "--residual", metavar=NAME_OR_PATH, he
     "'shipped' (the residual fitted for --gpu's GPU, where it applies to this space and Triton), 'none' (the "
     "model alone), or a residual JSON of this kernel (e.g. one `rooftune fit --out FILE` wrote for a new GPU)"))
 BUDGET_OPTION = typer.Option(20, "--budget", help="at most this many configs are compiled and timed")
-GPU_OPTION = typer.Option(None, "--gpu", metavar=NAME_OR_PATH,
+GPU_OPTION = typer.Option(None, "--gpu", metavar=NAME_OR_PATH, show_default=False,
                           help=f"this GPU, for legality and the model: {GPU_HELP} (default: "
-                          "$ROOFTUNE_PROFILE, else the shipped profile of the GPU the driver names)", show_default=False)
+                          "$ROOFTUNE_PROFILE, else the shipped profile of the GPU the driver names)")
 SMS_OPTION = typer.Option(None, "--sms", help="tune inside a green context of this many SMs" + SMS_GROUPS_HELP)
 CACHE_OPTION = typer.Option(None, "--cache", metavar=PATH,
                             help="JSON cache file: a hit is returned without the GPU (default: the "

@@ -59,26 +59,39 @@ def tune_moe_cmd(
     Prints each M's config, its time on each GEMM beside torch's grouped GEMM. Exit code 1: some token count's
     configs all failed (the rest is written); 3: as `tune gemm`."""
     tokens = parse_counts(batch, "--batch")
-    if budget < 1:
-        fail(f"--budget must be at least 1, got {budget}")
-    shard = shard_intermediate(intermediate, tp)
-    for m in tokens:  # a size the kernel cannot take fails here, before any GPU work
-        moe_shapes(experts, topk, hidden, shard, m, gemm)
+    shard = _checked_shard(experts, topk, hidden, intermediate, tp, tokens, budget, gemm)
     profile = live_gpu(gpu)
     check_sms(sms, profile)
-    check_output(out, "--out", folder=True)
-    path = Path(out) / table_file_name(experts, shard, profile.name, down=gemm == "down") if out else None
-    if path is not None and path.exists():
-        read_table(path)  # a file there that is no table is refused before any GPU work, never overwritten
+    path = _table_path(out, experts, shard, profile, gemm)
     cache = cache_file(cache)
     residual_ranking = ranking("moe", profile, residual)
     with progress_bar(console, transient=True) as progress:
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
                                cache=cache, sms=sms, reporter=RichReporter(progress), residual=residual_ranking)
-    _print_table(tuned, f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}"
-                        f"{partition_label(sms, profile)}", tuned.residual_note or chosen_note(residual, residual_ranking),
-                 gemm)
+    where = f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}"
+    _print_table(tuned, where + partition_label(sms, profile),
+                 tuned.residual_note or chosen_note(residual, residual_ranking), gemm)
     _write_and_check(tuned, path, gemm)
+
+
+def _checked_shard(experts: int, topk: int, hidden: int, intermediate: int, tp: int, tokens: list[int], budget: int,
+                   gemm: str) -> int:
+    """The shard's intermediate size (vLLM's N), every token count's shapes checked before any GPU work."""
+    if budget < 1:
+        fail(f"--budget must be at least 1, got {budget}")
+    shard = shard_intermediate(intermediate, tp)
+    for m in tokens:  # a size the kernel cannot take fails here, before any GPU work
+        moe_shapes(experts, topk, hidden, shard, m, gemm)
+    return shard
+
+
+def _table_path(out: str | None, experts: int, shard: int, profile, gemm: str) -> Path | None:
+    """Where --out's table goes (vLLM's file name; SGLang's ..._down.json for --gemm down), None without --out."""
+    check_output(out, "--out", folder=True)
+    path = Path(out) / table_file_name(experts, shard, profile.name, down=gemm == "down") if out else None
+    if path is not None and path.exists():
+        read_table(path)  # a file there that is no table is refused before any GPU work, never overwritten
+    return path
 
 
 def _print_table(tuned, where: str, ranked_by: str, gemm: str) -> None:
@@ -101,11 +114,10 @@ def _print_table(tuned, where: str, ranked_by: str, gemm: str) -> None:
 
 def _write_and_check(tuned, path: Path | None, gemm: str) -> None:
     """Write the table to `path`; then exit 2 where a tune was not cached, else 1 where a token count has no config."""
-    if path is not None:
-        if tuned.table():
-            write_table(path, tuned.table())
-            console.print(f"wrote {path} ({len(tuned.table())} token counts" +
-                          ("; vLLM serves both GEMMs with it)" if gemm == "gate_up" else ")"))
+    if path is not None and tuned.table():
+        write_table(path, tuned.table())
+        console.print(f"wrote {path} ({len(tuned.table())} token counts" +
+                      ("; vLLM serves both GEMMs with it)" if gemm == "gate_up" else ")"))
     skipped = {}  # reason -> the token counts it left without a config, so that no gap in the table is silent
     for e in tuned.entries:
         if e.skipped:
