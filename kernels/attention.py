@@ -201,7 +201,7 @@ def _attn_fwd(
         tl.store(lse_ptrs, (m_i + tl.math.log2(l_i)) * 0.6931471805599453, mask=in_seq)  # · ln(2)
 
 
-def _dims(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
+def attention_dims(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
     """(batch, heads, kv_heads, seq, head_dim) of Q [batch, heads, seq, head_dim] and K, V [batch, kv_heads,
     seq, head_dim] (grouped-query attention when kv_heads < heads); raises on anything the kernel cannot run."""
     for name, t in (("Q", q), ("K", k), ("V", v)):
@@ -250,7 +250,7 @@ def _lse_buffer(lse: torch.Tensor | None, q: torch.Tensor) -> torch.Tensor:
     return lse
 
 
-def _scale(scale: float | None, head_dim: int) -> float:
+def softmax_scale(scale: float | None, head_dim: int) -> float:
     """The softmax scale, 1/sqrt(head_dim) by default; it must be > 0 (the kernel scales row maxima)."""
     if scale is not None and not float(scale) > 0:
         raise ValueError(f"scale must be > 0, got {scale}")
@@ -299,12 +299,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Mapping
     transposed); a TMA config on tensors descriptors cannot address (`tma_ready`) runs its pointer
     twin. When `lse` (fp32 [batch, heads, seq]) is given, the row log-sum-exp of the scaled scores is
     written there too."""
-    dims = _dims(q, k, v)
+    dims = attention_dims(q, k, v)
     _check_runnable(q)
     if out is None:
         out = torch.empty_like(q)
     _check_out(out, q)
-    scale = _scale(scale, dims[4])
+    scale = softmax_scale(scale, dims[4])
     if config.get("TMA", 0) and not tma_ready(q, k, v, out):
         config = {**config, "TMA": 0}
     operands, launch = _launch_fn(config, dims, causal, scale, store_lse=lse is not None)
@@ -321,7 +321,7 @@ def make_launcher(config: Mapping[str, int], shape: AttentionShape, inputs: list
         raise ValueError("make_launcher needs at least one (q, k, v) input set")
     dims = _shape_dims(shape)
     for q, k, v in inputs:
-        if _dims(q, k, v) != dims:
+        if attention_dims(q, k, v) != dims:
             raise ValueError(f"every input set must be Q {list(q.shape)} with {shape.kv_heads} K/V heads for "
                              f"{shape}, got Q {list(q.shape)}, K {list(k.shape)}")
         _check_out(out, q)
@@ -329,7 +329,7 @@ def make_launcher(config: Mapping[str, int], shape: AttentionShape, inputs: list
     if config.get("TMA", 0) and not all(tma_ready(*qkv, out) for qkv in inputs):
         raise ValueError("a TMA config needs 16-byte aligned, row-contiguous Q, K, V and out")
     lse = _lse_buffer(None, out)
-    operands, run = _launch_fn(config, dims, shape.causal, _scale(scale, shape.head_dim))
+    operands, run = _launch_fn(config, dims, shape.causal, softmax_scale(scale, shape.head_dim))
     sets = [operands(q, k, v, out) for q, k, v in inputs]
 
     def launch(i: int) -> None:
@@ -381,7 +381,7 @@ def compile_kernels(shape: AttentionShape, config: Mapping[str, int]) -> list:
     tma = bool(config.get("TMA", 0))
     srcs = [_descriptor(*m) if tma else m[0] for m in mocks]
     return [_attn_fwd.warmup(*srcs, MockTensor(tl.float32), *q_st, *kv_st, *kv_st, *q_st,
-                             shape.heads, shape.heads // shape.kv_heads, shape.seq, _scale(None, shape.head_dim) * LOG2E,
+                             shape.heads, shape.heads // shape.kv_heads, shape.seq, softmax_scale(None, shape.head_dim) * LOG2E,
                              HEAD_DIM=shape.head_dim, BLOCK_M=bm, BLOCK_N=bn, ORDER=config["ORDER"],
                              CAUSAL=shape.causal, STORE_LSE=False, TMA=tma,
                              num_warps=config["num_warps"], num_stages=config["num_stages"], grid=(1,))]
@@ -401,8 +401,8 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(Q Kᵀ · scale) V computed in fp64 (immune to TF32 settings), returned as fp32
     [batch, heads, seq, head_dim]; the fp64 score tile is chunked over heads and query rows. With fewer
     K/V heads (grouped-query attention), each K/V head is repeated for its group of query heads."""
-    batch, heads, kv_heads, seq, head_dim = _dims(q, k, v)
-    scale = _scale(scale, head_dim)
+    batch, heads, kv_heads, seq, head_dim = attention_dims(q, k, v)
+    scale = softmax_scale(scale, head_dim)
     k, v = (t.repeat_interleave(heads // kv_heads, dim=1) for t in (k, v))
     qf, kf, vf = (t.reshape(batch * heads, seq, head_dim) for t in (q, k, v))
     out = torch.empty((batch * heads, seq, head_dim), dtype=torch.float32, device=q.device)

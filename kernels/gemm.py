@@ -64,7 +64,7 @@ def _multiple_of(x, ALIGN: tl.constexpr):
 
 
 @triton.jit
-def _grouped_tile(pid, M, N, GROUP_M, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def grouped_tile(pid, M, N, GROUP_M, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # Grouped order: GROUP_M tile rows sweep the tile columns together, so a group's B tiles stay in L2.
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -149,7 +149,7 @@ def _gemm_kernel(
         if not B_NK:
             stride_bk = _multiple_of(stride_bk, ALIGN_N)
     pid_k = tl.program_id(1)
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N)
     kb_lo, kb_hi = _split_run(pid_k, K, SPLIT_K, BLOCK_K)
 
     # Tile origins go into 64-bit base pointers; offsets inside a tile stay 32-bit. Rows and columns
@@ -204,7 +204,7 @@ def _gemm_tma_kernel(
         N = _multiple_of(N, ALIGN_N)
         stride_cm = _multiple_of(stride_cm, ALIGN_N)
     pid_k = tl.program_id(1)
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, GROUP_M, BLOCK_M, BLOCK_N + BLOCK_N2)
     kb_lo, kb_hi = _split_run(pid_k, K, SPLIT_K, BLOCK_K)
     rm0 = pid_m * BLOCK_M
     rn0 = pid_n * (BLOCK_N + BLOCK_N2)
@@ -259,7 +259,7 @@ def _gemm_tma_persistent_kernel(
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_blocks = tl.cdiv(K, BLOCK_K)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
-        pid_m, pid_n = _grouped_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N)
+        pid_m, pid_n = grouped_tile(tile, M, N, GROUP_M, BLOCK_M, BLOCK_N)
         rm0 = pid_m * BLOCK_M
         rn0 = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -304,12 +304,18 @@ def _splitk_reduce_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+def compiled() -> bool:
+    """Whether Triton compiles the kernels (they need a GPU), rather than its interpreter running them
+    (TRITON_INTERPRET=1 before triton is imported)."""
+    return isinstance(_gemm_kernel, triton.runtime.JITFunction)
+
+
 def _check_layout(layout: str) -> None:
     if layout not in GEMM_LAYOUTS:
         raise ValueError(f"GEMM layout must be one of {GEMM_LAYOUTS}, got {layout!r}")
 
 
-def _dims(a: torch.Tensor, b: torch.Tensor, layout: str) -> tuple[int, int, int]:
+def gemm_dims(a: torch.Tensor, b: torch.Tensor, layout: str) -> tuple[int, int, int]:
     """(M, N, K) of A [M, K] and B stored [K, N] ('kn') or [N, K] ('nk'); raises on a mismatch."""
     _check_layout(layout)
     if a.dim() != 2 or b.dim() != 2:
@@ -543,10 +549,10 @@ def persistent_programs(config: Mapping[str, int], layout: str, a: torch.Tensor,
         return 0
     if out.device.type != "cuda":
         return INTERPRETER_PROGRAMS
-    m, n, k = _dims(a, b, layout)
+    m, n, k = gemm_dims(a, b, layout)
     strides = (a.stride(0), a.stride(1), *_b_strides(b, layout), out.stride(0), out.stride(1))
     align_n, _ = alignments(layout, n, k, strides)
-    key = (tuple(sorted(config.items())), layout, a.dtype, out.device, align_n, _int_class(n), _int_class(k),
+    key = (tuple(sorted(config.items())), layout, a.dtype, out.device, align_n, int_class(n), int_class(k),
            tma_ready(out))
     if key not in _PROGRAMS:
         c_desc, c_opts = _c_store(out, m, n, config["BLOCK_M"], config["BLOCK_N"])
@@ -569,7 +575,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, config: Mapping[str, int], layout: st
          out: torch.Tensor | None = None) -> torch.Tensor:
     """C[M, N] = A[M, K] @ B in A's dtype (fp32 accumulation); B is [K, N] ('kn') or [N, K] ('nk'). A TMA
     config on tensors descriptors cannot address (`tma_ready`) runs its tiles through pointers."""
-    m, n, k = _dims(a, b, layout)
+    m, n, k = gemm_dims(a, b, layout)
     if out is None:
         out = torch.empty((m, n), dtype=a.dtype, device=a.device)
     _check_out(out, a, m, n)
@@ -614,7 +620,7 @@ def make_launcher(config: Mapping[str, int], layout: str, inputs: list[tuple[tor
     input sets keeps memory-bound shapes from being timed out of L2."""
     if not inputs:
         raise ValueError("make_launcher needs at least one (a, b) input pair")
-    dims = {_dims(a, b, layout) for a, b in inputs}
+    dims = {gemm_dims(a, b, layout) for a, b in inputs}
     if len(dims) != 1:
         raise ValueError(f"all input pairs must have one shape, got {sorted(dims)}")
     m, n, k = dims.pop()
@@ -650,7 +656,7 @@ def alignments(layout: str, n: int, k: int, strides: tuple[int, int, int, int, i
     return align_n, align_k
 
 
-def _int_class(value: int) -> str:
+def int_class(value: int) -> str:
     """How Triton types a specialized integer argument: the value 1 becomes a constant, 2**31 or more
     is passed as int64. (Its divisibility by 16, the third class, is ALIGN = 16.)"""
     return "one" if value == 1 else ("i64" if value >= 2**31 else "i32")
@@ -661,12 +667,12 @@ def specialization_key(shape: GemmShape) -> tuple:
     stride one of 1, N or K, so what selects a binary is: layout, dtype, ALIGN_N and ALIGN_K (which
     hold N's and K's divisibility by 16), whether N or K is 1 (a constant) or needs int64; M only
     matters if it ever reaches 2**31 (it is not specialized, but then passed as int64)."""
-    align_n, align_k = alignments(shape.layout, shape.n, shape.k, _shape_strides(shape))
-    return (shape.layout, shape.dtype, align_n, align_k, _int_class(shape.n), _int_class(shape.k),
+    align_n, align_k = alignments(shape.layout, shape.n, shape.k, shape_strides(shape))
+    return (shape.layout, shape.dtype, align_n, align_k, int_class(shape.n), int_class(shape.k),
             shape.m >= 2**31)
 
 
-def _shape_strides(shape: GemmShape) -> tuple[int, int, int, int, int, int]:
+def shape_strides(shape: GemmShape) -> tuple[int, int, int, int, int, int]:
     """(stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn) of contiguous A, B and C."""
     b_strides = (shape.n, 1) if shape.layout == "kn" else (1, shape.k)
     return (shape.k, 1, *b_strides, shape.n, 1)
@@ -689,7 +695,7 @@ def compile_kernels(shape: GemmShape, config: Mapping[str, int]) -> list:
     key is the same (tests/kernels/binder_keys.py)."""
     dtype, f32 = MockTensor(TRITON_DTYPES[shape.dtype]), MockTensor(tl.float32)
     m, n, k = shape.m, shape.n, shape.k
-    strides = _shape_strides(shape)
+    strides = shape_strides(shape)
     align_n, align_k = alignments(shape.layout, n, k, strides)
     tiles = dict(BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], BLOCK_K=config["BLOCK_K"],
                  B_NK=shape.layout == "nk", ALIGN_N=align_n, num_warps=config["num_warps"],
@@ -735,6 +741,6 @@ def make_inputs(shape: GemmShape, device: str | torch.device, seed: int,
 
 def reference(a: torch.Tensor, b: torch.Tensor, layout: str) -> torch.Tensor:
     """A @ B computed in fp64 (immune to TF32 settings), returned as fp32 [M, N]."""
-    _dims(a, b, layout)
+    gemm_dims(a, b, layout)
     b64 = b.double() if layout == "kn" else b.double().T
     return (a.double() @ b64).float()

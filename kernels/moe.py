@@ -6,7 +6,7 @@ The align step (`align`, torch, on the device, no host sync) sorts the routed ro
 row t·topk + j) by expert and pads each expert's rows to a multiple of BLOCK_SIZE_M with a sentinel row id
 (`rows`, never a real row), so that every tile of BLOCK_SIZE_M rows belongs to one expert; it records each
 tile's expert and the padded total. The kernel runs one program per (BLOCK_SIZE_M rows of one expert,
-BLOCK_SIZE_N columns), in the GEMM's grouped order (`_grouped_tile` of kernels/gemm.py: GROUP_SIZE_M tile rows
+BLOCK_SIZE_N columns), in the GEMM's grouped order (`grouped_tile` of kernels/gemm.py: GROUP_SIZE_M tile rows
 sweep the tile columns together); a program gathers its rows of A, multiplies them by its expert's weights
 W[e] (stored [N, K], as vLLM's w1 [E, 2·intermediate, hidden] and w2 [E, hidden, intermediate]) and scatters the
 result to the rows' places in C [tokens·topk, N] (vLLM's [tokens, topk, N] cache). Both GEMMs of a layer:
@@ -36,7 +36,7 @@ from triton.runtime.jit import MockTensor
 
 from rooftune.candidates.routing import padded_rows_bound, routing
 from rooftune.candidates.shapes import MoeShape
-from rooftune.kernels.gemm import _grouped_tile, _int_class
+from rooftune.kernels.gemm import grouped_tile, int_class
 from rooftune.kernels.lazy import TRITON_DTYPES, TorchDtypes, torch
 
 TORCH_DTYPES = TorchDtypes()
@@ -55,7 +55,7 @@ def _moe_kernel(
     # EM: the sorted row list's length (the padded-rows bound); row_ids [EM] int32, tile_experts [EM / BM]
     # int32, padded_ptr: the real padded total (one int32). A_ROW_DIV: routed rows per row of A (topk for
     # gate_up, 1 for down). B is [E, N, K] (any strides), C [num_rows, N].
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), EM, N, GROUP_SIZE_M, BLOCK_SIZE_M, BLOCK_SIZE_N)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), EM, N, GROUP_SIZE_M, BLOCK_SIZE_M, BLOCK_SIZE_N)
     if pid_m * BLOCK_SIZE_M >= tl.load(padded_ptr):
         return
     rows = tl.load(row_ids_ptr + pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M))   # [BLOCK_SIZE_M]
@@ -215,7 +215,7 @@ def specialization_key(shape: MoeShape) -> tuple:
     row of A (topk for gate_up, 1 for down), the routing weight's multiply (down), and how Triton types N, K
     and N·K (1, divisible by 16 or not, 64-bit)."""
     n, k = shape.n, shape.k
-    return (shape.dtype, _shape_dims(shape)[5], shape.gemm == "down", _int_class(n), _int_class(k), _int_class(n * k),
+    return (shape.dtype, _shape_dims(shape)[5], shape.gemm == "down", int_class(n), int_class(k), int_class(n * k),
             n % 16 == 0, k % 16 == 0, n * k % 16 == 0)
 
 

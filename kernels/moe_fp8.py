@@ -31,7 +31,7 @@ from triton.runtime.jit import MockTensor
 from rooftune.candidates.routing import padded_rows_bound
 from rooftune.candidates.shapes import FP8_BLOCK, MoeFp8Shape
 from rooftune.kernels import moe
-from rooftune.kernels.gemm import _grouped_tile  # a jit helper of the frozen kernels/gemm.py, as kernels/moe.py uses it
+from rooftune.kernels.gemm import grouped_tile
 from rooftune.kernels.lazy import torch
 
 FP8_MAX = 448.0          # e4m3's largest finite value (torch.finfo(torch.float8_e4m3fn).max)
@@ -52,7 +52,7 @@ def _moe_fp8_kernel(
 ):
     # As kernels/moe.py's _moe_kernel; GROUP_K = 0: per-tensor scales (a_scale [1], b_scale [E]); else block
     # scales, a_scale [rows of A, K / GROUP_K], b_scale [E, N / GROUP_N, K / GROUP_K] (any strides).
-    pid_m, pid_n = _grouped_tile(tl.program_id(0), EM, N, GROUP_SIZE_M, BLOCK_SIZE_M, BLOCK_SIZE_N)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), EM, N, GROUP_SIZE_M, BLOCK_SIZE_M, BLOCK_SIZE_N)
     if pid_m * BLOCK_SIZE_M >= tl.load(padded_ptr):
         return
     rows = tl.load(row_ids_ptr + pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M))   # [BLOCK_SIZE_M]

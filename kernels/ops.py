@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
-import triton
 
 from rooftune.candidates.families import LIBRARY_ROUTE
 from rooftune.candidates.shapes import AttentionShape, GemmShape
@@ -80,7 +79,7 @@ def flag(value: bool | None, env: str) -> bool:
 def gemm_op(a: torch.Tensor, b: torch.Tensor, layout: str, tune: bool) -> torch.Tensor:
     """C [M, N] = A [M, K] @ B (contiguous, [K, N] for 'kn' or [N, K] for 'nk') with the resolved config,
     or with torch.matmul where the resolver routes the shape there."""
-    m, n, k = kgemm._dims(a, b, layout)
+    m, n, k = kgemm.gemm_dims(a, b, layout)
     shape = GemmShape(m, n, k, layout=layout, dtype=DTYPE_NAMES[a.dtype])
     config = _config(shape, a.device, tune)
     if config == LIBRARY_ROUTE:
@@ -117,7 +116,7 @@ gemm_op.register_autograd(_gemm_backward, setup_context=_gemm_setup)
 
 
 def _attention_shape(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> AttentionShape:
-    batch, heads, kv_heads, seq, head_dim = kattn._dims(q, k, v)
+    batch, heads, kv_heads, seq, head_dim = kattn.attention_dims(q, k, v)
     return AttentionShape(batch, heads, seq, head_dim, causal=causal, dtype=DTYPE_NAMES[q.dtype], kv_heads=kv_heads)
 
 
@@ -152,8 +151,8 @@ def _attention_backward(ctx, grad):
     P = softmax(S), dV = Pᵀ dO, dS = P ∘ (dO Vᵀ − rowsum(P ∘ dO Vᵀ)), dQ = dS K·scale, dK = dSᵀ Q·scale,
     K/V gradients summed over each K/V head's group of query heads."""
     q, k, v = ctx.saved_tensors
-    batch, heads, kv_heads, seq, head_dim = kattn._dims(q, k, v)
-    group, scale = heads // kv_heads, kattn._scale(ctx.scale, head_dim)
+    batch, heads, kv_heads, seq, head_dim = kattn.attention_dims(q, k, v)
+    group, scale = heads // kv_heads, kattn.softmax_scale(ctx.scale, head_dim)
     qf = q.float()
     kf, vf = (t.float().repeat_interleave(group, dim=1) for t in (k, v))               # [B, H, S, D]
     scores = (qf @ kf.transpose(-1, -2)) * scale                                       # [B, H, S, S]
@@ -186,7 +185,7 @@ def _device_problem(names: str, *tensors: torch.Tensor) -> str | None:
         return f"{names} are on different devices: {', '.join(str(t.device) for t in tensors)}"
     if device.type not in ("cuda", "cpu"):
         return f"{names} are on {device}; rooftune's kernels run on CUDA GPUs"
-    if device.type == "cpu" and isinstance(kgemm._gemm_kernel, triton.runtime.JITFunction):  # compiled, not interpreted
+    if device.type == "cpu" and kgemm.compiled():  # compiled, not interpreted
         return (f"{names} are on the CPU, where the kernels run only in Triton's interpreter (TRITON_INTERPRET=1 "
                 "before triton is imported)")
     return None
@@ -282,8 +281,8 @@ def _attention_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
         return "q, k and v must be tensors"
     try:
-        kattn._dims(q, k, v)
-        kattn._scale(scale, q.shape[-1])
+        kattn.attention_dims(q, k, v)
+        kattn.softmax_scale(scale, q.shape[-1])
     except ValueError as exc:
         return str(exc)
     if q.numel() == 0:

@@ -392,6 +392,56 @@ def fma_layout_slowdown(layout: str, bm, bn, warps) -> np.ndarray:
     return np.where(crowded & (layout == "kn"), FMA_KN_SLOWDOWN, 1.0)
 
 
+def gemm_wave_terms(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTraffic, profile: HardwareProfile,
+                    per_sm, active, wave_ctas) -> np.ndarray:
+    """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs (`wave_ctas` in all
+    where given, for the shared L2 and DRAM), per term: tensor cores, shared memory, L2, DRAM, the unpipelined
+    path."""
+    bm, bn, warps = t.bm, t.bn, t.warps
+    rate_sm = mma_flops_per_sm_s(shape.dtype, r.low.wgmma, profile)  # FLOP/s
+    smem_bw = smem_bytes_per_sm_s(profile)
+    l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
+    per_sm = np.maximum(per_sm, 1)
+    warps_per_scheduler = per_sm * warps / SUBPARTITIONS_PER_SM
+    fma_path = shape.dtype not in TENSOR_DTYPES
+    if fma_path:
+        warps_per_scheduler = warps_per_scheduler * fma_issue_fraction(bm, bn, warps)
+    warps_busy = np.minimum(1.0, warps_per_scheduler)
+    if fma_path:
+        warps_busy = warps_busy / fma_layout_slowdown(shape.layout, bm, bn, warps)
+    tensor = tr.flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
+    return np.stack([
+        per_sm * tr.flops_iter / (rate_sm * warps_busy),
+        per_sm * tr.smem_iter / smem_bw,
+        per_sm * tr.l2_iter * active / l2_bw if wave_ctas is None else wave_ctas * tr.l2_iter / l2_bw,
+        per_sm * tr.dram_iter * active / dram_bw if wave_ctas is None else wave_ctas * tr.dram_iter / dram_bw,
+        # One CTA's unpipelined operand loads (issued together: one latency), transposed
+        # stores and matrix work, in sequence.
+        np.where(r.low.via_registers, tr.latency_s + tr.transpose_iter / smem_bw + tensor, 0.0),
+    ])
+
+
+def gemm_epilogue_s(t: GemmTiling, tr: GemmTraffic, profile: HardwareProfile, per_sm, active,
+                    wave_ctas=None) -> np.ndarray:
+    """Seconds a wave with `per_sm` CTAs on each of `active` SMs (`wave_ctas` in all) spends writing its C tiles."""
+    dram_bw = profile.dram_bw_gbps * 1e9
+    if wave_ctas is not None:
+        return wave_ctas * t.bm * t.bn * tr.out_elem / dram_bw
+    return np.maximum(per_sm, 1) * t.bm * t.bn * tr.out_elem * active / dram_bw
+
+
+def gemm_wave_time(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTraffic, profile: HardwareProfile,
+                   per_sm, active, wave_ctas=None) -> tuple[np.ndarray, np.ndarray]:
+    """A wave's seconds and its terms. A stage's buffer is refilled only after the matrix instructions reading
+    it finish, so with S stages a CTA's iteration period P obeys (S-1)·P >= latency + P_resources."""
+    resources = gemm_wave_terms(shape, t, r, tr, profile, per_sm, active, wave_ctas)
+    busy = resources.max(axis=0)
+    pipelined = (tr.latency_s + busy) / np.maximum(t.stages - 1, 1)
+    terms = np.concatenate([resources, pipelined[None]])
+    return (t.k_iters * overlap(terms) + tr.latency_s + gemm_epilogue_s(t, tr, profile, per_sm, active, wave_ctas),
+            terms)
+
+
 def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTraffic,
                    profile: HardwareProfile, exact_last_wave: bool = False) -> GemmMainLoop:
     """The full waves and the last partial one, each from its per-iteration terms (tensor cores, shared
@@ -404,56 +454,13 @@ def gemm_main_loop(shape: GemmShape, t: GemmTiling, r: GemmResidency, tr: GemmTr
     under which its residual was fitted); with `exact_last_wave`, the wave's own CTAs (the fused-MoE model:
     its weight bytes do not grow with its tiles, so the rounding would make a grid just short of a
     multiple of the SMs look slower than a larger one)."""
-    bm, bn, warps, stages, k_iters = t.bm, t.bn, t.warps, t.stages, t.k_iters
-    latency_s = tr.latency_s
-    rate_sm = mma_flops_per_sm_s(shape.dtype, r.low.wgmma, profile)  # FLOP/s
-    smem_bw = smem_bytes_per_sm_s(profile)
-    l2_bw, dram_bw = profile.l2_bw_gbps * 1e9, profile.dram_bw_gbps * 1e9
-
-    def wave_terms(per_sm, active, wave_ctas):
-        """Seconds per k iteration of a wave with `per_sm` CTAs on each of `active` SMs (`wave_ctas` in all
-        where given, for the shared L2 and DRAM), per term."""
-        per_sm = np.maximum(per_sm, 1)
-        warps_per_scheduler = per_sm * warps / SUBPARTITIONS_PER_SM
-        fma_path = shape.dtype not in TENSOR_DTYPES
-        if fma_path:
-            warps_per_scheduler = warps_per_scheduler * fma_issue_fraction(bm, bn, warps)
-        warps_busy = np.minimum(1.0, warps_per_scheduler)
-        if fma_path:
-            warps_busy = warps_busy / fma_layout_slowdown(shape.layout, bm, bn, warps)
-        tensor = tr.flops_iter / (rate_sm * np.minimum(1.0, warps / SUBPARTITIONS_PER_SM))
-        return np.stack([
-            per_sm * tr.flops_iter / (rate_sm * warps_busy),
-            per_sm * tr.smem_iter / smem_bw,
-            per_sm * tr.l2_iter * active / l2_bw if wave_ctas is None else wave_ctas * tr.l2_iter / l2_bw,
-            per_sm * tr.dram_iter * active / dram_bw if wave_ctas is None else wave_ctas * tr.dram_iter / dram_bw,
-            # One CTA's unpipelined operand loads (issued together: one latency), transposed
-            # stores and matrix work, in sequence.
-            np.where(r.low.via_registers, latency_s + tr.transpose_iter / smem_bw + tensor, 0.0),
-        ])
-
-    def epilogue_s(per_sm, active, wave_ctas=None):
-        """Seconds a wave with `per_sm` CTAs on each of `active` SMs (`wave_ctas` in all) spends writing its C tiles."""
-        if wave_ctas is not None:
-            return wave_ctas * bm * bn * tr.out_elem / dram_bw
-        return np.maximum(per_sm, 1) * bm * bn * tr.out_elem * active / dram_bw
-
-    def wave_time(per_sm, active, wave_ctas=None):
-        """A stage's buffer is refilled only after the matrix instructions reading it finish, so
-        with S stages a CTA's iteration period P obeys (S-1)·P >= latency + P_resources."""
-        resources = wave_terms(per_sm, active, wave_ctas)
-        busy = resources.max(axis=0)
-        pipelined = (latency_s + busy) / np.maximum(stages - 1, 1)
-        terms = np.concatenate([resources, pipelined[None]])
-        return k_iters * overlap(terms) + latency_s + epilogue_s(per_sm, active, wave_ctas), terms
-
-    full_time, full_terms = wave_time(r.resident, profile.sm_count)
+    full_time, full_terms = gemm_wave_time(shape, t, r, tr, profile, r.resident, profile.sm_count)
     last_ctas = t.ctas - r.full_waves * r.resident * profile.sm_count if exact_last_wave else None
-    last_time, last_terms = wave_time(r.last_per_sm, r.last_active, last_ctas)
+    last_time, last_terms = gemm_wave_time(shape, t, r, tr, profile, r.last_per_sm, r.last_active, last_ctas)
     has_last = r.last_per_sm > 0
     n_waves = r.full_waves + has_last
-    hidden = np.where(r.persistent,
-                      np.maximum(n_waves - 1, 0) * (latency_s + epilogue_s(r.resident, profile.sm_count)), 0.0)
+    epilogue = gemm_epilogue_s(t, tr, profile, r.resident, profile.sm_count)
+    hidden = np.where(r.persistent, np.maximum(n_waves - 1, 0) * (tr.latency_s + epilogue), 0.0)
     main_s = r.full_waves * full_time + np.where(has_last, last_time, 0.0) - hidden
     binding_terms = np.where(r.full_waves > 0, full_terms, last_terms)
     return GemmMainLoop(main_s=main_s, dominant=binding_terms.argmax(axis=0), n_waves=n_waves,

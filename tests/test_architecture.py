@@ -2,6 +2,7 @@
 kernels / eval -> tuner, imports are absolute, and torch/triton load at module level only in kernels/."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -182,3 +183,175 @@ def test_no_import_cycles():
         if module not in state:
             visit(module, [module])
     assert not cycles, "\n".join(cycles)
+
+
+# --- the size of a function, and private names -------------------------------------------------------
+
+MAX_FUNCTION_LINES = 60  # any function of the package but a Triton kernel
+MAX_CLI_FUNCTION_LINES = 40  # a command and the helpers it parses and prints with (tuner/cli/)
+SIZE_PACKAGES = ["hwprofiles", "candidates", "roofline", "kernels", "eval", "tuner", "rooftune"]
+
+
+def _own_files(packages):
+    """The package's own files under `packages` (rooftune/'s links to the other folders not followed twice)."""
+    for package in packages:
+        for path in sorted((REPO / package).rglob("*.py")):
+            if not any(part.is_symlink() for part in [path, *path.parents] if REPO in part.parents):
+                yield path
+
+
+def _triton_kernel(node) -> bool:
+    return any("jit" in ast.unparse(d) for d in node.decorator_list)
+
+
+def _long_functions(paths, limit: int, skip=lambda node: False) -> list[str]:
+    """'file:line name (n lines)' of each function in `paths` longer than `limit` lines (from `def` to its end)."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not skip(node):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path.name}:{node.lineno} {node.name} ({lines} lines)" if REPO not in path.parents
+                                 else f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_is_over_60_lines_but_triton_kernels():
+    long = _long_functions(_own_files(SIZE_PACKAGES), MAX_FUNCTION_LINES, skip=_triton_kernel)
+    assert not long, "\n".join(long)
+
+
+def test_the_cli_is_thin_no_command_function_over_40_lines():
+    cli = sorted((REPO / "tuner" / "cli").glob("*.py"))
+    commands = [n for p in cli for n in ast.walk(ast.parse(p.read_text()))
+                if isinstance(n, ast.FunctionDef) and any(".command" in ast.unparse(d) for d in n.decorator_list)]
+    assert len(commands) > 10  # the scan sees the Typer commands
+    long = _long_functions(cli, MAX_CLI_FUNCTION_LINES)
+    assert not long, "\n".join(long)
+
+
+def test_the_size_scans_find_what_they_look_for(tmp_path):
+    source = tmp_path / "m.py"
+    body = "\n".join(f"    x{i} = {i}" for i in range(61))
+    source.write_text(f"@triton.jit\ndef kernel():\n{body}\n\ndef helper():\n{body}\n\n"
+                      f"def short():\n    return 1\n")
+    assert _long_functions([source], MAX_FUNCTION_LINES, skip=_triton_kernel) == ["m.py:65 helper (62 lines)"]
+
+
+def _private_uses(path: Path, modules: dict[str, Path], text: str | None = None) -> list[str]:
+    """Each private name (`_name`, not a dunder) `path` (its `text`, by default the file's) takes from another
+    module of the package: `from rooftune.x import _y`, or `module._y` on a module it imported."""
+    me = _module_name(path)
+    tree = ast.parse(path.read_text() if text is None else text, filename=str(path))
+    aliases, found = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rooftune"):
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in modules:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                elif _private(alias.name) and node.module != me:
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno} from {node.module} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("rooftune") and alias.asname:
+                    aliases[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name)
+                and aliases.get(node.value.id, me) != me):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value.id}.{node.attr}")
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_private_name_is_imported_across_modules():
+    modules = _package_modules()
+    found = [use for path in modules.values() for use in _private_uses(path, modules)]
+    assert not found, "\n".join(found)
+
+
+def test_the_private_name_scan_finds_both_forms():
+    path = REPO / "tuner" / "cli" / "app.py"
+    text = ("from rooftune.kernels.gemm import _int_class\nfrom rooftune.kernels import gemm as kgemm\n"
+            "from rooftune import __version__\nkgemm._dims(1, 2)\nkgemm.gemm_dims(1, 2)\nkgemm.__name__\n")
+    assert [u.split(" ", 1)[1] for u in _private_uses(path, _package_modules(), text)] == [
+        "from rooftune.kernels.gemm import _int_class", "kgemm._dims"]
+
+
+# --- docs/architecture.md is drawn from the code --------------------------------------------------------
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def _diagram_arrows() -> set[tuple[str, str]]:
+    """(A, B) for each `A -> B` of the diagram, the first fenced block of docs/architecture.md: B imports A."""
+    block = ARCHITECTURE.read_text().split("```")[1]
+    arrows = set()
+    for line in block.strip().splitlines():
+        names = [n.strip().split(" ")[0] for n in re.split(r"-+>", line)]
+        arrows |= set(zip(names, names[1:]))
+    return arrows
+
+
+def _room_imports() -> set[tuple[str, str]]:
+    """(A, B) for each top-level package A that a module of package B imports (B != A)."""
+    found = set()
+    for package, path in _sources():
+        for name, _ in _imports(path):
+            parts = name.split(".")
+            if parts[0] == "rooftune" and len(parts) > 1 and parts[1] in PACKAGES and parts[1] != package:
+                found.add((parts[1], package))
+    return found
+
+
+def _reach(arrows: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    closure = set(arrows)
+    while True:
+        more = {(a, d) for a, b in closure for c, d in closure if b == c} - closure
+        if not more:
+            return closure
+        closure |= more
+
+
+def test_the_diagram_draws_the_imports():
+    """Every arrow of the diagram is an import the code has, and every import between two rooms follows a path
+    of arrows; the rooms the arrows allow are the rooms ALLOWED allows."""
+    arrows, imports = _diagram_arrows(), _room_imports()
+    assert {n for arrow in arrows for n in arrow} == set(PACKAGES)
+    assert not arrows - imports, f"drawn, not imported: {sorted(arrows - imports)}"
+    assert not imports - _reach(arrows), f"imported, no path drawn: {sorted(imports - _reach(arrows))}"
+    drawn = {b: {a for a, c in _reach(arrows) if c == b} | {b} for b in PACKAGES}
+    assert drawn == {b: ALLOWED[b] for b in PACKAGES}
+
+
+def test_a_diagram_without_an_import_fails():
+    arrows = _diagram_arrows() - {("kernels", "eval")}
+    assert ("kernels", "eval") not in _reach(arrows) and ("kernels", "eval") in _room_imports()
+
+
+def _room_table() -> dict[str, list[str]]:
+    """folder -> the modules (and file patterns) its row of the rooms table names, relative to the folder."""
+    text = ARCHITECTURE.read_text()
+    table = text[text.index("## The rooms"):].split("\n## ")[0]
+    rooms = {}
+    for line in table.splitlines():
+        cells = line.split("|")
+        if len(cells) > 3 and cells[1].strip().startswith("`"):
+            rooms[cells[1].strip().strip("`")] = [n for n in re.findall(r"`([^`\s]+)`", cells[3])
+                                                  if n.endswith((".py", ".json"))]
+    return rooms
+
+
+def test_every_module_the_rooms_table_names_exists_and_none_is_missing():
+    rooms = _room_table()
+    missing = [f"{folder}{name}" for folder, names in rooms.items() for name in names
+               if not list((REPO / folder).glob(name))]
+    assert not missing, f"named in docs/architecture.md, not in the code: {missing}"
+    folders = {str(p.parent.relative_to(REPO)) + "/" for p in _own_files(SIZE_PACKAGES)}
+    assert folders <= set(rooms), f"rooms without a row: {sorted(folders - set(rooms))}"
+    unnamed = [str(p.relative_to(REPO)) for p in _own_files(SIZE_PACKAGES) if p.name != "__init__.py"
+               and p.name not in rooms[str(p.parent.relative_to(REPO)) + "/"]]
+    assert not unnamed, f"modules the rooms table does not name: {unnamed}"

@@ -43,6 +43,7 @@ from rooftune.roofline.residual import (
 )
 from rooftune.tuner.evaluation import evaluate
 from rooftune.tuner.search.gp import SearchSettings, search
+from rooftune.tuner.search.static import learn_static
 from rooftune.tuner.search.strategies import rooftune_strategy
 
 CV_BUDGETS = (1, 5, 10, 20)
@@ -264,6 +265,20 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
            "cv": {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in cv.items()}}
     residual = make_residual(kernel, profile, fitted.coefficients, chosen.search.to_dict(), fit, fitted.pick)
     return FitReport(residual, chosen, cv, tried)
+
+
+def fitted_residual(report: FitReport, shapes: list[FitShape], manifest: dict) -> Residual:
+    """`report`'s refit residual with what `eval` and `tune` read from its record: the static list learned on
+    `shapes` (the `static` baseline of `rooftune eval`), the data's space version (the residual describes
+    rooftune's kernel over this space: it applies to data of that space only) and the Triton release that
+    compiled them (`tune` uses it under another only once `--check` says so)."""
+    residual = report.residual
+    residual.fit["static_list"] = [str(c) for c in learn_static(shapes)]
+    residual.fit["space_version"] = manifest.get("space_version")
+    triton = (manifest.get("device") or {}).get("triton")
+    if triton:
+        residual.fit["triton"] = [triton_release(triton)]
+    return residual
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,42 @@ def legal_backfill_plan(root: str | Path, profile: HardwareProfile,
     return plan
 
 
+def _extras_plan(root: str | Path, profile: HardwareProfile, shapes: Sequence[GemmShape] | None, legal: bool
+                 ) -> tuple[dict[str, tuple[Path, ShapeRecords, list[Config], list[Config]]], int, int]:
+    """`backfill_extras`'s work: shape id -> (its file, its records, the configs to add, its final configs) for
+    the finished shapes (those in `shapes`, or all) that lack them; and how many were backfilled before and how
+    many need nothing."""
+    wanted = None if shapes is None else {shape_id(s) for s in shapes}
+    todo: dict[str, tuple[Path, ShapeRecords, list[Config], list[Config]]] = {}
+    already = not_needed = 0
+    for path in shape_files(root):
+        result = read_shape(path)
+        if wanted is not None and shape_id(result.shape) not in wanted:
+            continue
+        if legal and "legal_backfilled" in result.meta or not legal and (
+                any(not r.in_space for r in result.trials) or "extras_backfilled" in result.meta):
+            already += 1
+            continue
+        if legal:
+            extras, finals = legal_backfill_configs(result, profile)
+        else:
+            extras = gemm_baseline_extras(result.shape, [r.config for r in result.trials if r.in_space])
+            finals = [r.config for r in result.trials if r.retime_us is not None]
+        if not extras:
+            not_needed += 1
+            continue
+        todo[shape_id(result.shape)] = (path, result, extras, finals)
+    return todo, already, not_needed
+
+
+def _record_run(root: str | Path, key: str, manifest: dict | None, shapes: int) -> None:
+    """Append this run (`manifest`, e.g. the device's versions, and the shapes it backfilled) to the manifest's
+    `key` list."""
+    manifest_now = read_manifest(root)
+    runs = [*manifest_now.get(key, []), {**(manifest or {}), "shapes": shapes}]
+    write_manifest(root, {**manifest_now, key: runs})
+
+
 def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: ExtrasMeasurer, *,
                     shapes: Sequence[GemmShape] | None = None, sms: int | None = None,
                     manifest: dict | None = None, max_minutes: float | None = None, lookahead: int = 8,
@@ -188,26 +224,7 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
     read_manifest(root)  # a dataset must exist; open_dataset then only checks it
     open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": profile.name,
                         "sms": sms})
-    wanted = None if shapes is None else {shape_id(s) for s in shapes}
-    todo: dict[str, tuple[Path, ShapeRecords, list[Config], list[Config]]] = {}
-    already = not_needed = 0
-    for path in shape_files(root):
-        result = read_shape(path)
-        if wanted is not None and shape_id(result.shape) not in wanted:
-            continue
-        if legal and "legal_backfilled" in result.meta or not legal and (
-                any(not r.in_space for r in result.trials) or "extras_backfilled" in result.meta):
-            already += 1
-            continue
-        if legal:
-            extras, finals = legal_backfill_configs(result, profile)
-        else:
-            extras = gemm_baseline_extras(result.shape, [r.config for r in result.trials if r.in_space])
-            finals = [r.config for r in result.trials if r.retime_us is not None]
-        if not extras:
-            not_needed += 1
-            continue
-        todo[shape_id(result.shape)] = (path, result, extras, finals)
+    todo, already, not_needed = _extras_plan(root, profile, shapes, legal)
     quarantined = read_quarantine(root)
     order = order_by_group([result.shape for _, result, _, _ in todo.values()], measurer.group_key)
     reporter.start(len(todo) + already + not_needed, already + not_needed)
@@ -215,20 +232,10 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
 
     def work(shape, compiled):
         nonlocal failed
-        path, result, extras, finals = todo[shape_id(shape)]
-        reporter.phase(shape, f"timing {len(extras)} extras beside {len(finals)} final configs")
-        original = path.read_bytes()
-        if encode_shape(result) != original:  # the rewrite must leave every recorded byte as it is
-            raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
-        skip = quarantined.get(shape_id(shape), {})
-        passes = measurer.measure_extras(shape, [c for c in extras if c not in skip],
-                                         [c for c in finals if c not in skip], compiled)
-        passes = replace(passes, errors={**passes.errors, **{c: QUARANTINED for c in extras if c in skip}})
-        new = backfilled_shape(result, extras, passes, compiled, date, legal)
-        if new is None:
-            failed += 1
-        else:
-            write_shape(root, new)
+        entry = todo[shape_id(shape)]  # (file, records, configs to add, final configs)
+        reporter.phase(shape, f"timing {len(entry[2])} extras beside {len(entry[3])} final configs")
+        failed += not _backfill_shape(root, measurer, entry, quarantined.get(shape_id(shape), {}), compiled, date,
+                                      legal)
 
     configs_of = {sid: [c for c in extras + finals if c not in quarantined.get(sid, {})]
                   for sid, (_, _, extras, finals) in todo.items()}
@@ -237,13 +244,27 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
                                    reporter=reporter, now=now, first_shape_s=first_shape_s,
                                    compile_s_per_config=compile_s_per_config)
     if finished > failed:
-        manifest_now = read_manifest(root)
-        key = "legal_backfill" if legal else "extras_backfill"
-        runs = [*manifest_now.get(key, []), {**(manifest or {}), "shapes": finished - failed}]
-        write_manifest(root, {**manifest_now, key: runs})
+        _record_run(root, "legal_backfill" if legal else "extras_backfill", manifest, finished - failed)
     return BackfillSummary(done=finished - failed, already=already, not_needed=not_needed, failed=failed,
                            remaining=len(order) - finished, stopped_early=stopped, seconds=now() - started,
                            already_label="already backfilled" if legal else "already with extras")
+
+
+def _backfill_shape(root: str | Path, measurer: ExtrasMeasurer, entry: tuple, skip, compiled, date: str,
+                    legal: bool) -> bool:
+    """Time one shape's `entry` (its file, records, configs to add and final configs; those in `skip`,
+    quarantined, not run) and rewrite its file with the new rows; False where its final passes failed."""
+    path, result, extras, finals = entry
+    original = path.read_bytes()
+    if encode_shape(result) != original:  # the rewrite must leave every recorded byte as it is
+        raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
+    passes = measurer.measure_extras(result.shape, [c for c in extras if c not in skip],
+                                     [c for c in finals if c not in skip], compiled)
+    passes = replace(passes, errors={**passes.errors, **{c: QUARANTINED for c in extras if c in skip}})
+    new = backfilled_shape(result, extras, passes, compiled, date, legal)
+    if new is not None:
+        write_shape(root, new)
+    return new is not None
 
 
 def backfill_gemm(shapes_path: str | Path, out: str | Path, profile: HardwareProfile, *, sms: int | None = None,
@@ -366,9 +387,7 @@ def backfill_routes(root: str | Path, measurer: RoutesMeasurer, routes: Sequence
         slowest = max(slowest, now() - t0)
         reporter.finished(result.shape, now() - t0)
     if done:
-        manifest_now = read_manifest(root)
-        runs = [*manifest_now.get("routes_backfill", []), {**(manifest or {}), "shapes": done}]
-        write_manifest(root, {**manifest_now, "routes_backfill": runs})
+        _record_run(root, "routes_backfill", manifest, done)
     return BackfillSummary(done=done, already=already, not_needed=0, failed=failed,
                            remaining=len(todo) - done - failed, stopped_early=stopped, seconds=now() - started,
                            already_label="with nothing to time", failed_label="SDPA not re-timed",

@@ -87,8 +87,8 @@ class BinaryJob:
 def reduce_key(shape: GemmShape) -> tuple:
     """Shapes with equal keys share the split-K reduction's binary: it specializes N (and the C row
     stride, N) but not M, which only matters as int64."""
-    align_n, _ = gemm.alignments(shape.layout, shape.n, shape.k, gemm._shape_strides(shape))
-    return shape.dtype, align_n, gemm._int_class(shape.n), shape.m >= 2**31
+    align_n, _ = gemm.alignments(shape.layout, shape.n, shape.k, gemm.shape_strides(shape))
+    return shape.dtype, align_n, gemm.int_class(shape.n), shape.m >= 2**31
 
 
 def _with_split(config: Config, split_k: int) -> Config:

@@ -261,7 +261,7 @@ def test_a_tune_inside_a_partition_says_how_many_sms_it_ran_on(monkeypatch):
     """`tune --sms 66` on an H200: the title names the 72 SMs the green context gets, as the model counted them."""
     from rooftune.candidates import Config, Trial
     from rooftune.hwprofiles import load_profile
-    from rooftune.tuner.cli import gpu
+    from rooftune.tuner.cli import tune
     from rooftune.tuner.tune import TuneResult
 
     seen = {}
@@ -272,8 +272,8 @@ def test_a_tune_inside_a_partition_says_how_many_sms_it_ran_on(monkeypatch):
         seen.update(kw)
         return TuneResult(problem, config, 10.0, (Trial(config, 10.0),), "rooftune", profile.name, "v")
 
-    monkeypatch.setattr(gpu, "live_gpu", lambda name: load_profile("h200"))
-    monkeypatch.setattr(gpu, "tune_shape", fake_tune)
+    monkeypatch.setattr(tune, "live_gpu", lambda name: load_profile("h200"))
+    monkeypatch.setattr(tune, "tune_shape", fake_tune)
     result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--sms", "66", "--cache", "none"])
     assert result.exit_code == 0, result.output
     assert "inside 72 SMs (--sms 66)" in " ".join(result.output.split()) and seen["sms"] == 66

@@ -24,8 +24,12 @@ from rooftune.hwprofiles import list_profiles, load_profile
 from rooftune.tuner.cli import evaluate as cli_eval  # noqa: E402
 from rooftune.tuner.cli import explain as cli_explain
 from rooftune.tuner.cli import fit as cli_fit
-from rooftune.tuner.cli import gpu as cli_gpu
+from rooftune.tuner.cli import hwprobe as cli_hwprobe
 from rooftune.tuner.cli import report as cli_report
+from rooftune.tuner.cli import sweep as cli_sweep
+from rooftune.tuner.cli import tune as cli_tune
+from rooftune.tuner.cli import tune_model as cli_tune_model  # noqa: F401 (registers `tune model`)
+from rooftune.tuner.cli import tune_moe as cli_tune_moe  # noqa: F401 (registers `tune moe`)
 from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, SHAPE_OPTIONS, cli_errors, load_gpu, parse_shape  # noqa: E402
 from rooftune.tuner.cli.help import NAME_OR_PATH, plain_flags
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table  # noqa: E402
@@ -133,7 +137,9 @@ cli_report.register(app)
 cli_explain.register(app)
 cli_eval.register(app)
 cli_fit.register(app)
-cli_gpu.register(app)
+cli_hwprobe.register(app)
+cli_sweep.register(app)
+cli_tune.register(app)
 plain_flags(app)
 
 

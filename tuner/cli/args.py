@@ -42,6 +42,7 @@ EXIT_CODES = (
     ("rooftune.tuner.fitting", "HeldOutError", 2),
     ("rooftune.tuner.fitting", "FitError", 2),
     ("rooftune.tuner.evaluation", "NothingToScoreError", 2),
+    ("rooftune.tuner.explanation", "ExplainError", 2),
     ("rooftune.tuner.cli.args", "ArgumentError", 2),
     ("rooftune.tuner.llm.shapes", "ModelConfigError", 2),
     ("rooftune.tuner.llm.tables", "TableError", 2),
@@ -286,6 +287,9 @@ def check_output(path: str | os.PathLike | None, option: str, folder: bool = Fal
 
 # Help texts that several commands share, so that one option reads the same everywhere. Help is rich
 # markup: a literal "[" before a lowercase letter is written "\\[".
+# What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.
+SMS_GROUPS_HELP = (f" (rounded up to whole groups of {hwprobe.SM_GROUP_FROM_9_0} SMs from compute capability 9.0, of "
+                   f"{hwprobe.SM_GROUP_BEFORE_9_0} before: 66 gives {hwprobe.granted_sms(66, (9, 0))})")
 PLOT_EXTRA = '.png, .svg or .pdf; needs the plot extra: pip install -e ".\\[plot]"'
 RESIDUAL_HELP = ("'shipped' (the residual fitted for --gpu, if any, where it applies), 'none' (the model alone), "
                  "or a residual JSON's path")

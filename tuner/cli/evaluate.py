@@ -43,68 +43,24 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     """Replay the `kernel`'s eval methods on the dataset at `data` and print (and write) the summary
     (and, with `plot`, each method's CDF of per-shape scores); with `transfer_from`, also `transfer`: that
     dataset's best config per shape (another GPU's table) measured here."""
-    spec = KERNELS[kernel]
     profile = data_profile(gpu, data)
     inputs = (data, transfer_from, gpu, residual_choice)
     check_output(json_out, "--json", inputs=inputs)
     check_plot(plot, inputs=inputs)
-    records = load_records(data, kernel=kernel)
-    records = [r for r in records if kernel_of(r.shape) is spec]
-    if not records:
-        fail(f"{data}: no {spec.label} shapes recorded")
-    offer = offered_as_live(records, KERNELS[kernel].space, profile)
-    records = offer.records
-    check_scorable(offer, str(data), profile)
-    if offer.not_legal:
-        warn(f"{offer.not_legal} recorded configs of {offer.shapes_cut} shapes are not legal on {profile.name}: "
-             "replay leaves them out, as `rooftune tune` there would")
+    records = _replayable(kernel, data, profile)
     residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"),
                                records[0].meta.get("triton"))
-    static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
-    methods = load_implementation(spec.eval_methods)(records, residual=residual, static=static)
-    if transfer_from is not None:
-        table = best_table(load_records(transfer_from, kernel=kernel))
-        try:
-            check_covers(table, records, str(transfer_from))
-        except TransferError as exc:
-            fail(str(exc))
-        methods["transfer"] = transfer(table)
-    methods = _methods(kernel, methods, profile, only)
-    if residual is not None and Path(str(residual.fit.get("data", ""))).resolve() == Path(data).resolve():
-        cv = residual.fit.get("cv", {}).get(str(budget))
-        warn(f"{data} is the residual's training data: the rooftune row is in-sample"
-             + (f"; cross-validated at {budget}: mean {cv['mean']:.3f}, p10 {cv['p10']:.3f}, worst-decile mean "
-                f"{cv['worst_decile_mean']:.3f}" if cv else ""))
-    cap = budget_cap(records)
-    if cap is not None and budget > cap:
-        warn(f"--budget {budget} is more than any shape here has configs (at most {cap}): replaying at {cap}, "
-             "which measures the same")
-        budget = cap
+    methods = _methods(kernel, _all_methods(kernel, records, residual, transfer_from), profile, only)
+    _warn_in_sample(data, residual, budget)
+    budget = _capped(records, budget)
     summary = evaluate(records, budget, profile, methods)
     scores = summary.pop("scores")  # per shape and run: for the picture, not the JSON
     summary["residual"] = None if residual is None else {"profile": residual.profile, "fit": residual.fit.get("data")}
     if summary["left_out"]:
         warn(f"{summary['left_out']} of {len(records)} shapes left out: no config of their space ran successfully")
-    table = Table(title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget} "
-                        f"(score = best recorded / pick)")
-    for col in ("method", "mean", "p10", "worst-decile mean"):
-        table.add_column(col, justify="left" if col == "method" else "right")
-    for method, s in summary["methods"].items():
-        table.add_row(method, figure(s["mean"]), figure(s["p10"]), figure(s["worst_decile_mean"]))
     console = Console()
-    console.print(table)
-    console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {figure(summary['spearman'])}")
-    if "vllm-shipped" in summary["methods"]:
-        tables = shipped_tables()
-        covered = sum(vllm_table(r.shape, profile, tables) is not None for r in records)
-        summary["vllm_tables"] = {"shapes": covered, "of": len(records)}
-        console.print(f"vllm-shipped: vLLM's {profile.name} table for {covered} of {len(records)} shapes (at the "
-                      "nearest M), its default rule for the rest, as vLLM runs them; each vLLM method measures one "
-                      "config whatever the budget")
-    if spec.ops is not None:
-        summary["versus_library"] = _versus_library(console, kernel, records, profile, residual, scores, budget)
-    if spec.layers is not None:
-        summary["layers"] = _layer_scores(spec, records, profile, budget, residual, methods, console)
+    _print_summary(console, f"{data} on {profile.name}: {summary['n_shapes']} shapes, budget {budget}", summary)
+    summary.update(_family_figures(console, kernel, records, profile, residual, scores, methods, budget))
     runs = {m: f" ({s['runs']} runs pooled)" if s["runs"] > 1 else "" for m, s in summary["methods"].items()}
     writes = [(json_out, lambda: write_atomic(json_out, json_text(summary))),
               (plot, lambda: eval_cdf(scores, plot, title=f"{data} on {profile.name}: {summary['n_shapes']} shapes, "
@@ -113,6 +69,91 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
                                               for m, s in summary["methods"].items()}))]
     write_all([(path, write) for path, write in writes if path is not None],
               done=lambda path: console.print(f"wrote {path}"))
+
+
+def _family_figures(console: Console, kernel: str, records, profile, residual, scores: dict, methods: dict,
+                    budget: int) -> dict:
+    """The figures beside the config scores that a family's registration asks for, printed: vLLM's table coverage
+    where its methods ran, the op against the library where the family has PyTorch ops, the tables scored by the
+    layer where an engine runs one entry for several shapes."""
+    spec, out = KERNELS[kernel], {}
+    if "vllm-shipped" in methods:
+        out["vllm_tables"] = _vllm_coverage(console, records, profile)
+    if spec.ops is not None:
+        out["versus_library"] = _versus_library(console, kernel, records, profile, residual, scores, budget)
+    if spec.layers is not None:
+        out["layers"] = _layer_scores(spec, records, profile, budget, residual, methods, console)
+    return out
+
+
+def _replayable(kernel: str, data: Path, profile) -> list:
+    """The dataset's records of `kernel`, cut to what `rooftune tune` would offer on `profile` (saying what that
+    leaves out); an error where nothing is left to score."""
+    spec = KERNELS[kernel]
+    records = [r for r in load_records(data, kernel=kernel) if kernel_of(r.shape) is spec]
+    if not records:
+        fail(f"{data}: no {spec.label} shapes recorded")
+    offer = offered_as_live(records, spec.space, profile)
+    check_scorable(offer, str(data), profile)
+    if offer.not_legal:
+        warn(f"{offer.not_legal} recorded configs of {offer.shapes_cut} shapes are not legal on {profile.name}: "
+             "replay leaves them out, as `rooftune tune` there would")
+    return offer.records
+
+
+def _all_methods(kernel: str, records: list, residual, transfer_from: Path | None) -> dict:
+    """The family's eval methods over `records` (a residual's static list for `static`), and `transfer` from
+    `transfer_from`'s best configs where given (an error where they do not cover these shapes)."""
+    static = [parse_config(c) for c in residual.fit.get("static_list", [])] if residual else None
+    methods = load_implementation(KERNELS[kernel].eval_methods)(records, residual=residual, static=static)
+    if transfer_from is not None:
+        table = best_table(load_records(transfer_from, kernel=kernel))
+        try:
+            check_covers(table, records, str(transfer_from))
+        except TransferError as exc:
+            fail(str(exc))
+        methods["transfer"] = transfer(table)
+    return methods
+
+
+def _warn_in_sample(data: Path, residual, budget: int) -> None:
+    """Warn where `data` is the residual's training data, with its cross-validated figures at `budget`."""
+    if residual is not None and Path(str(residual.fit.get("data", ""))).resolve() == Path(data).resolve():
+        cv = residual.fit.get("cv", {}).get(str(budget))
+        warn(f"{data} is the residual's training data: the rooftune row is in-sample"
+             + (f"; cross-validated at {budget}: mean {cv['mean']:.3f}, p10 {cv['p10']:.3f}, worst-decile mean "
+                f"{cv['worst_decile_mean']:.3f}" if cv else ""))
+
+
+def _capped(records: list, budget: int) -> int:
+    """`budget`, or (with a warning) the most configs any shape here has where that is fewer."""
+    cap = budget_cap(records)
+    if cap is not None and budget > cap:
+        warn(f"--budget {budget} is more than any shape here has configs (at most {cap}): replaying at {cap}, "
+             "which measures the same")
+        return cap
+    return budget
+
+
+def _print_summary(console: Console, what: str, summary: dict) -> None:
+    """Each method's mean, p10 and worst-decile mean, then the model's Spearman."""
+    table = Table(title=f"{what} (score = best recorded / pick)")
+    for col in ("method", "mean", "p10", "worst-decile mean"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for method, s in summary["methods"].items():
+        table.add_row(method, figure(s["mean"]), figure(s["p10"]), figure(s["worst_decile_mean"]))
+    console.print(table)
+    console.print(f"model Spearman (predicted vs recorded time, mean over shapes): {figure(summary['spearman'])}")
+
+
+def _vllm_coverage(console: Console, records: list, profile) -> dict:
+    """Print and return for how many shapes vLLM ships a table for the GPU."""
+    tables = shipped_tables()
+    covered = sum(vllm_table(r.shape, profile, tables) is not None for r in records)
+    console.print(f"vllm-shipped: vLLM's {profile.name} table for {covered} of {len(records)} shapes (at the "
+                  "nearest M), its default rule for the rest, as vLLM runs them; each vLLM method measures one "
+                  "config whatever the budget")
+    return {"shapes": covered, "of": len(records)}
 
 
 def _methods(kernel: str, methods: dict, profile, only: str | None) -> dict:

@@ -5,27 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from rooftune import roofline
-from rooftune.candidates import (
-    KERNELS,
-    SPACES,
-    Config,
-    ConfigError,
-    check_in_grid,
-    config_legality,
-    configs_to_columns,
-    kernel_of,
-    legal_configs,
-    parse_config,
-)
+from rooftune.candidates import KERNELS, SPACES, check_in_grid, config_legality, kernel_of, legal_configs
 from rooftune.candidates.config import config_label
-from rooftune.eval.datasets.readers import load_records
-from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.roofline.occupancy import LIMITERS
 from rooftune.tuner.cli.args import (
@@ -47,10 +33,10 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, explain_scatter
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table
+from rooftune.tuner.explanation import complete_config, config_terms, plot_points, rank_configs
 from rooftune.tuner.pytorch.ops import KERNEL_ONLY_ENV
 from rooftune.tuner.routing import route_choice, untuned_choice
-from rooftune.tuner.search.strategies import centred, corrected_prior, rooftune_strategy, zero_trial_pick
-from rooftune.tuner.tune import TuneError, tune
+from rooftune.tuner.search.strategies import zero_trial_pick
 
 # The explain table's columns: all of them from WIDE_COLUMNS terminal columns on, else the ranking.
 FULL_COLUMNS = ("#", "config", "µs", "model µs", "resid ×", "bound", "dominant", "CTA/SM", "occ", "waves",
@@ -68,27 +54,6 @@ _EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooft
 
 
 
-def complete_config(space, legal: list, text: str):
-    """The config `text` names, its missing parameters filled in where `legal` (the shape's legal configs)
-    leaves each one value given the rest (e.g. TMA from the rows' alignment, FIXUP from M and SPLIT_K),
-    with what was filled in; a clear error where a missing parameter could take several values, or none."""
-    given = parse_config(text)
-    unknown = set(given.kernel_params()) - set(space.param_names)
-    missing = [n for n in space.param_names if n not in given.kernel_params()]
-    if unknown or not missing:
-        return parse_config(text, space.param_names), {}
-    check_in_grid(space, given, complete=False)  # a bad value first: no legal config could have it
-    fits = {tuple(c[n] for n in missing) for c in legal if all(c[k] == v for k, v in given.items())}
-    if len(fits) != 1:
-        options = "; ".join(", ".join(f"{n}={v}" for n, v in zip(missing, f)) for f in sorted(fits)[:6])
-        raise ConfigError(f"missing parameter(s) {', '.join(missing)}: "
-                          + (f"legal here with {options}; name one" if fits else
-                             "no legal config of this shape has the others as given; name them all"))
-    filled = dict(zip(missing, fits.pop()))
-    values = {**given.kernel_params(), **filled}
-    return Config(tuple((n, values[n]) for n in space.param_names), given.num_warps, given.num_stages), filled
-
-
 @cli_errors()
 def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
              residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None,
@@ -96,86 +61,93 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     space = SPACES[kernel]
     shape = parse_shape(kernel, shape_text, layout, dtype, gemm, quant)
     profile = load_gpu(gpu)
+    _check_plot_options(plot, data)
+    legal = legal_configs(space, shape, profile)
+    named = _named_config(space, legal.configs, config_text)
+    configs = list(legal.configs) + ([named] if named is not None and named not in legal.configs else [])
+    if not configs:
+        fail(f"no legal {kernel} config for {shape} on {profile.name}")
+    residual = residual_option(kernel, profile, residual_choice, space.version, installed_triton())
+    ranking = rank_configs(shape, configs, len(legal), profile, residual)
+    console = Console()
+    _print_ranking(console, f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs", shape,
+                   ranking, top, residual)
+    best = ranking.order[0]
+    pick = zero_trial_pick(shape, list(legal.configs), profile, residual) if residual and residual.pick else None
+    if pick is not None and pick != configs[best]:
+        console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
+                      f"{config_label(pick)}, rank {ranking.order.index(configs.index(pick)) + 1} here")
+    console.print(untuned_line(kernel, shape, list(legal.configs), profile, residual))
+    if named is not None:
+        _print_named(console, space, shape, named, ranking, profile, residual)
+    if plot is not None:
+        points = plot_points(shape, profile, residual, data)
+        predicted = "model × residual" if residual is not None else "model alone"
+        explain_scatter(points.predicted_us, points.times_us, plot, tried=points.tried, zero_trial=points.zero_trial,
+                        best=points.best, winner=points.winner, predicted_label=f"predicted µs ({predicted})",
+                        title=f"{shape} on {profile.name}: {len(points.times_us)} recorded configs\n"
+                              + "score (best time ÷ pick's time): " + ", ".join(points.scores))
+        console.print(f"wrote {plot}")
+
+
+def _check_plot_options(plot: Path | None, data: Path | None) -> None:
+    """--plot needs --data; --data alone is ignored, with a warning; the plot's path and extra are checked."""
     if plot is not None and data is None:
         fail("--plot needs --data: a recorded dataset holding this shape, whose measured times it draws")
     if data is not None and plot is None:
         warn("--data is read only with --plot; ignoring it")
     check_plot(plot)
-    legal = legal_configs(space, shape, profile)
-    named = None
-    if config_text is not None:
-        named, filled = complete_config(space, legal.configs, config_text)
-        if filled:
-            warn("filled in from the shape's legal configs: " + ", ".join(f"{k}={v}" for k, v in filled.items()))
-        check_in_grid(space, named)  # the model is defined on the grid only; illegal-but-in-grid is explained
-    configs = list(legal.configs)
-    if named is not None and named not in configs:
-        configs.append(named)
-    if not configs:
-        fail(f"no legal {kernel} config for {shape} on {profile.name}")
-    bd = roofline.predict(shape, configs_to_columns(configs), profile)
-    residual = residual_option(kernel, profile, residual_choice, space.version, installed_triton())
-    correction = residual.correction(shape, configs, bd) if residual else np.zeros(len(configs))
-    # Ranked as rooftune ranks; shown on the model's absolute scale, centred over the legal configs.
-    factor = np.exp(centred(correction, over=len(legal)))
-    corrected = bd.time_us * factor  # the model alone without a residual
-    order = [int(i) for i in corrected.argsort(kind="stable")]
-    model = roofline.cost_model(shape)
-    terms = model.terms
 
+
+def _named_config(space, legal: list, text: str | None):
+    """--config completed from the shape's legal configs (saying what was filled in), in the grid; None without."""
+    if text is None:
+        return None
+    named, filled = complete_config(space, legal, text)
+    if filled:
+        warn("filled in from the shape's legal configs: " + ", ".join(f"{k}={v}" for k, v in filled.items()))
+    check_in_grid(space, named)  # the model is defined on the grid only; illegal-but-in-grid is explained
+    return named
+
+
+def _print_ranking(console: Console, what: str, shape, ranking, top: int, residual) -> None:
+    """The top configs with their breakdown (the ranking alone on a narrow terminal), then the best one's terms."""
+    bd, factor, corrected, configs = ranking.bd, ranking.factor, ranking.corrected_us, ranking.configs
+    model = roofline.cost_model(shape)
     under = f" under Triton {', '.join(residual.tritons)}" if residual and residual.tritons else ""
     fitted = f"model × residual fitted on {residual.fit.get('data')}{under}" if residual else "model alone (no residual)"
-    console = Console()
     # The full breakdown needs ~150 columns; a narrower terminal gets the ranking and what drives it.
-    title = f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs; {fitted}"
-    table = width_table(console, title, FULL_COLUMNS, NARROW_COLUMNS, WIDE_COLUMNS,
+    table = width_table(console, f"{what}; {fitted}", FULL_COLUMNS, NARROW_COLUMNS, WIDE_COLUMNS,
                         left=("config", "bound", "dominant", "CTA/SM"), wrap=("bound", "dominant", "CTA/SM"))
-    for rank, i in enumerate(order[:top], start=1):
+    for rank, i in enumerate(ranking.order[:top], start=1):
         add_cells(table, {
             "#": str(rank), "config": config_label(configs[i]), "µs": f"{corrected[i]:.2f}",
             "model µs": f"{bd.time_us[i]:.2f}", "resid ×": f"{factor[i]:.3f}", "bound": str(bd.bound[i]),
-            "dominant": terms[int(bd.dominant[i])],
+            "dominant": model.terms[int(bd.dominant[i])],
             "CTA/SM": f"{bd.ctas_per_sm[i]} {LIMITERS[int(bd.occupancy_limiter[i])]}",
             "occ": f"{bd.occupancy[i]:.0%}", "waves": f"{bd.waves[i]:.2f}", "wave eff": f"{bd.wave_efficiency[i]:.2f}",
             "pad eff": f"{bd.padding_efficiency[i]:.2f}", "wgmma": "yes" if bd.uses_wgmma[i] else "no"})
     console.print(table)
     narrow_note(console, WIDE_COLUMNS, "the whole breakdown: bound, occupancy, waves, padding, wgmma")
-    best = order[0]
+    best = ranking.order[0]
     console.print(f"best predicted: {corrected[best]:.2f} µs = {bd.flops[best] / corrected[best] / 1e6:.1f} TFLOP/s "
                   f"(model alone {bd.time_us[best]:.2f} µs: compute {bd.compute_us[best]:.2f} µs, memory {bd.memory_us[best]:.2f} µs, "
                   f"latency {bd.latency_us[best]:.2f} µs, DRAM {bd.dram_bytes[best] / 1e6:.1f} MB)")
     if model.note is not None:
         console.print(model.note(shape, bd, best))
-    pick = zero_trial_pick(shape, list(legal.configs), profile, residual) if residual and residual.pick else None
-    if pick is not None and pick != configs[best]:
-        console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
-                      f"{config_label(pick)}, rank {order.index(configs.index(pick)) + 1} here")
-    console.print(untuned_line(kernel, shape, list(legal.configs), profile, residual))
-    if named is not None:
-        i = configs.index(named)
-        rank = order.index(i) + 1
-        reasons = config_legality(space, shape, named, profile)
-        detail = Table(title=f"named config: rank {rank} of {len(configs)}" + (f" (illegal: {'; '.join(reasons)})" if reasons else ""))
-        detail.add_column("term")
-        detail.add_column("value", justify="right")
-        for field in ("time_us", "bound", "compute_us", "memory_us", "latency_us", "launch_us", "splitk_us",
-                      "softmax_us", "smem_us", "l2_us", "indirection_us", "empty_us", "dram_bytes", "weight_bytes",
-                      "weight_passes", "gather_bytes", "l2_bytes", "padded_flops", "padding_efficiency",
-                      "row_efficiency", "padded_rows", "programs", "empty_programs", "ctas_per_sm", "occupancy", "waves",
-                      "wave_efficiency", "uses_wgmma", "load_path", "schedule", "splitk_sum", "store_path",
-                      "accumulators"):
-            if hasattr(bd, field):
-                value = getattr(bd, field)[i]
-                detail.add_row(field, _fmt(value))
-        detail.add_row("dominant", terms[int(bd.dominant[i])])
-        if residual is not None:
-            detail.add_row("residual factor", f"{factor[i]:.4g}")
-            for name, value in residual.contributions(shape, [named], roofline.predict(shape, configs_to_columns([named]), profile))[0]:
-                detail.add_row(f"  residual: {name}", f"×{np.exp(value):.4g}")
-        console.print(detail)
-    if plot is not None:
-        _explain_plot(shape, profile, residual, data, plot)
-        console.print(f"wrote {plot}")
+
+
+def _print_named(console: Console, space, shape, named, ranking, profile, residual) -> None:
+    """The --config's rank, why it is illegal where it is, and its terms."""
+    rank = ranking.order.index(ranking.configs.index(named)) + 1
+    reasons = config_legality(space, shape, named, profile)
+    detail = Table(title=f"named config: rank {rank} of {len(ranking.configs)}"
+                   + (f" (illegal: {'; '.join(reasons)})" if reasons else ""))
+    detail.add_column("term")
+    detail.add_column("value", justify="right")
+    for term, value in config_terms(ranking, shape, named, profile, residual):
+        detail.add_row(term, _fmt(value))
+    console.print(detail)
 
 
 def untuned_line(kernel: str, shape, configs: list, profile, residual) -> str:
@@ -186,42 +158,6 @@ def untuned_line(kernel: str, shape, configs: list, profile, residual) -> str:
     kernel_only = os.environ.get(KERNEL_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     choice = untuned_choice(shape, configs, profile, residual, route, kernel_only, why)
     return f"untuned op runs {choice.why}" + ("" if choice.library else f" ({config_label(choice.pick)})")
-
-
-# The budget whose search `explain --plot` replays: the mission's.
-EXPLAIN_PLOT_BUDGET = 20
-
-
-def _explain_plot(shape, profile, residual, data: Path, plot: Path) -> None:
-    """Predicted (model × residual) vs recorded time over `shape`'s recorded space in `data`, with the
-    configs `tune` measures there at EXPLAIN_PLOT_BUDGET (replayed with the recorded measurer), the
-    zero-trial pick and the exhaustive best marked."""
-    records = next((r for r in load_records(data, kernel=kernel_of(shape).name) if r.shape == shape), None)
-    if records is None:
-        fail(f"{data}: {shape} is not recorded there (check --layout and --dtype)")
-    candidates = records.candidate_configs()
-    allowed = set(candidates)
-    measured = {t.config: t.time_us for t in records.trials if t.ok and t.config in allowed}
-    configs, prior = corrected_prior(shape, [c for c in candidates if c in measured], profile, residual)
-    if not configs:
-        fail(f"{data}: no config of {shape}'s space ran successfully there")
-    index = {c: i for i, c in enumerate(configs)}
-    times = [measured[c] for c in configs]
-    try:
-        result = tune(shape, RecordedMeasurer(records), rooftune_strategy(residual), EXPLAIN_PLOT_BUDGET,
-                      profile=profile, candidates=candidates)
-        tried, winner = [index[t.config] for t in result.trials if t.config in index], index.get(result.winner)
-    except TuneError:
-        tried, winner = [], None
-    zero = index.get(zero_trial_pick(shape, candidates, profile, residual))
-    best = int(np.argmin(times))
-    scores = [f"{name} {times[best] / times[i]:.3f}" for name, i in
-              (("zero-trial pick", zero), (f"search within {EXPLAIN_PLOT_BUDGET} configs", winner)) if i is not None]
-    predicted = "model × residual" if residual is not None else "model alone"
-    explain_scatter(np.exp(prior).tolist(), times, plot, tried=tried, zero_trial=zero, best=best, winner=winner,
-                    predicted_label=f"predicted µs ({predicted})",
-                    title=f"{shape} on {profile.name}: {len(configs)} recorded configs\n"
-                          + "score (best time ÷ pick's time): " + ", ".join(scores))
 
 
 def _fmt(value) -> str:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rooftune.candidates import kernel_spec
 from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
-from rooftune.roofline.residual import read_residual, shipped_residual_path, triton_release, write_residual
+from rooftune.roofline.residual import read_residual, shipped_residual_path, write_residual
 from rooftune.roofline.route import shipped_route_path, write_route
 from rooftune.tuner.cli.args import DAMAGED_HELP, GPU_HELP, check_output, cli_errors, data_profile, fail
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
@@ -20,13 +20,13 @@ from rooftune.tuner.fitting import (
     fit_kernel,
     fit_shapes_from_records,
     fit_target,
+    fitted_residual,
     refuse_held_out,
     with_check,
 )
 from rooftune.tuner.residual_choice import shipped_residual
 from rooftune.tuner.route_fit import CV_SEEDS, fit_route_data
 from rooftune.tuner.routing import LOW
-from rooftune.tuner.search.static import learn_static
 
 fit_app = typer.Typer(help="Fit the residual correction on a training dataset (cross-validated).",
                       no_args_is_help=True)
@@ -97,35 +97,33 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             return _fit_route(kernel, data, profile, out, console)
         target = fit_target(kernel, profile, None if out is None else str(out))
         check_output(str(target), "--out", inputs=(data, gpu))
-        records = load_records(data, kernel=kernel)
-        shapes = fit_shapes_from_records(records)
-        left_out = len(records) - len(shapes)
-        if not shapes:
-            fail(f"{data}: no shape with a successful config to fit on ({len(records)} recorded)")
-        console.print(f"{len(shapes)} training shapes from {data}"
-                      + (f" ({left_out} left out: no config of their space ran successfully)" if left_out else ""))
-        report = fit_kernel(kernel, shapes, profile, str(data),
-                            progress=lambda cand, score: console.print(
-                                f"  ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, "
-                                f"pick {'own' if cand.pick else 'ridge'}, "
-                                f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "
-                                f"prior sd {cand.search.prior_sd:g}: CV objective {score:.4f}"))
-        static = learn_static(shapes)
-        residual = report.residual
-        residual.fit["static_list"] = [str(c) for c in static]  # the `static` baseline of `rooftune eval`
-        # The residual describes rooftune's kernel over this space: it applies to data of that space only.
-        residual.fit["space_version"] = manifest.get("space_version")
-        console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
-                      f"{report.chosen.search}")
-        for budget, s in report.cv.items():
-            console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
-                          f"worst-decile mean {s['worst_decile_mean']:.3f}")
-        # ... compiled by this Triton release: `tune` uses it under another only once `--check` says so.
-        triton = (manifest.get("device") or {}).get("triton")
-        if triton:
-            residual.fit["triton"] = [triton_release(triton)]
+        residual = _fit_residual(kernel, data, profile, manifest, console)
         write_residual(residual, target)  # after the figures: a write that fails does not lose them
     console.print(f"wrote {target} ({len(residual.coefficients)} coefficients)")
+
+
+def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Console):
+    """Cross-validate each setting on the training shapes, refit, learn the static list; print the figures."""
+    records = load_records(data, kernel=kernel)
+    shapes = fit_shapes_from_records(records)
+    left_out = len(records) - len(shapes)
+    if not shapes:
+        fail(f"{data}: no shape with a successful config to fit on ({len(records)} recorded)")
+    console.print(f"{len(shapes)} training shapes from {data}"
+                  + (f" ({left_out} left out: no config of their space ran successfully)" if left_out else ""))
+    report = fit_kernel(kernel, shapes, profile, str(data),
+                        progress=lambda cand, score: console.print(
+                            f"  ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, "
+                            f"pick {'own' if cand.pick else 'ridge'}, "
+                            f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "
+                            f"prior sd {cand.search.prior_sd:g}: CV objective {score:.4f}"))
+    residual = fitted_residual(report, shapes, manifest)
+    console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
+                  f"{report.chosen.search}")
+    for budget, s in report.cv.items():
+        console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
+                      f"worst-decile mean {s['worst_decile_mean']:.3f}")
+    return residual
 
 
 def _fit_route(kernel: str, data: Path, profile, out: Path | None, console: Console) -> None:

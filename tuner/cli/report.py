@@ -90,21 +90,7 @@ def _report(kernel: str, data: Path, json_out: Path | None, markdown: Path | Non
     totals = {**kind.summary(per_shape), "repeatability": pooled_repeatability(data, results)}
     console = Console()
     if rows:
-        base, ratio = f"{label} µs", f"{label}/best"
-        full = ("shape", "source", "legal", "errors", "best µs", base, ratio, "Δratio med", "Δratio p90")
-        narrow = ("shape", "legal", "errors", "best µs", base, ratio)
-        table = width_table(console, f"{data}: best config of the space vs {label} ({kind.baseline_call})", full,
-                            narrow, REPORT_WIDE_COLUMNS, left=("shape", "source"),
-                            wrap=("shape", "source"))
-        for r in per_shape:
-            add_cells(table, {
-                "shape": r.shape, "source": r.source, "legal": str(r.legal), "errors": str(r.errors),
-                "best µs": f"{r.best_us:.2f}" if r.best_us else "-",
-                base: f"{r.baseline_us:.2f}" if r.baseline_us else "-", ratio: f"{r.vs_baseline:.3f}" if r.vs_baseline else "-",
-                "Δratio med": f"{r.ratio_median:.2%}" if r.ratio_median is not None else "-",
-                "Δratio p90": f"{r.ratio_p90:.2%}" if r.ratio_p90 is not None else "-"})
-        console.print(table)
-        narrow_note(console, REPORT_WIDE_COLUMNS, "each shape's source and the repeatability of its final passes")
+        _print_rows(console, f"{data}: best config of the space vs {label} ({kind.baseline_call})", label, per_shape)
     rep = totals["repeatability"]
     console.print(kind.line(totals))
     if rep.get("shapes"):
@@ -124,6 +110,24 @@ def _report(kernel: str, data: Path, json_out: Path | None, markdown: Path | Non
             title=f"{data}: {len(drawn)} shapes\nbest config of the space vs {label} ({kind.baseline_call})"))]
     write_all([(path, write) for path, write in writes if path is not None],
               done=lambda path: console.print(f"wrote {path}"))
+
+
+def _print_rows(console: Console, title: str, label: str, per_shape: list) -> None:
+    """Each shape's best config against the library, its errors and the repeatability of its final passes."""
+    base, ratio = f"{label} µs", f"{label}/best"
+    full = ("shape", "source", "legal", "errors", "best µs", base, ratio, "Δratio med", "Δratio p90")
+    narrow = ("shape", "legal", "errors", "best µs", base, ratio)
+    table = width_table(console, title, full, narrow, REPORT_WIDE_COLUMNS, left=("shape", "source"),
+                        wrap=("shape", "source"))
+    for r in per_shape:
+        add_cells(table, {
+            "shape": r.shape, "source": r.source, "legal": str(r.legal), "errors": str(r.errors),
+            "best µs": f"{r.best_us:.2f}" if r.best_us else "-",
+            base: f"{r.baseline_us:.2f}" if r.baseline_us else "-", ratio: f"{r.vs_baseline:.3f}" if r.vs_baseline else "-",
+            "Δratio med": f"{r.ratio_median:.2%}" if r.ratio_median is not None else "-",
+            "Δratio p90": f"{r.ratio_p90:.2%}" if r.ratio_p90 is not None else "-"})
+    console.print(table)
+    narrow_note(console, REPORT_WIDE_COLUMNS, "each shape's source and the repeatability of its final passes")
 
 
 def register(app) -> None:

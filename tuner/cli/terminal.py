@@ -1,4 +1,4 @@
-"""The CLI's tables at any terminal width: fewer columns below a width, and a number never cut to fit."""
+"""The CLI's tables at any terminal width (fewer columns below a width, a number never cut to fit) and its progress bars."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from rich import box
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 
@@ -33,3 +34,26 @@ def narrow_note(console: Console, wide_at: int, hidden: str) -> None:
     """Below `wide_at` columns, say in a dim line what a wider terminal adds (`hidden`)."""
     if console.width < wide_at:
         console.print(f"(a terminal of {wide_at}+ columns also shows {hidden})", style="dim")
+
+
+class RichReporter:
+    """A sweep's progress as a rich progress bar: shapes done of listed, the current shape's phase."""
+
+    def __init__(self, progress: Progress):
+        self.progress, self.task = progress, None
+
+    def start(self, total: int, done: int) -> None:
+        self.task = self.progress.add_task("sweep", total=total, completed=done)
+
+    def phase(self, shape, text: str) -> None:
+        self.progress.update(self.task, description=f"{shape}: {text}")
+
+    def finished(self, shape, seconds: float) -> None:
+        self.progress.advance(self.task)
+        self.progress.console.print(f"{shape}  {seconds:.1f} s")
+
+
+def progress_bar(console: Console, transient: bool = False) -> Progress:
+    """A rich progress bar (description, bar, done of total, elapsed) for `RichReporter`."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=console, transient=transient)

@@ -84,6 +84,14 @@ class ModelTune:
                                    tuple(lt.layer.layer for lt in rows if lt.result is None)))
         return out
 
+    def not_cached(self) -> dict:
+        """shape -> why its tune of this run was not stored in the tune cache (empty: every tune stored)."""
+        return {lt.layer.shape: lt.result.cache_error for lt in self.layers if lt.result and lt.result.cache_error}
+
+    def failed(self) -> list[LayerTime]:
+        """The layers whose measured configs all failed (not those without a legal config), in forward order."""
+        return [lt for lt in self.layers if lt.skipped and lt.skipped != NO_LEGAL_CONFIG]
+
 
 def live_measurers(profile: HardwareProfile, sms: int | None = None) -> MeasurerFactory:
     """The live measurer of each kernel on this GPU (an SM partition of it with `sms`)."""
