@@ -11,7 +11,6 @@ import sys
 # Set before NumPy loads; a user's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import inspect
 import multiprocessing.util
 
 import typer  # noqa: E402
@@ -30,7 +29,7 @@ from rooftune.tuner.cli import sweep as cli_sweep
 from rooftune.tuner.cli import tune as cli_tune
 from rooftune.tuner.cli import tune_model as cli_tune_model  # noqa: F401 (registers `tune model`)
 from rooftune.tuner.cli import tune_moe as cli_tune_moe  # noqa: F401 (registers `tune moe`)
-from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, SHAPE_OPTIONS, cli_errors, load_gpu, parse_shape  # noqa: E402
+from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, cli_errors, family_command, load_gpu, parse_shape  # noqa: E402
 from rooftune.tuner.cli.help import NAME_OR_PATH, plain_flags
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table  # noqa: E402
 
@@ -87,19 +86,9 @@ _GPU = typer.Option(DEFAULT_GPU, "--gpu", metavar=NAME_OR_PATH,
 
 def _space_command(spec: KernelSpec):
     """`rooftune space NAME` for a registered kernel family: --shape, --gpu and its parser's options."""
-
-    def command(shape: str, gpu: str, **options: str) -> None:
-        _space(spec.name, shape, gpu, **options)
-
-    params = [inspect.Parameter("shape", inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                                default=typer.Option(..., "--shape", help=spec.shape_help)),
-              inspect.Parameter("gpu", inspect.Parameter.KEYWORD_ONLY, annotation=str, default=_GPU)]
-    for name in spec.parse_options:
-        default, flag, help_text = SHAPE_OPTIONS[name]
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str,
-                                        default=typer.Option(default, flag, help=help_text)))
-    command.__signature__ = inspect.Signature(params, return_annotation=None)
-    command.__annotations__ = {p.name: str for p in params}
+    command = family_command(spec, [("shape", str, typer.Option(..., "--shape", help=spec.shape_help)),
+                                    ("gpu", str, _GPU)], [],
+                             lambda shape, gpu, **options: _space(spec.name, shape, gpu, **options))
     command.__doc__ = (f"The {spec.label} space: its parameters, version hash, legal count for the shape and why "
                        "the rest are illegal.")
     return command

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
@@ -327,3 +328,32 @@ def residual_option(kernel: str, profile, choice: str, space_version: str | None
         warn(f"the shipped residual for {profile.name} was {why}: the model alone (--residual PATH to use it anyway)")
         return None
     return residual
+
+
+def family_command(spec, before: list[tuple[str, type, object]], after: list[tuple[str, type, object]],
+                   run: Callable[..., None], shape_options: bool = True) -> Callable[..., None]:
+    """A Typer command for the registered family `spec`: the parameters `before` ((name, type, typer.Option)),
+    then (with `shape_options`) one option per shape option its parser takes (its `parse_options`, as SHAPE_OPTIONS
+    spells them), then `after`; the command calls `run(**values)`. So a family's `space` and `explain` commands,
+    and its `sweep`, `eval`, `fit` and `report` where it needs no options of its own, come from its registration."""
+
+    def command(**values) -> None:
+        run(**values)
+
+    shape_options = [(name, str, typer.Option(SHAPE_OPTIONS[name][0], SHAPE_OPTIONS[name][1],
+                                              help=SHAPE_OPTIONS[name][2]))
+                     for name in (spec.parse_options if shape_options else ())]
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+              for name, kind, default in (*before, *shape_options, *after)]
+    command.__signature__ = inspect.Signature(params, return_annotation=None)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
+def register_missing(app: typer.Typer, make: Callable, short_help: Callable) -> None:
+    """Register `make(spec)` as `app`'s command for every registered family that has no command of its own there
+    (`short_help(spec)` its one-line help): a new family gets the command with no code of its own."""
+    have = {c.name for c in app.registered_commands}
+    for spec in KERNELS.values():
+        if spec.name not in have:
+            app.command(spec.name, short_help=short_help(spec))(make(spec))

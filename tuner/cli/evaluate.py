@@ -21,6 +21,8 @@ from rooftune.tuner.cli.args import (
     cli_errors,
     data_profile,
     fail,
+    family_command,
+    register_missing,
     residual_option,
     warn,
 )
@@ -271,6 +273,22 @@ def eval_moe(
     with a fitted residual), random, and vLLM's own choices: vllm-shipped (its table for the GPU, looked up at the
     nearest M as vLLM does, else its default rule) and vllm-default (its rule for a missing table)."""
     _eval("moe", data, budget, gpu, json_out, residual, methods, plot, transfer_from)
+
+
+def _eval_command(spec):
+    """`rooftune eval NAME` for a registered family without a command of its own (its methods from the registry)."""
+    data = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format(spec.name, "its file"))
+    command = family_command(
+        spec, [("data", Path, data), ("budget", int, _BUDGET), ("gpu", str, _GPU), ("json_out", Path, _JSON),
+               ("residual", str, _RESIDUAL), ("methods", str, _METHODS), ("plot", Path, _PLOT),
+               ("transfer_from", Path, _TRANSFER)], [],
+        lambda **o: _eval(spec.name, o["data"], o["budget"], o["gpu"], o["json_out"], o["residual"], o["methods"],
+                          o["plot"], o["transfer_from"]), shape_options=False)
+    command.__doc__ = f"Score the {spec.label} family's eval methods on its recorded timings, through `tune`."
+    return command
+
+
+register_missing(eval_app, _eval_command, lambda spec: f"The same on recorded {spec.label} timings.")
 
 
 def register(app) -> None:

@@ -1,4 +1,4 @@
-"""Model commands of the CLI: `rooftune explain gemm|attention|moe|moe-fp8`, the configs as rooftune ranks them and why."""
+"""`rooftune explain FAMILY` for every registered kernel family: the configs as rooftune ranks them and why."""
 
 from __future__ import annotations
 
@@ -18,13 +18,11 @@ from rooftune.tuner.cli.args import (
     DEFAULT_GPU,
     DTYPE_HELP,
     GPU_HELP,
-    LAYOUT_HELP,
-    MOE_GEMM_HELP,
     PLOT_EXTRA,
-    QUANT_HELP,
     RESIDUAL_HELP,
     cli_errors,
     fail,
+    family_command,
     load_gpu,
     parse_shape,
     residual_option,
@@ -55,11 +53,11 @@ _EXPLAIN_DATA_HELP = "with --plot: a recorded dataset (folder or file, as `rooft
 
 
 @cli_errors()
-def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None, layout: str, dtype: str,
+def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str | None,
              residual_choice: str = "shipped", plot: Path | None = None, data: Path | None = None,
-             gemm: str = "gate_up", quant: str = "w8a8") -> None:
+             **options: str) -> None:
     space = SPACES[kernel]
-    shape = parse_shape(kernel, shape_text, layout, dtype, gemm, quant)
+    shape = parse_shape(kernel, shape_text, **options)
     profile = load_gpu(gpu)
     _check_plot_options(plot, data)
     legal = legal_configs(space, shape, profile)
@@ -176,61 +174,27 @@ _PLOT = typer.Option(None, "--plot", metavar=PATH, help=_EXPLAIN_PLOT_HELP)
 _DATA = typer.Option(None, "--data", metavar=PATH, help=_EXPLAIN_DATA_HELP)
 
 
-@explain_app.command("gemm", short_help="The top GEMM configs as rooftune ranks them, and why.")
-def explain_gemm(
-    shape: str = typer.Option(..., "--shape", help=KERNELS["gemm"].shape_help),
-    gpu: str = _GPU,
-    top: int = _TOP,
-    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=3")),
-    layout: str = typer.Option("kn", "--layout", help=LAYOUT_HELP),
-    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
-) -> None:
-    """Top configs as rooftune ranks them (model × residual) with the model's breakdown (dominant term,
-    waves, occupancy) and the residual's factor; with --config, that config's terms and the residual's
-    largest contributions; with --plot and --data, predicted vs recorded time over the shape's space."""
-    _explain("gemm", shape, gpu, top, config, layout, dtype, residual, plot, data)
+def _explain_command(spec):
+    """`rooftune explain NAME` for a registered kernel family: --shape, --gpu, --top, --config, its parser's
+    options, --residual and the plot's."""
+    name, values = spec.space.grid[0]
+    config = typer.Option(None, "--config", help=_CONFIG_HELP.format(f"{name}={values[-1]},..."))
+    command = family_command(
+        spec, [("shape", str, typer.Option(..., "--shape", help=spec.shape_help)), ("gpu", str, _GPU),
+               ("top", int, _TOP), ("config", str, config)],
+        [("residual", str, _RESIDUAL), ("plot", Path, _PLOT), ("data", Path, _DATA)],
+        lambda shape, gpu, top, config, residual, plot, data, **options: _explain(
+            spec.name, shape, gpu, top, config, residual, plot, data, **options))
+    command.__doc__ = (f"Top {spec.label} configs as rooftune ranks them (model × residual, where one is fitted) with "
+                       "the model's breakdown and the residual's factor; with --config, that config's terms and the "
+                       "residual's largest contributions; with --plot and --data, predicted vs recorded time over the "
+                       "shape's space.")
+    return command
 
 
-@explain_app.command("attention", short_help="The same for causal attention.")
-def explain_attention(
-    shape: str = typer.Option(..., "--shape", help=KERNELS["attention"].shape_help),
-    gpu: str = _GPU,
-    top: int = _TOP,
-    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_M=128,...,num_stages=2")),
-    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
-) -> None:
-    """Top causal-attention configs as rooftune ranks them (model × residual, where one is fitted) with their breakdown."""
-    _explain("attention", shape, gpu, top, config, "kn", dtype, residual, plot, data)
-
-
-@explain_app.command("moe", short_help="The same for one GEMM of a fused MoE layer (vLLM's kernel).")
-def explain_moe(
-    shape: str = typer.Option(..., "--shape", help=KERNELS["moe"].shape_help),
-    gemm: str = typer.Option("gate_up", "--gemm", help=MOE_GEMM_HELP),
-    gpu: str = _GPU,
-    top: int = _TOP,
-    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_SIZE_M=64,...,num_stages=3")),
-    dtype: str = _DTYPE, residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
-) -> None:
-    """Top fused-MoE configs as rooftune ranks them (model × the shipped MoE residual) with their
-    breakdown, and what the shape's seeded routing makes of the best one's tiles (rows per expert, padding,
-    the grid and its empty programs, the weights read)."""
-    _explain("moe", shape, gpu, top, config, "kn", dtype, residual, plot, data, gemm)
-
-
-@explain_app.command("moe-fp8", short_help="The same for one GEMM of an FP8 fused MoE layer (vLLM's fp8_w8a8).")
-def explain_moe_fp8(
-    shape: str = typer.Option(..., "--shape", help=KERNELS["moe-fp8"].shape_help),
-    gemm: str = typer.Option("gate_up", "--gemm", help=MOE_GEMM_HELP),
-    quant: str = typer.Option("w8a8", "--quant", help=QUANT_HELP),
-    gpu: str = _GPU,
-    top: int = _TOP,
-    config: str = typer.Option(None, "--config", help=_CONFIG_HELP.format("BLOCK_SIZE_M=64,...,num_stages=3")),
-    residual: str = _RESIDUAL, plot: Path = _PLOT, data: Path = _DATA,
-) -> None:
-    """Top FP8 fused-MoE configs as rooftune ranks them, with their breakdown: the MoE's terms on one-byte operands
-    at the FP8 tensor rate, the activation quantization and, for block scales, the per-K-block rescale."""
-    _explain("moe-fp8", shape, gpu, top, config, "kn", "bf16", residual, plot, data, gemm, quant)
+for _spec in KERNELS.values():
+    explain_app.command(_spec.name, short_help=f"The top {_spec.label} configs as rooftune ranks them, and why."
+                        )(_explain_command(_spec))
 
 
 def register(app) -> None:

@@ -13,7 +13,16 @@ from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
 from rooftune.roofline.residual import read_residual, shipped_residual_path, write_residual
 from rooftune.roofline.route import shipped_route_path, write_route
-from rooftune.tuner.cli.args import DAMAGED_HELP, GPU_HELP, check_output, cli_errors, data_profile, fail
+from rooftune.tuner.cli.args import (
+    DAMAGED_HELP,
+    GPU_HELP,
+    check_output,
+    cli_errors,
+    data_profile,
+    fail,
+    family_command,
+    register_missing,
+)
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import (
     check_residual,
@@ -77,6 +86,19 @@ def fit_moe(
     """The same for the fused-MoE GEMM: its residual (MoE's features), search constants and static list,
     cross-validated on the training shapes (both GEMMs of the training models). Refuses held-out data."""
     _fit("moe", data, gpu, out, check)
+
+
+def _fit_command(spec):
+    """`rooftune fit NAME` for a registered family without a command of its own."""
+    data = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format(spec.name))
+    command = family_command(
+        spec, [("data", Path, data), ("gpu", str, _GPU), ("out", Path, _OUT), ("check", str, _CHECK)], [],
+        lambda **o: _fit(spec.name, o["data"], o["gpu"], o["out"], o["check"]), shape_options=False)
+    command.__doc__ = f"Fit the {spec.label} residual and the search's constants by cross-validation on training data."
+    return command
+
+
+register_missing(fit_app, _fit_command, lambda spec: f"The same for the {spec.label} family.")
 
 
 def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str | None = None,

@@ -19,7 +19,15 @@ from rooftune.eval.scoring.reports import (
     shape_rows,
 )
 from rooftune.outputs import json_text, write_all, write_atomic
-from rooftune.tuner.cli.args import DAMAGED_HELP, PLOT_EXTRA, check_output, cli_errors, fail
+from rooftune.tuner.cli.args import (
+    DAMAGED_HELP,
+    PLOT_EXTRA,
+    check_output,
+    cli_errors,
+    fail,
+    family_command,
+    register_missing,
+)
 from rooftune.tuner.cli.help import PATH
 from rooftune.tuner.cli.plots import check_plot, report_scatter
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table
@@ -73,6 +81,21 @@ def report_moe(
     scatter; the grouped GEMM alone beside it), the configs that failed, the repeatability of the final passes;
     then the geometric means by GEMM, by decode- or prefill-sized token count and by layer."""
     _report("moe", data, json_out, markdown, rows, plot)
+
+
+def _report_command(spec):
+    """`rooftune report NAME` for a registered family without a command of its own."""
+    data = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format(spec.name))
+    command = family_command(
+        spec, [("data", Path, data), ("json_out", Path, _JSON), ("markdown", Path, _MARKDOWN), ("rows", bool, _ROWS),
+               ("plot", Path, _PLOT)], [],
+        lambda **o: _report(spec.name, o["data"], o["json_out"], o["markdown"], o["rows"], o["plot"]),
+        shape_options=False)
+    command.__doc__ = f"A {spec.label} dataset: the best config against {spec.baseline_label} per shape."
+    return command
+
+
+register_missing(report_app, _report_command, lambda spec: f"A {spec.label} dataset against {spec.baseline_label}.")
 
 
 @cli_errors()

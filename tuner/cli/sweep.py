@@ -17,6 +17,7 @@ from rooftune.tuner.cli.args import (
     check_sms,
     cli_errors,
     fail,
+    family_command,
     live_gpu,
     parse_counts,
     parse_shard,
@@ -94,26 +95,16 @@ def sweep_attention_cmd(
            "--backfill-routes" if backfill_routes else None)
 
 
-@sweep_app.command("moe", help=_SWEEP_HELP.format("torch's grouped GEMM over the same routed rows", ""),
-                   short_help="The same for a fused-MoE GEMM (gate_up or down), beside torch's grouped GEMM.")
-def sweep_moe_cmd(
-    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format(
-        "{experts, topk, hidden, intermediate, tokens, gemm[, dtype, seed]}")),
-    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
-    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
-) -> None:
-    _sweep("moe", shapes, out, gpu, sms, max_minutes, workers, shard, gpus)
-
-
-@sweep_app.command("moe-fp8", help=_SWEEP_HELP.format("torch's grouped GEMM on the dequantized bf16 weights", ""),
-                   short_help="The same for an FP8 fused-MoE GEMM (w8a8 or block scales), quantization included.")
-def sweep_moe_fp8_cmd(
-    shapes: str = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format(
-        "{experts, topk, hidden, intermediate, tokens, gemm, quant[, seed]}")),
-    out: str = _SWEEP_OUT, gpu: str | None = _SWEEP_GPU, sms: int = _SWEEP_SMS, max_minutes: float = _MAX_MINUTES,
-    workers: int = _WORKERS, shard: str = _SHARD, gpus: str = _GPUS,
-) -> None:
-    _sweep("moe-fp8", shapes, out, gpu, sms, max_minutes, workers, shard, gpus)
+def _plain_sweep_command(spec):
+    """`rooftune sweep NAME` for a registered family with no backfill of its own: the sweep's options alone."""
+    shapes = typer.Option(..., "--shapes", metavar=PATH, help=_SHAPES_HELP.format(
+        "{" + ", ".join(spec.header_keys) + "}"))
+    return family_command(
+        spec, [("shapes", str, shapes), ("out", str, _SWEEP_OUT), ("gpu", str, _SWEEP_GPU), ("sms", int, _SWEEP_SMS),
+               ("max_minutes", float, _MAX_MINUTES), ("workers", int, _WORKERS), ("shard", str, _SHARD),
+               ("gpus", str, _GPUS)], [],
+        lambda **o: _sweep(spec.name, o["shapes"], o["out"], o["gpu"], o["sms"], o["max_minutes"], o["workers"],
+                           o["shard"], o["gpus"]), shape_options=False)
 
 
 @cli_errors()
@@ -146,3 +137,10 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
 
 def register(app) -> None:
     app.add_typer(sweep_app, name="sweep")
+
+
+for _spec in KERNELS.values():
+    if _spec.backfill is None:  # gemm and attention, with backfills, have their commands above
+        sweep_app.command(_spec.name, help=_SWEEP_HELP.format(_spec.baseline_label, ""),
+                          short_help=f"The same for one {_spec.label} shape, beside {_spec.baseline_label}."
+                          )(_plain_sweep_command(_spec))

@@ -27,9 +27,9 @@ from rooftune.candidates.moe_space import group_twin
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import OutputError
+from rooftune.tuner.cache import TuneCache, cache_key, residual_digest
 from rooftune.tuner.search.gp import SearchSettings, search
 from rooftune.tuner.search.strategies import MODEL_ONLY_SEARCH, centred, corrected_terms, rooftune_strategy
-from rooftune.tuner.cache import TuneCache, cache_key, residual_digest
 from rooftune.tuner.tune import CONFIRM_TOP, TuneError, TuneResult, tune
 
 JOINT_STRATEGY = "moe-joint"
