@@ -225,3 +225,18 @@ def test_a_toy_family_goes_through_every_generic_layer(toy, tmp_path):
     result = runner.invoke(app, ["--shape", "512", "--gpu", "h200"])
     assert result.exit_code == 0 and "legal configs: 12 of 12" in result.output, result.output
     assert replace(toy, extras=lambda s, c: [Config.make(1, 1, BLOCK=64)]).extras(shape, configs)
+
+
+@pytest.mark.parametrize("group", ["space", "explain", "sweep", "eval", "fit", "report"])
+def test_every_family_has_its_command_in_each_group(group):
+    """Each registered family gets `rooftune GROUP FAMILY` (written for it where it has options of its own, else made
+    from its registration), so a family cannot be half-added to the command line."""
+    import typer
+
+    from rooftune.tuner.cli.app import app
+
+    commands = typer.main.get_command(app).commands[group].commands
+    assert set(KERNELS) <= set(commands), sorted(set(KERNELS) - set(commands))
+    for name in KERNELS:
+        result = CliRunner().invoke(app, [group, name, "--help"])
+        assert result.exit_code == 0 and result.exception is None, result.output
