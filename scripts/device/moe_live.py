@@ -3,11 +3,13 @@ in a fresh process with an empty Triton cache and no tune cache (a first tune on
 then, on a CPU, each table scored on the layer's recorded ground truth as vLLM runs it (each batch the entry of the
 nearest M key, on both GEMMs), beside vLLM's shipped table and the sweep's own time for the same table.
 
-    python3 scripts/device/moe_live.py tune --layer 128,8,2048,768 [--layer ...] --out DIR [--budget 20]   # GPU
+    python3 scripts/device/moe_live.py tune --layer 128,8,2048,768 [--layer ...] --out DIR [--budget 20]
+        [--gemm both|split]                                                                              # GPU
     python3 scripts/device/moe_live.py check DIR/moe_live.json [--data datasets/h200/moe/heldout]          # CPU
 
 A layer is E,TOPK,HIDDEN,INTERMEDIATE[,TP]. `tune` writes DIR/moe_live.json (per layer: wall seconds, exit code,
-the table as written, the log's tail) and DIR/tables/; resumable: layers already in the JSON are not tuned again.
+the table as written, with --gemm split its `_down` table too, the log's tail) and DIR/tables/; resumable: layers
+already in the JSON are not tuned again.
 `check` prints, per layer, the table's score per GEMM (best recorded time / the entry's recorded time: mean and
 worst over the layer's token counts), its mean over both GEMMs beside vLLM's shipped table's (each over the same
 shapes), the layer's score as the engine runs it (tuner/llm/moe_eval.py: both GEMMs' summed time with the entry ÷
@@ -48,7 +50,7 @@ def layer_key(layer) -> str:
     return ",".join(map(str, layer))
 
 
-def tune_layer(layer, out_dir: Path, budget: int, gpu: str) -> dict:
+def tune_layer(layer, out_dir: Path, budget: int, gpu: str, gemm: str = "both") -> dict:
     """`rooftune tune moe` for one layer in a fresh process (empty Triton cache, no tune cache): wall seconds, exit
     code, the table it wrote and the log's tail."""
     experts, topk, hidden, intermediate, tp = layer
@@ -56,14 +58,17 @@ def tune_layer(layer, out_dir: Path, budget: int, gpu: str) -> dict:
     with tempfile.TemporaryDirectory() as fresh:
         cmd = [sys.executable, "-m", "rooftune.tuner.cli.app", "tune", "moe", "--experts", str(experts), "--topk",
                str(topk), "--hidden", str(hidden), "--intermediate", str(intermediate), "--tp", str(tp),
-               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--out", str(tables)]
+               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--out", str(tables), "--gemm", gemm]
         t0 = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TRITON_CACHE_DIR": fresh})
         wall_s = time.perf_counter() - t0
     written = sorted(tables.glob("*.json")) if tables.is_dir() else []
+    up = [w for w in written if not w.name.endswith("_down.json")]
+    down = [w for w in written if w.name.endswith("_down.json")]
     return {"wall_s": round(wall_s, 2), "rc": run.returncode, "budget": budget, "command": " ".join(cmd[1:]),
-            "table_file": written[0].name if written else None,
-            "table": json.loads(written[0].read_text()) if written else None,
+            "gemm": gemm, "table_file": up[0].name if up else None,
+            "table": json.loads(up[0].read_text()) if up else None,
+            "down_table": json.loads(down[0].read_text()) if down else None,
             "log_tail": (run.stdout + run.stderr)[-4000:]}
 
 
@@ -118,20 +123,23 @@ def check(state: dict, data: Path, gpu: str) -> list[dict]:
         rows.append({"layer": key, "wall_s": run["wall_s"], "rc": run["rc"], "shapes": len(mine), "scores": scores,
                      "mean": statistics.fmean(s for v in scores.values() for s in v),
                      "vllm_mean": statistics.fmean(vllm), "sweep_s": sweep_seconds(mine),
-                     **layer_figures(mine, run["table"], profile)})
+                     **layer_figures(mine, run["table"], profile, run.get("down_table"))})
     return rows
 
 
-def layer_figures(records, table: dict, profile) -> dict:
-    """The layer's score as the engine runs the table, and vLLM's shipped table's (its default rule where it ships
-    none): mean and worst entry of best single config's summed time ÷ the entry's."""
+def layer_figures(records, table: dict, profile, down_table: dict | None = None) -> dict:
+    """The layer's score as the engine runs the table (with `down_table`, the `_down` table for the down GEMM), and
+    vLLM's shipped table's (its default rule where it ships none): mean and worst entry of best single config's
+    summed time ÷ the entry's."""
     from rooftune.eval.scoring.layers import layer_records, score_layer
     from rooftune.tuner.llm.moe_eval import table_entry, vllm_entry
     from rooftune.tuner.llm.moe_tables import TRITON_KEY, config_of, shipped_tables
 
     (key, by_m), = layer_records(records).items()
-    entries = {int(m): config_of(e) for m, e in table.items() if m != TRITON_KEY}
-    mine = score_layer(key, by_m, table_entry(by_m, entries))
+    def entries(t: dict | None) -> dict | None:
+        return None if t is None else {int(m): config_of(e) for m, e in t.items() if m != TRITON_KEY}
+
+    mine = score_layer(key, by_m, table_entry(by_m, entries(table), entries(down_table)))
     vllm = score_layer(key, by_m, vllm_entry(by_m, profile, shipped_tables(), default=False))
     return {"layer_mean": mine.mean, "layer_worst": mine.worst, "vllm_layer_mean": vllm.mean,
             "vllm_layer_worst": vllm.worst}
@@ -160,6 +168,7 @@ def main(argv=None) -> int:
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--budget", type=int, default=20)
     t.add_argument("--gpu", default="h200")
+    t.add_argument("--gemm", choices=("both", "split"), default="both")
     c = sub.add_parser("check")
     c.add_argument("state", type=Path)
     c.add_argument("--data", type=Path, default=HELD_OUT)
@@ -174,7 +183,7 @@ def main(argv=None) -> int:
     for layer in args.layer:
         if layer_key(layer) in state["layers"]:
             continue
-        state["layers"][layer_key(layer)] = run = tune_layer(layer, args.out, args.budget, args.gpu)
+        state["layers"][layer_key(layer)] = run = tune_layer(layer, args.out, args.budget, args.gpu, args.gemm)
         write_atomic(path, json.dumps(state, indent=1) + "\n")
         print(f"{layer_key(layer)}: {run['wall_s']:.1f} s, exit {run['rc']}, table {run['table_file']}", flush=True)
     return 0

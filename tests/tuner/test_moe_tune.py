@@ -288,6 +288,27 @@ def test_a_live_table_on_the_gpu(tmp_path):
     assert all(e.time_us > 0 for e in tuned.entries)
 
 
+@pytest.mark.gpu
+def test_a_live_split_table_on_the_gpu(tmp_path):
+    """The same layer tuned live as `--gemm split`: an up and a down table, the down entry under the up entry's
+    BLOCK_SIZE_M at each token count, both written under their engine names."""
+    pytest.importorskip("torch")
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from rooftune.tuner.cli.args import live_gpu
+
+    profile = live_gpu(None)
+    tuned = tune_moe_table(128, 8, 2048, 768, [1, 64], profile, 6, tp=4, gemm="split", cache=tmp_path / "c.json")
+    up, down = tuned.table(), tuned.down_table()
+    assert sorted(up) == sorted(down) == [1, 64]
+    assert all(up[m]["BLOCK_SIZE_M"] == down[m]["BLOCK_SIZE_M"] for m in up)
+    paths = planned_tables(tmp_path / "out", 128, 192, profile.name, "split")
+    written = write_tables(tuned, paths)
+    assert sorted(p.name.endswith("_down.json") for p in written) == [False, True]
+
+
 def test_a_table_tunes_with_the_shipped_residual_by_default_and_refuses_a_wrong_one(measurer):
     """`residual` reaches every token count's tune: the shipped one by default, "none" by name; a wrong one is
     refused."""
