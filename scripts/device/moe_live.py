@@ -85,8 +85,12 @@ def sweep_seconds(records) -> float:
     return sum(r.meta.get("time_s", 0) + r.meta.get("check_s", 0) + r.meta.get("retime_s", 0) for r in records)
 
 
-def score_table(records, table: dict, profile) -> dict[str, list[float]]:
-    """Per GEMM, each recorded shape's score with the table's entry at the nearest M (vLLM's lookup), replayed."""
+def score_table(records, table: dict, profile, down_table: dict | None = None) -> dict[str, list[float]]:
+    """Per GEMM, each recorded shape's score with the table's entry at the nearest M (vLLM's lookup), replayed; the
+    down GEMM's from `down_table` where given (a split pair)."""
+    if down_table is not None:
+        up = score_table([r for r in records if r.shape.gemm != "down"], table, profile)
+        return {**up, **score_table([r for r in records if r.shape.gemm == "down"], down_table, profile)}
     from rooftune.tuner.evaluation import replay
     from rooftune.tuner.llm.moe_tables import config_of, table_file_name
     from rooftune.tuner.search.vllm import vllm_shipped
@@ -119,7 +123,7 @@ def check(state: dict, data: Path, gpu: str) -> list[dict]:
             rows.append({"layer": key, "wall_s": run.get("wall_s"), "shapes": len(mine), "rc": run.get("rc")})
             continue
         vllm = [sc.score for sc in replay(mine, vllm_shipped(), 1, profile)]
-        scores = score_table(mine, run["table"], profile)
+        scores = score_table(mine, run["table"], profile, run.get("down_table"))
         rows.append({"layer": key, "wall_s": run["wall_s"], "rc": run["rc"], "shapes": len(mine), "scores": scores,
                      "mean": statistics.fmean(s for v in scores.values() for s in v),
                      "vllm_mean": statistics.fmean(vllm), "sweep_s": sweep_seconds(mine),
