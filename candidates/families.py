@@ -83,7 +83,8 @@ class KernelSpec:
     the methods `rooftune eval` compares, so a strategy that knows one family is listed only there) and `table`
     (tuner: a tuned layer's entry in a serving engine's config table, where it has one) and `layers` (tuner: the
     scorer of an engine's tables by the layer's time, where an engine runs one entry for several of the family's
-    shapes, as vLLM runs one fused-MoE config for both GEMMs)."""
+    shapes, as vLLM runs one fused-MoE config for both GEMMs). `external_methods`: the eval methods that come from an
+    outside library (an extra), left out with a note where it cannot run."""
 
     name: str
     label: str
@@ -119,6 +120,7 @@ class KernelSpec:
     backfill: str | None = None
     table: str | None = None
     layers: str | None = None
+    external_methods: tuple[str, ...] = ()
 
     def fold_group(self, shape) -> tuple | None:
         """What a cross-validation fold keeps together: the shape's `fold_keys` (fused MoE: its layer, as its
@@ -151,6 +153,7 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.tuner.search.methods:gemm_eval_methods", extras=gemm_baseline_extras,
         aliases=gemm_baseline_aliases, runtime_params=("GROUP_M",), probe_file="gemm_probe.csv.gz",
         ops="matmul, rooftune.linear", backfill="rooftune.eval.sweeping.backfill:backfill_gemm",
+        external_methods=("tpe", "nvmmh"),
         table="rooftune.tuner.llm.tables:gemm_table_entry"),
     "attention": KernelSpec(
         "attention", "attention", AttentionShape, parse_attention_shape, ("dtype",), "1x32x4096x128", "BxHxSxD[xKV]",

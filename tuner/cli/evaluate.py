@@ -162,7 +162,7 @@ def _methods(kernel: str, methods: dict, profile, only: str | None) -> dict:
     """The methods to replay: those that can run here (a baseline that cannot, e.g. nvMatmulHeuristics on a GPU it
     does not know, left out with a note where its package is installed), cut to --methods where given (a name that
     cannot run here, or is unknown, is an error saying why)."""
-    unavailable = unavailable_methods(kernel, profile)
+    unavailable = unavailable_methods(KERNELS[kernel], profile)
     methods = {m: s for m, s in methods.items() if m not in unavailable}
     if not only:
         for m, missing in unavailable.items():

@@ -72,7 +72,7 @@ def moe_fp8_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: lis
     return {name: method for name, method in methods.items() if not name.startswith("vllm-")}
 
 
-def unavailable_methods(kernel: str, profile) -> dict[str, Unavailable]:
-    """The methods `rooftune eval KERNEL` would compare that cannot run here (an outside library not installed, or
+def unavailable_methods(spec, profile) -> dict[str, Unavailable]:
+    """The outside-library methods (`spec.external_methods`) `rooftune eval` would compare that cannot run here (an outside library not installed, or
     not knowing `profile`'s GPU), with why: left out of the comparison, and an error where asked for by name."""
-    return unavailable_gemm_methods(profile) if kernel == "gemm" else {}
+    return {m: why for m, why in unavailable_gemm_methods(profile).items() if m in spec.external_methods}
