@@ -84,7 +84,8 @@ class KernelSpec:
     (tuner: a tuned layer's entry in a serving engine's config table, where it has one) and `layers` (tuner: the
     scorer of an engine's tables by the layer's time, where an engine runs one entry for several of the family's
     shapes, as vLLM runs one fused-MoE config for both GEMMs). `external_methods`: the eval methods that come from an
-    outside library (an extra), left out with a note where it cannot run."""
+    outside library (an extra), left out with a note where it cannot run; `route` (roofline: its untuned route's
+    features, where a PyTorch op runs it)."""
 
     name: str
     label: str
@@ -121,6 +122,7 @@ class KernelSpec:
     table: str | None = None
     layers: str | None = None
     external_methods: tuple[str, ...] = ()
+    route: str | None = None
 
     def fold_group(self, shape) -> tuple | None:
         """What a cross-validation fold keeps together: the shape's `fold_keys` (fused MoE: its layer, as its
@@ -131,7 +133,7 @@ class KernelSpec:
 # The layer each implementation field belongs to: its path points into that layer, which alone resolves it.
 IMPLEMENTATION_LAYERS = {"module": "kernels", "model": "roofline", "features": "roofline", "bench": "kernels",
                          "jobs": "kernels", "report": "eval", "backfill": "eval", "eval_methods": "tuner",
-                         "table": "tuner", "layers": "tuner"}
+                         "table": "tuner", "layers": "tuner", "route": "roofline"}
 
 
 def load_implementation(path: str):
@@ -153,7 +155,7 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.tuner.search.methods:gemm_eval_methods", extras=gemm_baseline_extras,
         aliases=gemm_baseline_aliases, runtime_params=("GROUP_M",), probe_file="gemm_probe.csv.gz",
         ops="matmul, rooftune.linear", backfill="rooftune.eval.sweeping.backfill:backfill_gemm",
-        external_methods=("tpe", "nvmmh"),
+        external_methods=("tpe", "nvmmh"), route="rooftune.roofline.route:GEMM_ROUTE",
         table="rooftune.tuner.llm.tables:gemm_table_entry"),
     "attention": KernelSpec(
         "attention", "attention", AttentionShape, parse_attention_shape, ("dtype",), "1x32x4096x128", "BxHxSxD[xKV]",
@@ -165,7 +167,8 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.kernels.harness.prebuild:attention_jobs", "rooftune.eval.scoring.reports:ATTENTION_REPORT",
         "rooftune.tuner.search.methods:attention_eval_methods", header_optional=("kv_heads",),
         probe_file="attention_probe.csv.gz", ops="attention",
-        backfill="rooftune.eval.sweeping.backfill:backfill_attention_routes"),
+        backfill="rooftune.eval.sweeping.backfill:backfill_attention_routes",
+        route="rooftune.roofline.route:ATTENTION_ROUTE"),
     # One GEMM of a fused MoE layer (gate_up or down) at one token count, vLLM's kernel form and grid; its
     # baseline is torch's grouped GEMM over the same routed rows (kernels/harness/benches.py MoeBench).
     "moe": KernelSpec(

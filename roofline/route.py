@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import AttentionShape, GemmShape
+from rooftune.candidates import kernel_of, kernel_spec, load_implementation
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.outputs import write_atomic
 from rooftune.roofline.residual import ResidualError, shipped_residual_path, triton_release
@@ -35,16 +36,54 @@ _ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 _ALIGN_ELEMENTS = 8
 
 
+@dataclass(frozen=True)
+class RouteFeatures:
+    """A kernel family's part of the route (its registration's `route`): its shape's log2 sizes centred on the
+    middle of the lists (`logs`), its own further features (`extra`), how many elements its operands and output
+    hold (`elements`, for the roofline's floor), and the feature sets cross-validation chooses among (`grid`)."""
+
+    logs: Callable[..., dict[str, float]]
+    extra: Callable[..., dict[str, float]]
+    elements: Callable[..., int]
+    grid: tuple[tuple[str, ...], ...]
+
+
+_ROOFLINE = ("log_ideal", "log_model_over_ideal")
+_GEMM_BASE = ("log_m", "log_n", "log_k", "n_unaligned", "k_unaligned")
+_GEMM_SQUARES = ("log_m^2", "log_n^2", "log_k^2")
+_GEMM_CROSS = ("log_m*log_n", "log_m*log_k", "log_n*log_k")
+_ATTENTION_BASE = ("log_bh", "log_seq", "log_head_dim", "log_gqa")
+_ATTENTION_MORE = ("log_seq^2", "log_bh*log_seq", "log_seq*log_head_dim", "log_bh^2")
+
+GEMM_ROUTE = RouteFeatures(
+    logs=lambda s: {"log_m": math.log2(s.m) - 7.0, "log_n": math.log2(s.n) - 12.0, "log_k": math.log2(s.k) - 12.0},
+    extra=lambda s: {"n_unaligned": float(s.n % _ALIGN_ELEMENTS != 0), "k_unaligned": float(s.k % _ALIGN_ELEMENTS != 0)},
+    elements=lambda s: s.m * s.k + s.n * s.k + s.m * s.n,                                    # A, B, C
+    grid=(_GEMM_BASE, _GEMM_BASE + _GEMM_SQUARES, _GEMM_BASE + _GEMM_SQUARES + _GEMM_CROSS,
+          _GEMM_BASE + _GEMM_SQUARES + _GEMM_CROSS + _ROOFLINE, _GEMM_BASE + _ROOFLINE))
+ATTENTION_ROUTE = RouteFeatures(
+    logs=lambda s: {"log_bh": math.log2(s.batch * s.heads) - 8.0, "log_seq": math.log2(s.seq) - 10.0,
+                    "log_head_dim": math.log2(s.head_dim) - 7.0},
+    extra=lambda s: {"log_gqa": math.log2(s.heads // s.kv_heads)},
+    elements=lambda s: s.batch * s.seq * s.head_dim * (2 * s.heads + 2 * s.kv_heads),         # Q, K, V, O
+    grid=(_ATTENTION_BASE, _ATTENTION_BASE + _ATTENTION_MORE, _ATTENTION_BASE + _ATTENTION_MORE + _ROOFLINE,
+          ("log_seq", "log_head_dim") + _ROOFLINE))
+
+
+def route_part(kernel: str) -> RouteFeatures:
+    """The family's route features (its registration's `route`); ResidualError where it has none (no PyTorch op)."""
+    spec = kernel_spec(kernel)
+    if spec.route is None:
+        raise ResidualError(f"the {spec.label} family has no untuned route (no PyTorch op runs it)")
+    return load_implementation(spec.route)
+
+
 def ideal_us(shape, profile: HardwareProfile) -> float:
     """The roofline's floor in µs: max(FLOPs / tensor peak, bytes moved once / DRAM bandwidth); the bytes are
-    the operands read and the output written (GEMM: A, B, C; attention: Q, K, V, O)."""
+    the operands read and the output written (the family's `elements`)."""
     size = _ELEMENT_BYTES.get(shape.dtype, 2)
-    if isinstance(shape, GemmShape):
-        elements = shape.m * shape.k + shape.n * shape.k + shape.m * shape.n
-    else:
-        elements = shape.batch * shape.seq * shape.head_dim * (2 * shape.heads + 2 * shape.kv_heads)
     flops_us = shape.flops / (profile.tensor_tflops(shape.dtype) * 1e6)
-    bytes_us = elements * size / (profile.dram_bw_gbps * 1e3)
+    bytes_us = route_part(kernel_of(shape).name).elements(shape) * size / (profile.dram_bw_gbps * 1e3)
     return max(flops_us, bytes_us)
 
 
@@ -60,19 +99,9 @@ def _crossed(logs: dict[str, float]) -> dict[str, float]:
 def route_features(shape, pick_model_us: float, profile: HardwareProfile) -> dict[str, float]:
     """Every feature a route may use, by name, for `shape` whose zero-trial pick the model puts at
     `pick_model_us` µs on `profile`."""
-    if isinstance(shape, GemmShape):
-        logs = {"log_m": math.log2(shape.m) - 7.0, "log_n": math.log2(shape.n) - 12.0,
-                "log_k": math.log2(shape.k) - 12.0}
-        extra = {"n_unaligned": float(shape.n % _ALIGN_ELEMENTS != 0),
-                 "k_unaligned": float(shape.k % _ALIGN_ELEMENTS != 0)}
-    elif isinstance(shape, AttentionShape):
-        logs = {"log_bh": math.log2(shape.batch * shape.heads) - 8.0, "log_seq": math.log2(shape.seq) - 10.0,
-                "log_head_dim": math.log2(shape.head_dim) - 7.0}
-        extra = {"log_gqa": math.log2(shape.heads // shape.kv_heads)}
-    else:
-        raise ResidualError(f"no route features for a {type(shape).__name__}")
+    part = route_part(kernel_of(shape).name)
     floor = ideal_us(shape, profile)
-    return {**_crossed(logs), **extra, "log_ideal": math.log(floor),
+    return {**_crossed(part.logs(shape)), **part.extra(shape), "log_ideal": math.log(floor),
             "log_model_over_ideal": math.log(max(pick_model_us, 1e-9) / floor)}
 
 

@@ -18,7 +18,7 @@ from rooftune.eval.datasets.readers import load_records
 from rooftune.eval.scoring.metrics import versus_library
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.residual import triton_release
-from rooftune.roofline.route import Route, route_features
+from rooftune.roofline.route import Route, route_features, route_part
 from rooftune.tuner.cache import residual_digest
 from rooftune.tuner.fitting import refuse_held_out
 from rooftune.tuner.routing import LOW, zero_trial
@@ -27,18 +27,6 @@ FOLDS = 5
 CV_SEEDS = (0, 1, 2)
 ALPHA_GRID = (0.3, 3.0, 30.0)
 MARGIN_GRID = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3)
-_GEMM_BASE = ("log_m", "log_n", "log_k", "n_unaligned", "k_unaligned")
-_GEMM_SQUARES = ("log_m^2", "log_n^2", "log_k^2")
-_GEMM_CROSS = ("log_m*log_n", "log_m*log_k", "log_n*log_k")
-_ATTENTION_BASE = ("log_bh", "log_seq", "log_head_dim", "log_gqa")
-_ATTENTION_MORE = ("log_seq^2", "log_bh*log_seq", "log_seq*log_head_dim", "log_bh^2")
-_ROOFLINE = ("log_ideal", "log_model_over_ideal")
-FEATURE_GRID = {
-    "gemm": (_GEMM_BASE, _GEMM_BASE + _GEMM_SQUARES, _GEMM_BASE + _GEMM_SQUARES + _GEMM_CROSS,
-             _GEMM_BASE + _GEMM_SQUARES + _GEMM_CROSS + _ROOFLINE, _GEMM_BASE + _ROOFLINE),
-    "attention": (_ATTENTION_BASE, _ATTENTION_BASE + _ATTENTION_MORE, _ATTENTION_BASE + _ATTENTION_MORE + _ROOFLINE,
-                  ("log_seq", "log_head_dim") + _ROOFLINE),
-}
 
 
 @dataclass(frozen=True)
@@ -98,7 +86,7 @@ def routed_ratios(rows: list[RouteRow], keep_kernel) -> np.ndarray:
 def cv_table(rows: list[RouteRow], kernel: str) -> list[dict]:
     """Every (features, alpha, margin) setting with its held-back figure, averaged over the CV seeds."""
     table = []
-    for features in FEATURE_GRID[kernel]:
+    for features in route_part(kernel).grid:
         for alpha in ALPHA_GRID:
             gains = held_back_gains(rows, features, alpha)
             for margin in MARGIN_GRID:

@@ -15,7 +15,7 @@ from rooftune.eval.datasets.format import read_shape, to_records
 from rooftune.eval.scoring.metrics import versus_library
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline.residual import ResidualError
-from rooftune.roofline.route import Route, load_route, route_from_dict, route_to_dict
+from rooftune.roofline.route import Route, load_route, route_from_dict, route_part, route_to_dict
 from rooftune.tuner import route_fit
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.evaluation import op_versus_library
@@ -146,7 +146,7 @@ def test_the_op_versus_library_figure_on_a_tiny_dataset():
 def test_the_cv_chooses_a_margin_that_never_loses_on_a_held_back_shape():
     """Rows whose gain is a step in log_m, the other features noise: the chosen setting loses on none."""
     rng = np.random.default_rng(0)
-    names = {n for features in route_fit.FEATURE_GRID["gemm"] for n in features}
+    names = {n for features in route_part("gemm").grid for n in features}
     rows = []
     for i in range(60):
         log_m = rng.uniform(-7, 7)
