@@ -33,7 +33,7 @@ SIZES = {1: 33, 2: 50, 4: 36, 8: 40}
 @pytest.mark.parametrize("align_k", sorted(SIZES))
 def test_every_alignment_class(layout, align_n, align_k):
     shape = GemmShape(9, SIZES[align_n], SIZES[align_k], layout=layout, dtype="fp16")
-    assert alignments(layout, shape.n, shape.k, gemm_module._shape_strides(shape)) == (align_n, align_k)
+    assert alignments(layout, shape.n, shape.k, gemm_module.shape_strides(shape)) == (align_n, align_k)
     a, b = make_inputs(shape, DEVICE, seed=align_n * 16 + align_k)
     ref = reference(a, b, layout)
     for config in (cfg(), cfg(split_k=2, bk=16)):
@@ -78,7 +78,7 @@ def test_specialization_key_follows_the_alignment_classes():
     assert key(GemmShape(8, 1, 64)) != key(GemmShape(8, 3, 64))
     assert key(GemmShape(8, 3, 64)) == key(GemmShape(8, 5, 64))
     # A GemmShape stops N and K below 2**23 (candidates/shapes.py), so int64 only by the class itself.
-    assert gemm_module._int_class(2**31 + 4) == "i64" and gemm_module._int_class(2**31 - 1) == "i32"
+    assert gemm_module.int_class(2**31 + 4) == "i64" and gemm_module.int_class(2**31 - 1) == "i32"
 
 
 class _Recorder:
