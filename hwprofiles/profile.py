@@ -83,6 +83,9 @@ _INT_FIELDS = {"sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_pe
 _FLOAT_FIELDS = {"sm_clock_mhz", "mem_clock_mhz", "dram_bw_gbps", "l2_bw_gbps", "bf16_tflops",
                  "fp16_tflops", "tf32_tflops", "fp32_tflops", "launch_overhead_us", "l2_latency_ns",
                  "dram_latency_ns", "mma_latency_clocks", "fp8_tflops"}
+# Above this no field of any GPU's profile lies (the largest, l2_bytes, is ~1e8 today); larger numbers are a typo
+# or a unit slip, and near float's range they overflow the model's arithmetic to inf.
+PLAUSIBLE_LIMIT = 1e12
 _OPTIONAL = ("fp8_tflops",)  # numbers a profile may lack (a GPU without FP8 matrix units); None when absent
 _REQUIRED = [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in ("sources", "meta", *_OPTIONAL)]
 
@@ -111,12 +114,16 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
                 raise ProfileError(f"{origin}: field {key!r} must be an integer, got {value!r}")
             if value <= 0:
                 raise ProfileError(f"{origin}: field {key!r} must be positive, got {value}")
+            if value > PLAUSIBLE_LIMIT:
+                raise ProfileError(f"{origin}: field {key!r} is implausibly large ({value:g} > {PLAUSIBLE_LIMIT:g})")
         elif key in _FLOAT_FIELDS:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ProfileError(f"{origin}: field {key!r} must be a number, got {value!r}")
             value = float(value)
             if not (math.isfinite(value) and value > 0):  # JSON's Infinity and NaN parse as floats
                 raise ProfileError(f"{origin}: field {key!r} must be positive and finite, got {value}")
+            if value > PLAUSIBLE_LIMIT:
+                raise ProfileError(f"{origin}: field {key!r} is implausibly large ({value:g} > {PLAUSIBLE_LIMIT:g})")
         kwargs[key] = value
     for key in ("sources", "meta"):
         value = data.get(key, {})

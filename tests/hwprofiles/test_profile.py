@@ -37,6 +37,8 @@ def _h200_dict():
     ("dram_bw_gbps", "fast", "'dram_bw_gbps' must be a number"),
     ("bf16_tflops", 0, "'bf16_tflops' must be positive"),
     ("compute_capability", [9], "compute_capability"),
+    ("bf16_tflops", 1e308, "'bf16_tflops' is implausibly large (1e+308"),  # finite, but the model overflows to inf
+    ("l2_bytes", 10**15, "'l2_bytes' is implausibly large"),
 ])
 def test_bad_field_is_named(field, value, message, tmp_path):
     data = _h200_dict()
