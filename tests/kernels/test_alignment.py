@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from compile_script import run_script
+from fakes import KernelRecorder
 from triton._utils import canonicalize_dtype
 from triton.runtime.jit import MockTensor
 
@@ -81,19 +82,6 @@ def test_specialization_key_follows_the_alignment_classes():
     assert gemm_module.int_class(2**31 + 4) == "i64" and gemm_module.int_class(2**31 - 1) == "i32"
 
 
-class _Recorder:
-    """Stands in for a Triton kernel: records the arguments of `warmup` and of a launch."""
-
-    def __init__(self):
-        self.calls = []
-
-    def warmup(self, *args, grid, **kwargs):
-        self.calls.append(("warmup", args, kwargs))
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.calls.append(("launch", args, kwargs))
-
-
 def _binary_selectors(args, kwargs, unspecialized):
     """What Triton selects a binary by: dtypes of pointers (a tensor's, a torch dtype's or a MockTensor's,
     by Triton's canonical name), for integers the value-1 constant, divisibility by 16 and int64 (only
@@ -115,7 +103,7 @@ def _binary_selectors(args, kwargs, unspecialized):
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("layout", ["kn", "nk"])
 def test_warmup_compiles_what_a_launch_uses(monkeypatch, mnk, layout):
-    gemm_rec, reduce_rec = _Recorder(), _Recorder()
+    gemm_rec, reduce_rec = KernelRecorder(), KernelRecorder()
     monkeypatch.setattr(gemm_module, "_gemm_kernel", gemm_rec)
     monkeypatch.setattr(gemm_module, "_splitk_reduce_kernel", reduce_rec)
     monkeypatch.setattr(torch.cuda, "device", lambda device: torch.cpu.StreamContext(None))
