@@ -244,6 +244,7 @@ def test_persistent_configs_compile_to_the_binary_a_launch_selects_and_fit_the_s
         assert estimate - slack <= r["shared"] <= estimate <= h200.smem_per_block_bytes, (job, r["shared"])
 
 
+@pytest.mark.slow  # every persistent tile compiled for sm_90 (test_persistent_configs_compile_... is the quick one)
 def test_every_persistent_tile_and_warp_count_fits_the_shared_memory_rule_at_its_stage_limit(tmp_path):
     """Each persistent (BLOCK_M, BLOCK_N, num_warps) with BLOCK_K 64 on an aligned multi-wave shape, compiled for
     sm_90 at the most stages the space allows it and at one more (within the space's stages): the rule is
@@ -274,6 +275,7 @@ def test_every_persistent_tile_and_warp_count_fits_the_shared_memory_rule_at_its
         assert (r["shared"] <= h200.smem_per_block_bytes) == (c in legal), (str(c), r["shared"])
 
 
+@pytest.mark.slow  # every composite tile compiled for sm_90: ~6 s
 def test_every_composite_tile_fits_the_shared_memory_rule_at_its_stage_limit_and_binds_as_warmup_compiles(tmp_path):
     """Each composite (BLOCK_M, BLOCK_N + BLOCK_N2, num_warps) legal on 2048x1280x8192 (BLOCK_N2 > 0: two
     accumulators), compiled for sm_90 at the most stages the space allows it and at one more: the rule is exact
