@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,10 +42,10 @@ class SearchSpace:
         return f"{self.kernel}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
     def all_columns(self) -> dict[str, np.ndarray]:
-        """The full grid (legal or not) as columns."""
-        values = [v for _, v in self.grid]
-        table = np.array(list(itertools.product(*values)), dtype=np.int64)
-        return {name: table[:, i] for i, name in enumerate(self.names)}
+        """The full grid (legal or not) as columns, in itertools.product's order (the last parameter varies
+        fastest). A mesh, not a list of tuples: the GEMM grid's 192,000 rows take milliseconds, not 0.15 s."""
+        grids = np.meshgrid(*(np.asarray(v, dtype=np.int64) for _, v in self.grid), indexing="ij")
+        return {name: grid.ravel() for name, grid in zip(self.names, grids)}
 
 
 @dataclass(frozen=True)

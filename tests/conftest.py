@@ -1,6 +1,8 @@
-"""Test setup: Triton's interpreter when there is no GPU, the `gpu` marker, and ../shared lookup."""
+"""Test setup: Triton's interpreter when there is no GPU, the `gpu` marker, ../shared lookup, and the shared
+fakes (tests/fakes.py) importable by name: pytest's importlib mode puts no test folder on sys.path."""
 
 import os
+import sys
 from pathlib import Path
 
 # As the CLI does (tuner/cli/app.py): one BLAS thread for the small solves of the search and the fit.
@@ -10,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
+sys.path.append(str(REPO / "tests"))  # last: its folders (kernels, eval, ...) must shadow nothing
 
 
 def _has_cuda() -> bool:

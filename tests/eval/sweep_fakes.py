@@ -1,34 +1,14 @@
 """Tasks for the per-GPU worker processes of test_shard.py: a spawned worker imports its task by module
-name, so they live here, imported through sys.path, not in the test module."""
+name, so they live here, imported through sys.path, not in the test module; the fake device is tests/fakes.py's."""
 
 import os
-import time
 
-from rooftune.eval.datasets.format import ShapeRecords, Trial, update_manifest
+from fakes import QuickMeasurer
+
+from rooftune.eval.datasets.format import update_manifest
 from rooftune.eval.sweeping.quarantine import ContextQuarantined
 from rooftune.eval.sweeping.sweep import run_sweep
 from rooftune.hwprofiles import load_profile
-
-REPEATABILITY = {"abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003, "ratio_p90": 0.01,
-                 "best_within_1pct": True}
-
-
-class QuickMeasurer:
-    """Every config compiles and takes a time fixed by its parameters; a shape takes `shape_s` to measure."""
-
-    def __init__(self, shape_s=0.02):
-        self.shape_s = shape_s
-
-    def group_key(self, shape):
-        return shape.layout
-
-    def compile(self, jobs, timeout_s=None):
-        return {c: 0.1 for _, c in jobs}
-
-    def measure(self, shape, configs, compiled):
-        time.sleep(self.shape_s)
-        rows = tuple(Trial(c, float(c["BLOCK_M"] + c["num_stages"]), None, 0.1, 7) for c in configs)
-        return ShapeRecords(shape, rows, {"cublas": 1.0}, {"repeatability": REPEATABILITY})
 
 
 def this_gpu() -> str:

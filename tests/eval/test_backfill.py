@@ -7,6 +7,7 @@ import gzip
 import statistics
 
 import pytest
+from fakes import Killed
 from typer.testing import CliRunner
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
@@ -39,10 +40,6 @@ SHAPES = [GemmShape(1, 4096, 4096, "nk"), GemmShape(128, 768, 768, "kn"), GemmSh
 DRIFT = 1.08  # the backfill's GPU runs this much faster than during the sweep
 OUT_OF_RESOURCES = tutorial_configs()[0]  # 128x256x64, 3 stages: fails to compile in the fake
 FAILS_CHECK = tutorial_configs()[6]  # 64x32x32, 2 warps: fails the reference check in the fake
-
-
-class Killed(Exception):
-    """Stands in for the process being killed mid-shape."""
 
 
 def true_us(config) -> float:

@@ -5,12 +5,12 @@ repeatability; and the GPU measurer's context probe and compile timeout, with fa
 import json
 
 import pytest
+from fakes import Killed, steady_records
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
 from rooftune.candidates.tutorial import gemm_baseline_extras, tutorial_configs
 from rooftune.candidates.shapes import ShapeListError, load_shapes
 from rooftune.eval.datasets.format import (
-    ShapeRecords,
     Trial,
     finished_ids,
     read_dataset,
@@ -28,10 +28,6 @@ from rooftune.kernels.harness.measure import repeatability
 from rooftune.tuner.evaluation import replay_shape
 
 PROFILE = load_profile("h200")
-
-
-class Killed(Exception):
-    """Stands in for the process being killed mid-shape."""
 
 
 class FakeMeasurer:
@@ -55,13 +51,10 @@ class FakeMeasurer:
         self.measured.append(shape)
         if self.clock:
             self.clock.t += self.shape_s
-        rows = tuple(
+        return steady_records(shape, (
             Trial(c, None, f"compile: {compiled[c]}") if isinstance(compiled[c], str)
             else Trial(c, float(c["BLOCK_M"] + c["BLOCK_N"] + c["num_stages"]), None, compiled[c], 7)
-            for c in configs)
-        return ShapeRecords(shape, rows, {"cublas": 1.0}, {"repeatability": {
-            "abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003, "ratio_p90": 0.01,
-            "best_within_1pct": True}})
+            for c in configs), {"cublas": 1.0})
 
 
 SHAPES = [GemmShape(1, 4096, 4096, "nk"), GemmShape(16, 8, 4096, "nk"), GemmShape(64, 4096, 4096, "nk"),

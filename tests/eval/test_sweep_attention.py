@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
+from fakes import Killed
 
 from rooftune.candidates import ATTENTION_SPACE, KERNELS, AttentionShape, legal_configs
 from rooftune.eval.datasets.format import (
@@ -30,10 +31,6 @@ PROFILE = load_profile("h200")
 SHAPES = [AttentionShape(1, 2, 64, 64), AttentionShape(2, 8, 1024, 128), AttentionShape(1, 2, 100, 32, causal=False),
           AttentionShape(4, 32, 4096, 128), AttentionShape(1, 4, 777, 64, causal=False, dtype="fp16")]
 ILLEGAL = "run failed: AcceleratorError: CUDA error: an illegal memory access was encountered"
-
-
-class Killed(Exception):
-    """Stands in for the process being killed mid-shape."""
 
 
 class FakeAttention:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from compile_script import run_script
+from fakes import KernelRecorder
 from triton._utils import canonicalize_dtype
 from triton.runtime.jit import MockTensor
 
@@ -81,19 +82,6 @@ def test_specialization_key_follows_the_alignment_classes():
     assert gemm_module.int_class(2**31 + 4) == "i64" and gemm_module.int_class(2**31 - 1) == "i32"
 
 
-class _Recorder:
-    """Stands in for a Triton kernel: records the arguments of `warmup` and of a launch."""
-
-    def __init__(self):
-        self.calls = []
-
-    def warmup(self, *args, grid, **kwargs):
-        self.calls.append(("warmup", args, kwargs))
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.calls.append(("launch", args, kwargs))
-
-
 def _binary_selectors(args, kwargs, unspecialized):
     """What Triton selects a binary by: dtypes of pointers (a tensor's, a torch dtype's or a MockTensor's,
     by Triton's canonical name), for integers the value-1 constant, divisibility by 16 and int64 (only
@@ -115,7 +103,7 @@ def _binary_selectors(args, kwargs, unspecialized):
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("layout", ["kn", "nk"])
 def test_warmup_compiles_what_a_launch_uses(monkeypatch, mnk, layout):
-    gemm_rec, reduce_rec = _Recorder(), _Recorder()
+    gemm_rec, reduce_rec = KernelRecorder(), KernelRecorder()
     monkeypatch.setattr(gemm_module, "_gemm_kernel", gemm_rec)
     monkeypatch.setattr(gemm_module, "_splitk_reduce_kernel", reduce_rec)
     monkeypatch.setattr(torch.cuda, "device", lambda device: torch.cpu.StreamContext(None))
@@ -256,6 +244,7 @@ def test_persistent_configs_compile_to_the_binary_a_launch_selects_and_fit_the_s
         assert estimate - slack <= r["shared"] <= estimate <= h200.smem_per_block_bytes, (job, r["shared"])
 
 
+@pytest.mark.slow  # every persistent tile compiled for sm_90 (test_persistent_configs_compile_... is the quick one)
 def test_every_persistent_tile_and_warp_count_fits_the_shared_memory_rule_at_its_stage_limit(tmp_path):
     """Each persistent (BLOCK_M, BLOCK_N, num_warps) with BLOCK_K 64 on an aligned multi-wave shape, compiled for
     sm_90 at the most stages the space allows it and at one more (within the space's stages): the rule is
@@ -286,6 +275,7 @@ def test_every_persistent_tile_and_warp_count_fits_the_shared_memory_rule_at_its
         assert (r["shared"] <= h200.smem_per_block_bytes) == (c in legal), (str(c), r["shared"])
 
 
+@pytest.mark.slow  # every composite tile compiled for sm_90: ~6 s
 def test_every_composite_tile_fits_the_shared_memory_rule_at_its_stage_limit_and_binds_as_warmup_compiles(tmp_path):
     """Each composite (BLOCK_M, BLOCK_N + BLOCK_N2, num_warps) legal on 2048x1280x8192 (BLOCK_N2 > 0: two
     accumulators), compiled for sm_90 at the most stages the space allows it and at one more: the rule is exact

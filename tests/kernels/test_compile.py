@@ -63,6 +63,7 @@ def test_one_pool_serves_every_batch():
     assert set(second.values()) <= set(first.values())  # the same two worker processes
 
 
+@pytest.mark.slow  # waits out its timeouts (5 s, 2 s)
 def test_a_hung_worker_times_out_and_the_next_batch_gets_a_fresh_pool():
     hung, ok = Config.make(4, 3, BLOCK_M=128), Config.make(4, 3, BLOCK_M=32)
     with CompilePool(pid_warmup, workers=2, device="cpu") as pool:

@@ -38,7 +38,7 @@ def assert_matches(shape: GemmShape, config: Config, seed: int = 0) -> torch.Ten
 
 
 # (M, N, K): ones, primes, sizes just over a block, and K with fewer blocks than splits.
-ODD_SHAPES = [(1, 1, 1), (7, 33, 100), (100, 7, 33), (33, 100, 7)]
+ODD_SHAPES = [(1, 1, 1), (7, 33, 100), (100, 7, 33), pytest.param((33, 100, 7), marks=pytest.mark.slow)]  # the slowest
 SPLIT_GROUP = [(1, 1), (2, 8), (4, 1)]
 
 
@@ -386,7 +386,8 @@ def test_composite_bf16_on_gpu(layout, config, mnk):
 # --- split-K summed in the GEMM kernel (FIXUP = 1: the last split to arrive sums the partials) ---------
 
 @pytest.mark.parametrize("layout", ["kn", "nk"])
-@pytest.mark.parametrize("mnk", [(7, 33, 100), (1, 1, 1), (33, 100, 70)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("mnk", [(7, 33, 100), (1, 1, 1), pytest.param((33, 100, 70), marks=pytest.mark.slow)],
+                         ids=lambda s: "x".join(map(str, s)))  # 33x100x70: 1-2 s a case in the interpreter
 @pytest.mark.parametrize("split_k", [2, 3])
 @pytest.mark.parametrize("load", [{}, {"TMA": 1}], ids=["pointers", "tma"])
 def test_fixup_sums_the_splits_in_the_kernel_as_the_reduction_kernel_does(layout, mnk, split_k, load):

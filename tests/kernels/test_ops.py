@@ -149,6 +149,7 @@ class TinyBlock(torch.nn.Module):
         return rooftune.attention(q, q, q).transpose(1, 2).reshape(b, s, d)
 
 
+@pytest.mark.slow  # Inductor compiles: 5-20 s
 def test_torch_compile_keeps_the_ops():
     # Inductor compiles the module around the two opaque custom ops; on the CPU they then run in
     # Triton's interpreter. No grad: the backward graph would double the compile time of this test.

@@ -68,6 +68,7 @@ def demanding(configs, estimate, tile) -> list:
     return out
 
 
+@pytest.mark.slow  # ~20 configs compiled per GPU through ptxas: ~20 s each (the H200's own: test_alignment.py)
 @pytest.mark.parametrize("profile_name, arch", [("a100_sxm4_80gb", 80), ("b200", 100)])
 def test_legal_gemm_and_attention_configs_compile_for_the_gpu_and_fit_its_shared_memory(tmp_path, profile_name, arch):
     profile = load_profile(profile_name)

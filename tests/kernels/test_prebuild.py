@@ -160,6 +160,7 @@ def test_cli_errors(tmp_path, capsys):
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow  # three prebuilds and a CLI build through ptxas: ~8 s
 def test_a_binary_over_the_gpus_shared_memory_is_a_failure_with_its_bytes(tmp_path, capsys):
     """It would not launch on that GPU: prebuild records it (the binary is still cached), the CLI checks
     against the profile's per-block limit and says so, and not where --arch names another architecture."""

@@ -1,4 +1,4 @@
-"""`rooftune` with the fake device of tests/eval/sweep_fakes.py in place of a GPU: what the cluster recipe's
+"""`rooftune` with the fake device of tests/fakes.py in place of a GPU: what the cluster recipe's
 shards run in its tests (tests/scripts/test_cluster_recipe.py in-process; test_ray_cluster.py as the command
 `python3 fake_rooftune.py sweep ...` that each Ray task starts).
 
@@ -21,7 +21,7 @@ from script_module import load_script
 from rooftune.candidates import KERNELS, shape_id
 from rooftune.eval.sweeping import sweep
 
-FAKES = load_script("tests/eval/sweep_fakes.py")
+FAKES = load_script("tests/fakes.py")
 ORPHAN_WAIT_S = 60.0  # how long the killer waits to be killed with its worker before measuring on
 
 

@@ -45,6 +45,7 @@ def test_tune_runs_each_layer_once_and_keeps_its_table(monkeypatch, tmp_path):
     assert run["table"] == {"1": {"BLOCK_SIZE_M": 16}}
 
 
+@pytest.mark.slow  # reads and scores the MoE training set twice: 6-13 s
 def test_a_table_of_each_m_s_recorded_best_scores_one_on_its_gemm():
     records = live.layer_records(readers.load_records(TRAIN), LAYER)
     assert len(records) == 36  # 18 token counts x 2 GEMMs

@@ -21,6 +21,7 @@ from rooftune.eval.datasets.format import finished_ids, read_manifest
 from rooftune.tuner.cli.app import app
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # a Ray cluster starts: ~25 s (test_cluster_recipe.py runs the recipe in-process)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,6 @@
-"""A synthetic recorded shape for CPU tests of the tuner: every legal config 'measured' at its predicted
-time times a deterministic per-config factor (so the model's first is not always the best)."""
+"""The tuner tests' fakes: a synthetic recorded shape (every legal config 'measured' at its predicted time times a
+deterministic per-config factor, so the model's first is not always the best), a GPU that measures any shape so,
+and the live measurer replaced by one."""
 
 import zlib
 
@@ -7,6 +8,7 @@ import pytest
 
 from rooftune.candidates import Trial, configs_to_columns, kernel_of, legal_configs
 from rooftune.candidates.records import ShapeRecords
+from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.roofline import predict
 
 
@@ -31,14 +33,37 @@ class CountingMeasurer:
     """A measurer over records that remembers every batch it was asked for."""
 
     def __init__(self, records):
-        from rooftune.eval.scoring.replay import RecordedMeasurer
-
         self.inner = RecordedMeasurer(records)
         self.batches = []
 
     def measure(self, shape, configs):
         self.batches.append(list(configs))
         return self.inner.measure(shape, configs)
+
+
+class SyntheticGpu:
+    """Any shape 'measured' as its synthetic records, the configs `failing(shape)` names failing their check; the
+    library's time fixed; every batch kept (`batches`, and `shapes` in the order first measured)."""
+
+    compile_s = 0.0
+
+    def __init__(self, profile, baseline_us=50.0, failing=None):
+        self.profile, self.library_us, self.failing = profile, baseline_us, failing
+        self.recorded, self.shapes, self.batches = {}, [], []
+
+    def measure(self, shape, configs):
+        self.batches.append((shape, list(configs)))
+        if shape not in self.recorded:
+            failing = set(self.failing(shape)) if self.failing else ()
+            self.recorded[shape] = RecordedMeasurer(synthetic_records(shape, self.profile, failing))
+            self.shapes.append(shape)
+        return self.recorded[shape].measure(shape, configs)
+
+    def baseline_us(self):
+        return self.library_us
+
+    def measured(self, shape) -> set:
+        return {c for s, batch in self.batches if s == shape for c in batch}
 
 
 @pytest.fixture
@@ -51,6 +76,12 @@ def synthetic():
 def counting():
     """CountingMeasurer(records)"""
     return CountingMeasurer
+
+
+@pytest.fixture
+def synthetic_gpu():
+    """SyntheticGpu(profile, baseline_us=50.0, failing=None)"""
+    return SyntheticGpu
 
 
 @pytest.fixture

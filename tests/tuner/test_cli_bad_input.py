@@ -2,10 +2,10 @@
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
+from fakes import cli_error, heldout_copy
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
@@ -13,8 +13,6 @@ from rooftune.eval.datasets.readers import load_records
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
-# The committed held-out GEMM data of the current space.
-HELDOUT = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "heldout"
 
 
 def _config(space, **override) -> str:
@@ -23,24 +21,7 @@ def _config(space, **override) -> str:
 
 
 def _bad_input(args: list[str], *fields: str) -> str:
-    result = runner.invoke(app, args)
-    text = " ".join(result.output.split())
-    assert result.exit_code == 2, result.output
-    assert "error:" in text and "Traceback" not in text and result.exception is None or isinstance(
-        result.exception, SystemExit), result.output
-    for field in fields:
-        assert field in text, text
-    return text
-
-
-def _dataset(tmp_path: Path, shapes: int = 2) -> Path:
-    """A copy of the first `shapes` shape files of the committed held-out dataset, with its manifest."""
-    root = tmp_path / "ds"
-    (root / "shapes").mkdir(parents=True)
-    shutil.copy(HELDOUT / "manifest.json", root / "manifest.json")
-    for path in sorted((HELDOUT / "shapes").glob("*.csv.gz"))[:shapes]:
-        shutil.copy(path, root / "shapes" / path.name)
-    return root
+    return cli_error(runner.invoke(app, args), *fields)
 
 
 @pytest.mark.parametrize("kernel, override, field", [
@@ -93,7 +74,7 @@ def test_shape_over_the_size_limit(kernel, shape, field):
 
 
 def test_damaged_shape_file_in_a_dataset_folder(tmp_path):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path, 2)
     victim = sorted((root / "shapes").iterdir())[0]
     victim.write_bytes(victim.read_bytes()[:300])
     for args in (["eval", "gemm", "--data", str(root), "--budget", "5"], ["report", "gemm", "--data", str(root)]):
@@ -101,7 +82,7 @@ def test_damaged_shape_file_in_a_dataset_folder(tmp_path):
 
 
 def test_shape_file_with_wrong_columns(tmp_path):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path, 2)
     victim = sorted((root / "shapes").iterdir())[0]
     header, _, rest = gzip.decompress(victim.read_bytes()).decode().partition("\n")
     victim.write_bytes(gzip.compress(f"{header}\nBLOCK_M,time_us\n64,1.0\n".encode()))
@@ -124,7 +105,7 @@ def test_probe_with_a_bad_value_names_the_file(tmp_path):
 
 def _output_options(tmp_path: Path) -> list[tuple[list[str], str]]:
     """(a command before its output option, the option) for every command that writes a file."""
-    root = _dataset(tmp_path, shapes=1)
+    root = heldout_copy(tmp_path, shapes=1)
     shapes = tmp_path / "s.json"
     shapes.write_text(json.dumps([{"m": 64, "n": 64, "k": 64}]))
     return [(["eval", "gemm", "--data", str(root), "--budget", "2"], "--json"),
@@ -202,7 +183,7 @@ def test_profile_with_a_string_capability_and_a_folder(tmp_path):
 
 
 def test_eval_warns_when_the_profile_is_not_the_data_gpu(tmp_path):
-    root = _dataset(tmp_path, shapes=1)
+    root = heldout_copy(tmp_path, shapes=1)
     result = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "2", "--gpu", "b200"])
     text = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
@@ -258,7 +239,7 @@ def test_eval_without_gpu_scores_on_the_profile_the_data_name(tmp_path):
 
 def test_fit_without_gpu_refuses_a_gpu_no_profile_fits(tmp_path):
     """A fit writes the residual as the profile's: a default the data contradict would overwrite the wrong one."""
-    root = _dataset(tmp_path, shapes=1)
+    root = heldout_copy(tmp_path, shapes=1)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["gpu_profile"], manifest["shapes_file"] = "RTX 9090", "shapes_train.json"
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -282,7 +263,7 @@ def _set_value(path: Path, row: int, column: str, value: str) -> None:
 def test_a_dataset_time_that_is_not_finite_and_positive_is_refused_naming_file_and_row(tmp_path, value):
     """A negative time ended eval, report and fit in a math domain error; NaN gave a silent nan mean and a fit
     on fewer shapes. Every command refuses the damaged file, naming it, the row and the column."""
-    root = _dataset(tmp_path, shapes=2)
+    root = heldout_copy(tmp_path, shapes=2)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["shapes_file"] = "shapes_train.json"  # fit reads training data only
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -295,7 +276,7 @@ def test_a_dataset_time_that_is_not_finite_and_positive_is_refused_naming_file_a
 
 
 def test_report_says_none_for_a_group_without_shapes(tmp_path):
-    root = _dataset(tmp_path, shapes=1)  # no shape list beside it: no decode, prefill or random shapes
+    root = heldout_copy(tmp_path, shapes=1)  # no shape list beside it: no decode, prefill or random shapes
     result = runner.invoke(app, ["report", "gemm", "--data", str(root), "--no-rows",
                                  "--json", str(tmp_path / "r.json")])
     text = " ".join(result.output.split())
@@ -308,7 +289,7 @@ def test_report_says_none_for_a_group_without_shapes(tmp_path):
 def test_eval_caps_a_budget_larger_than_the_space_and_says_so(tmp_path):
     """`eval --budget 100000` on 5 shapes ran 509 s with no word: a budget past the largest space measures
     nothing more, so it is replayed at the space's size, with a warning."""
-    root = _dataset(tmp_path, shapes=2)
+    root = heldout_copy(tmp_path, shapes=2)
     largest = max(len(r.candidate_configs()) for r in load_records(root))
     result = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "100000", "--methods", "model",
                                  "--json", str(tmp_path / "e.json")])

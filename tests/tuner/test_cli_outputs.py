@@ -1,45 +1,23 @@
 """Outputs that fail only when written (a full disk, /proc, a device): every command that writes says which
 path and why (exit 2, no traceback), leaves no partial or temporary file, and still writes its other outputs."""
 
-import contextlib
 import errno
 import json
 import os
-import shutil
 import stat
 from pathlib import Path
 
 import pytest
+from fakes import cli_error, heldout_copy
 from typer.testing import CliRunner
 
 from rooftune.candidates import GemmShape
-from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.outputs import OutputError
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
 PROFILE = load_profile("h200")
-HELDOUT = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "heldout"
-
-
-def _dataset(tmp_path: Path, shapes: int = 1) -> Path:
-    root = tmp_path / "ds"
-    (root / "shapes").mkdir(parents=True)
-    shutil.copy(HELDOUT / "manifest.json", root / "manifest.json")
-    for path in sorted((HELDOUT / "shapes").glob("*.csv.gz"))[:shapes]:
-        shutil.copy(path, root / "shapes" / path.name)
-    return root
-
-
-def _write_fails(result, *words: str) -> str:
-    text = " ".join(result.output.split())
-    assert result.exit_code == 2, result.output
-    assert "error:" in text and "Traceback" not in text, text
-    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.exception
-    for word in words:
-        assert word in text, text
-    return text
 
 
 def _unwritable(tmp_path: Path, monkeypatch, name: str) -> Path:
@@ -64,29 +42,29 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="need
 
 
 def test_report_writes_the_good_output_when_another_fails(tmp_path, monkeypatch):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     bad = _unwritable(tmp_path, monkeypatch, "t.md")
     result = runner.invoke(app, ["report", "gemm", "--data", str(root), "--json", str(tmp_path / "ok.json"),
                                  "--markdown", str(bad)])
-    _write_fails(result, "t.md: could not be written (No space left on device)")
+    cli_error(result, "t.md: could not be written (No space left on device)")
     assert json.loads((tmp_path / "ok.json").read_text())["summary"]["shapes"] == 1
     assert not bad.exists()
     _no_temporary_files(tmp_path)
 
 
 def test_eval_names_a_json_path_that_fails_at_write_time(tmp_path, monkeypatch):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     bad = _unwritable(tmp_path, monkeypatch, "e.json")
     result = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "2", "--methods", "model",
                                  "--json", str(bad)])
-    _write_fails(result, "e.json: could not be written (No space left on device)")
+    cli_error(result, "e.json: could not be written (No space left on device)")
     assert not bad.exists()
     _no_temporary_files(tmp_path)
 
 
 def test_fit_refuses_a_device_before_fitting_and_never_replaces_it(tmp_path):
     """`fit --out /dev/full` (as root) once replaced the device node with a regular file."""
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["shapes_file"] = "shapes_train.json"
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -95,7 +73,7 @@ def test_fit_refuses_a_device_before_fitting_and_never_replaces_it(tmp_path):
     for out in [str(fifo)] + (["/dev/full"] if Path("/dev/full").exists() else []):
         before = os.stat(out)
         result = runner.invoke(app, ["fit", "gemm", "--data", str(root), "--out", out])
-        _write_fails(result, f"--out {out}: is not a regular file")
+        cli_error(result, f"--out {out}: is not a regular file")
         assert "training shapes" not in result.output  # refused before the work
         after = os.stat(out)
         assert stat.S_IFMT(after.st_mode) == stat.S_IFMT(before.st_mode) and after.st_rdev == before.st_rdev
@@ -109,12 +87,12 @@ def test_fit_prints_its_figures_before_a_write_that_fails(tmp_path, monkeypatch)
 
     monkeypatch.setattr(cli_fit, "write_residual", refuse)
     monkeypatch.setattr(cli_fit, "fit_kernel", _fake_fit)
-    root = _dataset(tmp_path, shapes=2)
+    root = heldout_copy(tmp_path, shapes=2)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["shapes_file"] = "shapes_train.json"
     (root / "manifest.json").write_text(json.dumps(manifest))
     result = runner.invoke(app, ["fit", "gemm", "--data", str(root), "--out", str(tmp_path / "r.json")])
-    text = _write_fails(result, "r.json: could not be written (No space left on device)")
+    text = cli_error(result, "r.json: could not be written (No space left on device)")
     assert "CV at 20 configs: mean 0.990" in text
 
 
@@ -128,30 +106,10 @@ def _fake_fit(kernel, shapes, profile, data, progress=None):
                            cv={20: {"mean": 0.99, "p10": 0.95, "worst_decile_mean": 0.9}})
 
 
-class _Measurer:
-    """Any shape 'measured' from tests/tuner/conftest.py's synthetic records, the library at a fixed time."""
-
-    def __init__(self, synthetic):
-        self.synthetic, self.recorded, self.compile_s = synthetic, {}, 0.0
-
-    def measure(self, shape, configs):
-        if shape not in self.recorded:
-            self.recorded[shape] = RecordedMeasurer(self.synthetic(shape, PROFILE))
-        return self.recorded[shape].measure(shape, configs)
-
-    def baseline_us(self):
-        return 50.0
-
-
 @pytest.fixture
-def live(monkeypatch, synthetic):
-    from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels.harness import live
-
-    measurer = _Measurer(synthetic)
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
-    return measurer
+def live(synthetic_gpu, live_from):
+    """Any shape 'measured' from tests/tuner/conftest.py's synthetic records, the library at a fixed time."""
+    return live_from(synthetic_gpu(PROFILE, 50.0), baseline_us=50.0)
 
 
 def test_tune_keeps_its_result_when_the_cache_cannot_be_written(tmp_path, monkeypatch, live):
@@ -159,7 +117,7 @@ def test_tune_keeps_its_result_when_the_cache_cannot_be_written(tmp_path, monkey
     out = tmp_path / "r.json"
     result = runner.invoke(app, ["tune", "gemm", "--shape", "256x512x1024", "--gpu", "h200", "--budget", "3",
                                  "--cache", str(cache), "--json", str(out)])
-    text = _write_fails(result, "not stored in the cache", "cache.json: could not be written (No space left")
+    text = cli_error(result, "not stored in the cache", "cache.json: could not be written (No space left")
     assert "winner (*)" in text and json.loads(out.read_text())["winner"]
     assert not cache.exists()
     _no_temporary_files(tmp_path)
@@ -169,7 +127,7 @@ def test_tune_names_a_json_path_that_fails_at_write_time(tmp_path, monkeypatch, 
     bad = _unwritable(tmp_path, monkeypatch, "r.json")
     result = runner.invoke(app, ["tune", "gemm", "--shape", "256x512x1024", "--gpu", "h200", "--budget", "3",
                                  "--cache", str(tmp_path / "c.json"), "--json", str(bad)])
-    text = _write_fails(result, "r.json: could not be written (No space left on device)")
+    text = cli_error(result, "r.json: could not be written (No space left on device)")
     assert "winner (*)" in text and not bad.exists()
     assert json.loads((tmp_path / "c.json").read_text())["entries"]  # the cache is another output: written
 
@@ -181,7 +139,7 @@ def test_tune_model_writes_every_table_it_can_and_names_the_others(tmp_path, liv
     (out / "N=3584,K=3584,device_name=NVIDIA_H200.json").write_text("[not a table")
     result = runner.invoke(app, ["tune", "model", "--config", "qwen2.5-7b", "--batch", "8", "--budget", "3",
                                  "--cache", "none", "--out", str(out)], env={"COLUMNS": "100"})
-    text = _write_fails(result, "2 of 7 outputs not written",
+    text = cli_error(result, "2 of 7 outputs not written",
                         "N=4608,K=3584,device_name=NVIDIA_H200.json: not a config table to add to ([Errno 21] Is a",
                         "N=3584,K=3584,device_name=NVIDIA_H200.json: not a config table")
     written = sorted(p.name for p in out.iterdir() if p.is_file())
@@ -197,7 +155,7 @@ def test_hwprobe_prints_the_profile_when_its_file_cannot_be_written(tmp_path, mo
     monkeypatch.setattr(hwprobe, "probe", lambda name=None, sms=None, log=None: PROFILE)
     bad = _unwritable(tmp_path, monkeypatch, "p.json")
     result = runner.invoke(app, ["hwprobe", "--out", str(bad)])
-    text = _write_fails(result, "p.json: could not be written (No space left on device)")
+    text = cli_error(result, "p.json: could not be written (No space left on device)")
     assert '"sm_count": 132' in text and not bad.exists()
 
 
@@ -213,7 +171,7 @@ def test_every_shape_gets_its_own_cache_error_in_a_model_tune(tmp_path, monkeypa
 
 
 def test_a_device_or_pipe_is_refused_before_the_work_by_every_command(tmp_path):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     for args, option in [(["eval", "gemm", "--data", str(root), "--budget", "2"], "--json"),
@@ -223,7 +181,7 @@ def test_a_device_or_pipe_is_refused_before_the_work_by_every_command(tmp_path):
                          (["tune", "gemm", "--shape", "64x64x64"], "--cache"),
                          (["hwprobe"], "--out")]:
         result = runner.invoke(app, [*args, option, str(fifo)])
-        _write_fails(result, f"{option} {fifo}: is not a regular file")
+        cli_error(result, f"{option} {fifo}: is not a regular file")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
@@ -232,7 +190,7 @@ def test_tune_model_writes_its_tables_when_the_cache_cannot_be_written(tmp_path,
     out = tmp_path / "tables"
     result = runner.invoke(app, ["tune", "model", "--config", "qwen2.5-7b", "--batch", "8", "--budget", "3",
                                  "--cache", str(cache), "--out", str(out)], env={"COLUMNS": "100"})
-    _write_fails(result, "wrote 5 GEMM tables and the report", "the tunes of 6 shapes were not stored in the cache",
+    cli_error(result, "wrote 5 GEMM tables and the report", "the tunes of 6 shapes were not stored in the cache",
                  "c.json: could not be written (No space left on device)")
     assert len(list(out.iterdir())) == 7 and not cache.exists()
     _no_temporary_files(tmp_path)

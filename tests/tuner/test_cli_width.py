@@ -1,7 +1,6 @@
 """The command line at 80 columns: every table fits without cutting a number, every option has help
 text, and the README's command table lists every option."""
 
-import contextlib
 import json
 import re
 import shutil
@@ -9,16 +8,15 @@ from pathlib import Path
 
 import pytest
 import typer.main
+from fakes import HELDOUT, heldout_copy
 from typer.testing import CliRunner
 
 from rooftune.candidates import AttentionShape, Config, kernel_of, legal_configs
 from rooftune.eval.datasets.format import ShapeRecords, Trial, write_manifest, write_shape
-from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
 
 REPO = Path(__file__).parents[2]
-HELDOUT = REPO / "datasets" / "h200" / "gemm" / "heldout"
 PROFILE = load_profile("h200")
 runner = CliRunner()
 
@@ -37,13 +35,8 @@ def run(args: list[str], columns: int = 80, code: int = 0) -> str:
 @pytest.fixture
 def gemm_dataset(tmp_path) -> Path:
     """The committed held-out shapes with the longest names (and so the widest rows), with their list."""
-    root = tmp_path / "heldout"
-    (root / "shapes").mkdir(parents=True)
-    shutil.copy(HELDOUT / "manifest.json", root / "manifest.json")
     shutil.copy(HELDOUT.parent / "shapes_heldout.json", tmp_path / "shapes_heldout.json")
-    for path in sorted((HELDOUT / "shapes").glob("*.csv.gz"), key=lambda p: -len(p.name))[:4]:
-        shutil.copy(path, root / "shapes" / path.name)
-    return root
+    return heldout_copy(tmp_path, 4, "heldout", order=lambda p: -len(p.name))
 
 
 @pytest.fixture
@@ -100,34 +93,12 @@ def test_model_commands_fit(args):
     run(args)
 
 
-class FakeGpu:
+@pytest.fixture
+def fake_gpu(synthetic_gpu, live_from):
     """Every shape 'measured' as tests/tuner/conftest.py's synthetic records, every third config failing its
     check; the library baseline at a fixed time."""
-
-    compile_s = 0.0
-
-    def __init__(self, synthetic):
-        self.synthetic, self.recorded = synthetic, {}
-
-    def measure(self, shape, configs):
-        if shape not in self.recorded:
-            failing = legal_configs(kernel_of(shape).space, shape, PROFILE).configs[::3]
-            self.recorded[shape] = RecordedMeasurer(self.synthetic(shape, PROFILE, failing=set(failing)))
-        return self.recorded[shape].measure(shape, configs)
-
-    def baseline_us(self):
-        return 1234.5
-
-
-@pytest.fixture
-def fake_gpu(synthetic, monkeypatch):
-    from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels.harness import live
-
-    gpu = FakeGpu(synthetic)
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(gpu))
-    return gpu
+    return live_from(synthetic_gpu(PROFILE, 1234.5, failing=lambda shape: legal_configs(
+        kernel_of(shape).space, shape, PROFILE).configs[::3]), baseline_us=1234.5)
 
 
 @pytest.mark.parametrize("kernel, shape", [("gemm", "512x512x512"), ("attention", "1x8x512x64")])

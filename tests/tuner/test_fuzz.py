@@ -4,20 +4,19 @@ the file, no traceback, nothing written or changed; no input blocks (a FIFO), an
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from fakes import cli_error, heldout_copy
 from typer.testing import CliRunner
 
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
 REPO = Path(__file__).parents[2]
-HELDOUT = REPO / "datasets" / "h200" / "gemm" / "heldout"
 SHIPPED_GEMM = REPO / "hwprofiles" / "residuals" / "gemm-NVIDIA_H200.json"
 AH_HEAD = ("m,k,n,mat1_dtype,mat2_dtype,mat1_stride_0,mat1_stride_1,mat2_stride_0,mat2_stride_1,mat1_iscontig,"
            "mat2_iscontig,using_tf32,choice,feedback")
@@ -31,24 +30,9 @@ def _snapshot(root: Path) -> dict:
 def _refused(tmp_path: Path, args: list[str], *words: str, env: dict | None = None) -> str:
     """Run `args`: exit 2, `error:` with every word, no traceback, no file under tmp_path written or changed."""
     before = _snapshot(tmp_path)
-    result = runner.invoke(app, args, env=env)
-    text = " ".join(result.output.split())
-    assert result.exit_code == 2, result.output
-    assert "error:" in text and "Traceback" not in text, text
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    for word in words:
-        assert word in text, text
+    text = cli_error(runner.invoke(app, args, env=env), *words)
     assert _snapshot(tmp_path) == before
     return text
-
-
-def _dataset(tmp_path: Path, shapes: int = 1, name: str = "ds") -> Path:
-    root = tmp_path / name
-    (root / "shapes").mkdir(parents=True)
-    shutil.copy(HELDOUT / "manifest.json", root / "manifest.json")
-    for path in sorted((HELDOUT / "shapes").glob("*.csv.gz"))[:shapes]:
-        shutil.copy(path, root / "shapes" / path.name)
-    return root
 
 
 def _fifo(tmp_path: Path) -> Path:
@@ -91,7 +75,7 @@ def test_a_binary_file_where_json_is_expected(tmp_path, command):
 
 
 def test_a_binary_dataset_manifest(tmp_path):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     (root / "manifest.json").write_bytes(bytes(range(256)))
     _refused(tmp_path, ["eval", "gemm", "--data", str(root), "--budget", "2"], "manifest.json", "not a text file")
 
@@ -106,7 +90,7 @@ def test_sweep_shapes_that_is_a_folder(tmp_path):
 
 @pytest.mark.parametrize("field, value", [("device", "x"), ("device", [1]), ("gpu_profile", [1]), ("kernel", 3)])
 def test_a_manifest_field_of_the_wrong_type(tmp_path, field, value):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest[field] = value
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -116,7 +100,7 @@ def test_a_manifest_field_of_the_wrong_type(tmp_path, field, value):
 
 @pytest.mark.parametrize("field, value", [("baselines_us", [1]), ("meta", [1]), ("meta", None), ("shape", [1])])
 def test_a_shape_header_field_of_the_wrong_type(tmp_path, field, value):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     victim = next((root / "shapes").iterdir())
     head, _, body = gzip.decompress(victim.read_bytes()).decode().partition("\n")
     header = json.loads(head[len("# rooftune-shape "):])
@@ -163,7 +147,7 @@ def test_eval_with_nothing_to_score(tmp_path, rows, why):
 
 
 def test_eval_on_a_gpu_where_no_recorded_config_is_legal(tmp_path):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     _refused(tmp_path, ["eval", "gemm", "--data", str(root), "--budget", "2", "--gpu", "a100_sxm4_80gb"], str(root),
              "nothing to score on NVIDIA A100", "is legal on NVIDIA A100")
 
@@ -193,7 +177,7 @@ def test_a_damaged_residual_for_explain_and_eval(tmp_path, change, words):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data))
     _refused(tmp_path, ["explain", "gemm", "--shape", "4096x4096x4096", "--residual", str(path)], "r.json", *words)
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     _refused(tmp_path, ["eval", "gemm", "--data", str(root), "--budget", "2", "--residual", str(path)], "r.json", *words)
 
 
@@ -205,7 +189,7 @@ def test_explain_moe_in_fp32():
 # --- outputs ----------------------------------------------------------------------------------------------------
 
 def test_an_output_that_is_one_of_the_inputs(tmp_path):
-    root = _dataset(tmp_path)
+    root = heldout_copy(tmp_path)
     shape_file = next((root / "shapes").iterdir())
     _refused(tmp_path, ["eval", "gemm", "--data", str(root), "--budget", "2", "--json", str(root / "manifest.json")],
              "--json", "manifest.json", f"is inside {root}")
@@ -214,7 +198,7 @@ def test_an_output_that_is_one_of_the_inputs(tmp_path):
 
 
 def _training(tmp_path: Path) -> Path:
-    root = _dataset(tmp_path, shapes=2, name="train")
+    root = heldout_copy(tmp_path, shapes=2, name="train")
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["shapes_file"] = "shapes_train.json"
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -238,7 +222,7 @@ def test_fit_refuses_another_kernels_residual_and_its_own_input(tmp_path):
 
 
 def test_fit_on_one_shape(tmp_path):
-    root = _dataset(tmp_path, shapes=1, name="one")
+    root = heldout_copy(tmp_path, shapes=1, name="one")
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["shapes_file"] = "shapes_train.json"
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -271,31 +255,15 @@ def test_tune_with_an_unusable_cache_creates_nothing(tmp_path, cache):
     assert not Path("/proc/rooftune-test").exists()
 
 
-def test_tune_moe_names_every_token_count_left_without_a_config(tmp_path, monkeypatch, synthetic):
+def test_tune_moe_names_every_token_count_left_without_a_config(tmp_path, synthetic_gpu, live_from):
     """A token count with no config (here: its configs all fail) would leave a gap in vLLM's table, which serves
     it from the nearest M held: the command says which token counts, why, exits 1 and writes no table."""
-    import contextlib
+    from rooftune.candidates import MOE_SPACE, legal_configs
+    from rooftune.hwprofiles import load_profile
 
-    from rooftune.candidates import Trial
-    from rooftune.eval.scoring.replay import RecordedMeasurer
-    from rooftune.hwprofiles import hwprobe, load_profile
-    from rooftune.kernels.harness import live
-
-    class Failing:
-        def __init__(self):
-            self.recorded = {}
-
-        def measure(self, shape, configs):
-            if shape not in self.recorded:
-                self.recorded[shape] = RecordedMeasurer(synthetic(shape, load_profile("h200")))
-            trials = self.recorded[shape].measure(shape, configs)
-            return [Trial(t.config, None, error="check: wrong") for t in trials] if shape.tokens in (16, 64) else trials
-
-        def baseline_us(self):
-            return 50.0
-
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(Failing()))
+    profile = load_profile("h200")
+    live_from(synthetic_gpu(profile, 50.0, failing=lambda shape: legal_configs(MOE_SPACE, shape, profile).configs
+                            if shape.tokens in (16, 64) else ()), baseline_us=50.0)
     result = runner.invoke(app, ["tune", "moe", "--experts", "8", "--topk", "2", "--hidden", "1024", "--intermediate",
                                  "512", "--batch", "1,16,64", "--budget", "4", "--gpu", "h200", "--gemm", "gate_up",
                                  "--cache", "none", "--out", str(tmp_path)])
@@ -322,7 +290,7 @@ def test_a_standard_output_that_cannot_be_written():
 
 def test_eval_at_a_budget_past_the_space_is_quick(tmp_path):
     """`eval --budget 1000000000` on 3 shapes: capped at the space's size, yet past 300 s in the GP's rounds."""
-    root = _dataset(tmp_path, shapes=2)
+    root = heldout_copy(tmp_path, shapes=2)
     start = time.perf_counter()
     result = runner.invoke(app, ["eval", "gemm", "--data", str(root), "--budget", "1000000000", "--methods",
                                  "rooftune", "--json", str(tmp_path / "e.json")])

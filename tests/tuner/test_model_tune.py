@@ -9,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import GemmShape
-from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.llm.shapes import load_model_config
@@ -28,26 +27,10 @@ PROFILE = load_profile("h200")
 BASELINE_US = 50.0
 
 
-class SyntheticMeasurer:
-    """Any shape, 'measured' as tests/tuner/conftest.py's synthetic records; torch's time fixed."""
-
-    def __init__(self, synthetic):
-        self.synthetic, self.recorded, self.shapes = synthetic, {}, []
-        self.compile_s = 0.0
-
-    def measure(self, shape, configs):
-        if shape not in self.recorded:
-            self.recorded[shape] = RecordedMeasurer(self.synthetic(shape, PROFILE))
-            self.shapes.append(shape)
-        return self.recorded[shape].measure(shape, configs)
-
-    def baseline_us(self):
-        return BASELINE_US
-
-
 @pytest.fixture
-def measurer(synthetic):
-    return SyntheticMeasurer(synthetic)
+def measurer(synthetic_gpu):
+    """Any shape 'measured' as tests/tuner/conftest.py's synthetic records; torch's time fixed."""
+    return synthetic_gpu(PROFILE, BASELINE_US)
 
 
 def run(measurer, tokens=(8, 64), cache=None, opened=None):
@@ -87,16 +70,16 @@ def test_a_shape_without_a_legal_config_is_skipped_not_fatal(measurer, monkeypat
     assert tuned.forward_times()[0].skipped == ("attention",)
 
 
-def test_a_second_run_tunes_nothing(measurer, tmp_path, synthetic):
+def test_a_second_run_tunes_nothing(measurer, tmp_path, synthetic_gpu):
     cache = tmp_path / "c.json"
     before = run(measurer, cache=cache)
     opened = []
-    again = run(SyntheticMeasurer(synthetic), cache=cache, opened=opened)
+    again = run(synthetic_gpu(PROFILE, BASELINE_US), cache=cache, opened=opened)
     assert again.tuned == 0 and again.cached == 12 and opened == []  # no measurer even opened
     assert [lt.result.winner for lt in again.layers if lt.result] == [lt.result.winner for lt in before.layers
                                                                       if lt.result]
     assert all(lt.result.cached for lt in again.layers if lt.result)
-    more = run(SyntheticMeasurer(synthetic), tokens=(8, 64, 512), cache=cache, opened=opened)
+    more = run(synthetic_gpu(PROFILE, BASELINE_US), tokens=(8, 64, 512), cache=cache, opened=opened)
     assert more.tuned == 6 and more.cached == 12 and opened == ["gemm", "attention"]
 
 
@@ -154,12 +137,10 @@ def test_the_report(measurer):
     assert "| 64 | **forward** |" in text and "| 8 | **forward** |" in text
 
 
-def test_cli_tune_model_end_to_end(tmp_path, monkeypatch, measurer):
-    from rooftune.hwprofiles import hwprobe
+def test_cli_tune_model_end_to_end(tmp_path, monkeypatch, measurer, live_from):
     from rooftune.kernels.harness import live
 
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
+    live_from(measurer, BASELINE_US)
     out, cache = tmp_path / "tables", tmp_path / "c.json"
     args = ["tune", "model", "--config", "qwen2.5-7b", "--batch", "8,64", "--budget", "3", "--cache", str(cache),
             "--out", str(out)]

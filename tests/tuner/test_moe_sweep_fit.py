@@ -1,13 +1,13 @@
-"""`rooftune sweep moe` (a fake device) and `rooftune fit moe` (a tiny synthetic training set): the MoE kernel's
-ground truth is swept and fitted through the same code as GEMM's and attention's."""
+"""`rooftune sweep moe` (tests/fakes.py's device) and `rooftune fit moe` (a tiny synthetic training set): the MoE
+kernel's ground truth is swept and fitted through the same code as GEMM's and attention's."""
 
 import json
 from pathlib import Path
 
+from fakes import QuickMeasurer
 from typer.testing import CliRunner
 
-from rooftune.candidates import KERNELS, MOE_SPACE, MoeShape, Trial
-from rooftune.candidates.records import ShapeRecords
+from rooftune.candidates import KERNELS, MOE_SPACE, MoeShape
 from rooftune.eval.sweeping import sweep
 from rooftune.eval.datasets.format import finished_ids, read_dataset, read_manifest, write_manifest, write_shape
 from rooftune.hwprofiles import load_profile
@@ -18,25 +18,15 @@ runner = CliRunner()
 PROFILE = load_profile("h200")
 
 
-class FakeMoeDevice:
+def moe_device():
     """Every config compiles and takes a time fixed by its parameters, beside a grouped-GEMM baseline."""
-
-    def group_key(self, shape):
-        return shape.gemm
-
-    def compile(self, jobs, timeout_s=None):
-        return {c: 0.1 for _, c in jobs}
-
-    def measure(self, shape, configs, compiled):
-        trials = tuple(Trial(c, 5.0 + c["BLOCK_SIZE_M"] / 16 + c["num_stages"] + c["GROUP_SIZE_M"] / 64, None, 0.1, 7)
-                       for c in configs)
-        return ShapeRecords(shape, trials, {"grouped_mm": 9.0},
-                            {"repeatability": {"abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003,
-                                               "ratio_p90": 0.01, "best_within_1pct": True}})
+    return QuickMeasurer(0.0, times=lambda shape, configs: [
+        5.0 + c["BLOCK_SIZE_M"] / 16 + c["num_stages"] + c["GROUP_SIZE_M"] / 64 for c in configs],
+        baselines={"grouped_mm": 9.0}, group_key=lambda shape: shape.gemm)
 
 
 def _fake_part(kernel, shapes, reporter, *, shapes_path, listed, out, profile, sms, max_minutes, workers, settings):
-    return sweep.run_sweep(shapes, out, FakeMoeDevice(), profile, kernel=KERNELS[kernel],
+    return sweep.run_sweep(shapes, out, moe_device(), profile, kernel=KERNELS[kernel],
                            manifest={"shapes_file": Path(shapes_path).name, "shapes_listed": listed},
                            max_minutes=max_minutes, reporter=reporter, device="gpu 0: fake")
 

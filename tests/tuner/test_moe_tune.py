@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import MOE_SPACE, MoeShape, ShapeError, legal_configs
 from rooftune.candidates.moe_space import group_twin
-from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import load_profile
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.llm.moe_tables import VLLM_KEYS, read_table
@@ -27,28 +26,16 @@ TOKENS = [1, 16, 256]
 BASELINE_US = 50.0
 
 
-class SyntheticMeasurer:
-    """Any shape 'measured' as tests/tuner/conftest.py's synthetic records; torch's time fixed; every batch kept."""
-
-    def __init__(self, synthetic):
-        self.synthetic, self.recorded, self.batches = synthetic, {}, []
-
-    def measure(self, shape, configs):
-        self.batches.append((shape, list(configs)))
-        if shape not in self.recorded:
-            self.recorded[shape] = RecordedMeasurer(self.synthetic(shape, PROFILE))
-        return self.recorded[shape].measure(shape, configs)
-
-    def baseline_us(self):
-        return BASELINE_US
-
-    def measured(self, shape) -> set:
-        return {c for s, batch in self.batches if s == shape for c in batch}
+@pytest.fixture
+def new_gpu(synthetic_gpu):
+    """new_gpu(failing=None): a fresh GPU measuring any shape as tests/tuner/conftest.py's synthetic records, the
+    configs `failing(shape)` names failing their check; torch's time fixed; every batch kept."""
+    return lambda failing=None: synthetic_gpu(PROFILE, BASELINE_US, failing)
 
 
 @pytest.fixture
-def measurer(synthetic):
-    return SyntheticMeasurer(synthetic)
+def measurer(new_gpu):
+    return new_gpu()
 
 
 def run(measurer, gemm="both", tokens=TOKENS, cache=None, opened=None, budget=20, residual=None, **kw):
@@ -113,7 +100,7 @@ def test_the_joint_order_is_the_summed_predicted_time(measurer):
     assert first_round == [joint[c]["gate_up"] for c in expected]
 
 
-def test_split_shares_block_size_m_per_m_and_names_both_tables(measurer):
+def test_split_shares_block_size_m_per_m_and_names_both_tables(measurer, new_gpu):
     tuned = run(measurer, "split")
     assert tuned.file_names == {"up": "E=8,N=512,device_name=NVIDIA_H200.json",
                                 "down": "E=8,N=512,device_name=NVIDIA_H200_down.json"}
@@ -124,7 +111,7 @@ def test_split_shares_block_size_m_per_m_and_names_both_tables(measurer):
         down_shape = MoeShape(*LAYER, m, gemm="down")
         assert all(c["BLOCK_SIZE_M"] == up[m]["BLOCK_SIZE_M"] for c in measurer.measured(down_shape))
     # the up table is --gemm gate_up's own, from the same cache entry
-    assert up == run(SyntheticMeasurer(measurer.synthetic), "gate_up").table()
+    assert up == run(new_gpu(), "gate_up").table()
 
 
 def test_down_alone_needs_the_up_table_and_keeps_its_block_size_m(measurer):
@@ -144,10 +131,10 @@ def MOE_SPACE_CONFIG(block_m):
     return Config.make(4, 3, BLOCK_SIZE_M=block_m, BLOCK_SIZE_N=64, BLOCK_SIZE_K=64, GROUP_SIZE_M=1)
 
 
-def test_a_shard_of_n_32_gets_a_complete_table(synthetic):
+def test_a_shard_of_n_32_gets_a_complete_table(new_gpu):
     """DeepSeek-V3's sizes at --tp 8 (N = 32): every M = 1..48 gets a config legal on both GEMMs."""
     tokens = [1, 2, 4, 8, 16, 24, 32, 48]
-    m = SyntheticMeasurer(synthetic)
+    m = new_gpu()
     tuned = tune_moe_table(256, 8, 7168, 256, tokens, PROFILE, 6, tp=8, residual=None,
                            measurer_for=lambda kernel: contextlib.nullcontext(m))
     assert tuned.intermediate == 32 and not tuned.missing and sorted(tuned.table()) == tokens
@@ -156,21 +143,21 @@ def test_a_shard_of_n_32_gets_a_complete_table(synthetic):
             shape = MoeShape(256, 8, 7168, 32, e.tokens, gemm=g)
             assert group_twin(shape, e.config) in legal_configs(MOE_SPACE, shape, PROFILE).configs
 
-def test_a_cached_table_needs_no_measurer_and_a_longer_list_resumes(measurer, synthetic, tmp_path):
+def test_a_cached_table_needs_no_measurer_and_a_longer_list_resumes(measurer, new_gpu, tmp_path):
     cache = tmp_path / "c.json"
     first = run(measurer, cache=cache, tokens=TOKENS[:2])
     assert first.tuned == 4 and first.cached == 0  # 2 GEMMs' parts of the joint search × 2 token counts
     opened = []
-    again = run(SyntheticMeasurer(synthetic), cache=cache, tokens=TOKENS[:2], opened=opened)
+    again = run(new_gpu(), cache=cache, tokens=TOKENS[:2], opened=opened)
     assert opened == [] and again.tuned == 0 and again.cached == 4
     assert again.table() == first.table() and [e.times_us for e in again.entries] == [e.times_us for e in first.entries]
-    fresh = SyntheticMeasurer(synthetic)
+    fresh = new_gpu()
     more = run(fresh, cache=cache, tokens=TOKENS, opened=opened)
     assert opened == ["moe"] and more.tuned == 2 and more.cached == 4
     assert {s.tokens for s, _ in fresh.batches} == {256}
     # --gemm split reuses --gemm gate_up's tunes: only the down GEMM is measured
-    run(SyntheticMeasurer(synthetic), "gate_up", cache=cache)
-    split = SyntheticMeasurer(synthetic)
+    run(new_gpu(), "gate_up", cache=cache)
+    split = new_gpu()
     assert run(split, "split", cache=cache).cached == 3 and {s.gemm for s, _ in split.batches} == {"down"}
 
 
@@ -184,16 +171,9 @@ def test_tensor_parallel_shards_name_the_table_and_must_divide(measurer):
         run(measurer, gemm="up")
 
 
-def test_a_token_count_whose_configs_all_fail_says_so(synthetic, tmp_path):
-    class Failing(SyntheticMeasurer):
-        def measure(self, shape, configs):
-            trials = super().measure(shape, configs)
-            if shape.tokens == 16:
-                from rooftune.candidates import Trial
-                return [Trial(t.config, None, error="check: wrong") for t in trials]
-            return trials
-
-    tuned = run(Failing(synthetic))
+def test_a_token_count_whose_configs_all_fail_says_so(new_gpu, tmp_path):
+    tuned = run(new_gpu(failing=lambda shape: legal_configs(MOE_SPACE, shape, PROFILE).configs if shape.tokens == 16
+                        else ()))
     skipped = [(e.tokens, e.skipped) for e in tuned.missing]
     assert len(skipped) == 1 and skipped[0][0] == 16 and "legal on both GEMMs failed" in skipped[0][1]
     assert sorted(tuned.table()) == [1, 256]
@@ -202,12 +182,11 @@ def test_a_token_count_whose_configs_all_fail_says_so(synthetic, tmp_path):
     assert not (tmp_path / "t.json").exists()
 
 
-def test_cli_tune_moe_writes_vllms_table(tmp_path, monkeypatch, measurer):
+def test_cli_tune_moe_writes_vllms_table(tmp_path, monkeypatch, measurer, live_from):
     from rooftune.hwprofiles import hwprobe
     from rooftune.kernels.harness import live
 
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
+    live_from(measurer, BASELINE_US)
     out, cache = tmp_path / "tables", tmp_path / "c.json"
     args = ["tune", "moe", "--experts", "8", "--topk", "2", "--hidden", "1024", "--intermediate", "1024", "--tp", "2",
             "--batch", "1,16,256", "--budget", "6", "--gpu", "h200", "--cache", str(cache), "--out", str(out)]
@@ -227,12 +206,8 @@ def test_cli_tune_moe_writes_vllms_table(tmp_path, monkeypatch, measurer):
     assert list(read_table(path)) == [1, 16, 256]  # merged with what was there
 
 
-def test_cli_tune_moe_takes_a_residual_choice(tmp_path, monkeypatch, measurer):
-    from rooftune.hwprofiles import hwprobe
-    from rooftune.kernels.harness import live
-
-    monkeypatch.setattr(hwprobe, "require_cuda", lambda: None)
-    monkeypatch.setattr(live, "live_measurer", lambda kernel, profile, **kw: contextlib.nullcontext(measurer))
+def test_cli_tune_moe_takes_a_residual_choice(tmp_path, measurer, live_from):
+    live_from(measurer, BASELINE_US)
     args = ["tune", "moe", "--experts", "8", "--topk", "2", "--hidden", "1024", "--intermediate", "512", "--batch",
             "16", "--gemm", "gate_up", "--budget", "4", "--gpu", "h200", "--cache", "none"]
     result = runner.invoke(app, [*args, "--residual", "none"], env={"COLUMNS": "140"})

@@ -6,10 +6,10 @@ import dataclasses
 import json
 import zlib
 
+from fakes import QuickMeasurer
 from typer.testing import CliRunner
 
-from rooftune.candidates import GEMM_SPACE, GemmShape, Trial, configs_to_columns, legal_configs
-from rooftune.candidates.records import ShapeRecords
+from rooftune.candidates import GEMM_SPACE, GemmShape, configs_to_columns, legal_configs
 from rooftune.candidates.shapes import load_shapes
 from rooftune.eval.sweeping import sweep
 from rooftune.eval.scoring.replay import RecordedMeasurer
@@ -30,35 +30,22 @@ def _probed():
                                meta={"gpu": "NVIDIA H200", "sm_partition": "fake, 66 of 132 SMs", "triton": "3.6.0"})
 
 
-def _trials(shape, configs, profile):
+def _times(shape, configs, profile) -> list[float]:
     """`configs` 'measured' at the model's time, each off by a fixed factor (so the model's first is not always best)."""
     times = predict(shape, configs_to_columns(configs), profile).time_us
-    return tuple(Trial(c, float(t) * (1 + zlib.crc32(str(c).encode()) % 7 / 50), None, 0.1, 7)
-                 for c, t in zip(configs, times))
+    return [float(t) * (1 + zlib.crc32(str(c).encode()) % 7 / 50) for c, t in zip(configs, times)]
+
+
+def _device(profile) -> QuickMeasurer:
+    """The sweep's compile-then-measure device (any config, the space's or an extra), answering from `_times`."""
+    return QuickMeasurer(0.0, times=lambda shape, configs: _times(shape, list(configs), profile),
+                         baselines={"cublas": 100.0})
 
 
 def _timed(shape, profile):
-    """Every legal config of the GEMM space, timed by `_trials`, as a sweep records them."""
+    """Every legal config of the GEMM space, timed by `_times`, as a sweep records them."""
     configs = legal_configs(GEMM_SPACE, shape, profile).configs
-    return ShapeRecords(shape, _trials(shape, configs, profile), {"cublas": 100.0},
-                        {"repeatability": {"abs_median": 0.004, "abs_p90": 0.01, "ratio_median": 0.003,
-                                           "ratio_p90": 0.01, "best_within_1pct": True}})
-
-
-class FakeDevice:
-    """The sweep's compile-then-measure device (any config, the space's or an extra), answering from `_trials`."""
-
-    def __init__(self, profile):
-        self.profile = profile
-
-    def group_key(self, shape):
-        return (shape.layout,)
-
-    def compile(self, jobs, timeout_s=None):
-        return {c: 0.1 for _, c in jobs}
-
-    def measure(self, shape, configs, compiled):
-        return dataclasses.replace(_timed(shape, self.profile), trials=_trials(shape, list(configs), self.profile))
+    return _device(profile).measure(shape, configs, compiled=None)
 
 
 def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch, live_from):
@@ -91,7 +78,7 @@ def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch, live_from):
 
     def fake_sweep_gemm(kernel, path, out, profile, **options):
         assert kernel == "gemm"
-        return sweep.run_sweep(load_shapes(path), out, FakeDevice(profile), profile,
+        return sweep.run_sweep(load_shapes(path), out, _device(profile), profile,
                                manifest={"sms": options.get("sms"), "device": {"triton": "3.6.0"},
                                          "shapes_file": "my_shapes.json"})
 

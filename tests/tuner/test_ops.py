@@ -246,7 +246,7 @@ print(float((y.float() - torch.nn.functional.linear(x.float(), w.float())).abs()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the program tunes for real")
-@pytest.mark.parametrize("form", ["script", "stdin"])
+@pytest.mark.parametrize("form", ["script", pytest.param("stdin", marks=pytest.mark.slow)])  # a process tuning: 3-9 s
 def test_an_unguarded_program_tuning_on_first_use_finishes(tmp_path, form):
     script = tmp_path / "model.py"
     script.write_text(UNGUARDED)

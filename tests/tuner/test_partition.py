@@ -126,6 +126,7 @@ def test_eval_scores_transfer_from_the_full_chips_data(tmp_path):
     assert missing.exit_code == 2 and "transfer needs a dataset of the same shapes" in _out(missing)
 
 
+@pytest.mark.slow  # reads the full chip's training set besides the partition's held-out: 6-15 s
 def test_replay_offers_only_what_a_live_tune_on_the_profile_would():
     """The partition's held-out GEMM data were swept under the 66-SM profile's legality; replay under the corrected
     72-SM profile leaves out each config that profile makes illegal (as `tune` there does) and keeps the rest in

@@ -66,6 +66,7 @@ def test_a_residual_that_records_no_release_refuses_none():
     assert residual.tritons == () and residual.applies_to("gemm-x", "3.9.0")
 
 
+@pytest.mark.slow  # evaluates the whole training set: 7-11 s
 def test_eval_takes_the_datasets_triton(tmp_path):
     data = tmp_path / "train"
     shutil.copytree(TRAIN, data)
