@@ -84,8 +84,7 @@ def tune_moe_cmd(
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
                                cache=cache, sms=sms, reporter=RichReporter(progress), residual=residual_ranking,
                                up_table=up_table, dtype=table_dtype.dtype, block_shape=block)
-    weights = "" if table_dtype.label == "bf16" else f", {table_dtype.label}"
-    where = f"E={experts}, top-k {topk}, hidden {hidden}, N={shard}{weights} ({gemm}) on {tuned.profile}"
+    where = _layer_label(tuned, table_dtype)
     _print_table(tuned, where + partition_label(sms, profile),
                  tuned.residual_note or chosen_note(residual, residual_ranking), gemm)
     _write_and_check(tuned, paths, layout)
@@ -100,6 +99,14 @@ def _block_shape(text: str | None) -> tuple[int, int] | None:
         fail(f"--block-shape must be two positive integers N,K (the weights' scale block, vLLM's block_shape: "
              f"128,128), got {text!r}")
     return int(parts[0]), int(parts[1])
+
+
+def _layer_label(tuned, table_dtype) -> str:
+    """'E=8, top-k 2, hidden 1024, N=512, fp8_w8a8 (both) on NVIDIA H200' (no dtype for bf16)."""
+    weights = "" if table_dtype.label == "bf16" else f", {table_dtype.label}"
+    return (f"E={tuned.experts}, top-k {tuned.topk}, hidden {tuned.hidden}, N={tuned.intermediate}{weights} "
+            f"({tuned.gemm}) on "
+            f"{tuned.profile}")
 
 
 def _checked_shard(experts: int, topk: int, hidden: int, intermediate: int, tp: int, tokens: list[int], budget: int,
