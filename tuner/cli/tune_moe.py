@@ -84,7 +84,7 @@ def tune_moe_cmd(
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
                                cache=cache, sms=sms, reporter=RichReporter(progress), residual=residual_ranking,
                                up_table=up_table, dtype=table_dtype.dtype, block_shape=block)
-    where = _layer_label(tuned, table_dtype)
+    where = _layer_label(tuned)
     _print_table(tuned, where + partition_label(sms, profile),
                  tuned.residual_note or chosen_note(residual, residual_ranking), gemm)
     _write_and_check(tuned, paths, layout)
@@ -101,9 +101,9 @@ def _block_shape(text: str | None) -> tuple[int, int] | None:
     return int(parts[0]), int(parts[1])
 
 
-def _layer_label(tuned, table_dtype) -> str:
+def _layer_label(tuned) -> str:
     """'E=8, top-k 2, hidden 1024, N=512, fp8_w8a8 (both) on NVIDIA H200' (no dtype for bf16)."""
-    weights = "" if table_dtype.label == "bf16" else f", {table_dtype.label}"
+    weights = "" if tuned.table_dtype.label == "bf16" else f", {tuned.table_dtype.label}"
     return (f"E={tuned.experts}, top-k {tuned.topk}, hidden {tuned.hidden}, N={tuned.intermediate}{weights} "
             f"({tuned.gemm}) on "
             f"{tuned.profile}")

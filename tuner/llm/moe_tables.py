@@ -3,7 +3,8 @@
 
 A table is one JSON file per (experts E, N, device), named `E={E},N={N},device_name={device}.json` (vLLM's
 `get_config_file_name` for unquantized weights; N is the intermediate size per tensor-parallel shard, vLLM's
-w2.shape[2]; the device as `get_device_name_as_file_name` writes it), mapping each token count M, a string
+w2.shape[2]; the device as `get_device_name_as_file_name` writes it; FP8 weights add `,dtype=fp8_w8a8` and, with
+128×128 block scales, `,block_shape=[128,128]`: `layer_table_name`), mapping each token count M, a string
 key, to the six keys BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages. vLLM reads
 it from `VLLM_TUNED_CONFIG_FOLDER` or its own configs/ folder and serves both GEMMs of the layer with the entry
 of the M key nearest the batch (`try_get_optimal_moe_config`). The configs are points of the MoE space
