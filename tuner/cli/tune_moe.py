@@ -63,9 +63,9 @@ def tune_moe_cmd(
     block_shape: str = typer.Option(None, "--block-shape", metavar="N,K", help=_BLOCK_HELP),
     budget: int = BUDGET_OPTION, gpu: str | None = GPU_OPTION, sms: int = SMS_OPTION, cache: str = CACHE_OPTION,
     out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the tables, in vLLM's file name and "
-                            "format (E=..,N=..,device_name=..[,dtype=fp8_w8a8[,block_shape=[128,128]]].json; the "
-                            "down table: ..._down.json), merged "
-                            "with a table already there"),
+                            "format (E=..,N=..,device_name=...json; FP8 with ,dtype=fp8_w8a8 and "
+                            ",block_shape=[128,128] before .json; the down table: ..._down.json), merged with a "
+                            "table already there"),
     layout: str = typer.Option("vllm", "--layout", help=_LAYOUT_HELP),
     residual: str = RESIDUAL_OPTION,
 ) -> None:
