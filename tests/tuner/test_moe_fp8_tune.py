@@ -120,6 +120,15 @@ def test_split_fp8_tables_share_block_size_m_and_carry_vllms_names(synthetic, tm
     assert paths == {"up": folder / (NAME + ".json"), "down": folder / (NAME + "_down.json")}
 
 
+def test_a_cached_fp8_table_needs_no_measurer(synthetic, tmp_path):
+    cache = tmp_path / "c.json"
+    for gemm in ("both", "split"):
+        first = run(SyntheticMeasurer(synthetic), gemm, (1, 16), cache=cache, block_shape=(128, 128))
+        again = run(None, gemm, (1, 16), cache=cache, block_shape=(128, 128))  # no measurer: all from the cache
+        assert (first.tuned, again.tuned, again.cached) == (4, 0, 4)
+        assert again.table() == first.table() and again.down_table() == first.down_table()
+
+
 def _fake_gpu(monkeypatch, measurer):
     from rooftune.hwprofiles import hwprobe
     from rooftune.kernels.harness import live
