@@ -20,9 +20,11 @@ from typing import TypeAlias
 from rooftune.candidates.attention_space import ATTENTION_SPACE
 from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import GEMM_SPACE
-from rooftune.candidates.moe_fp8_space import MOE_FP8_SPACE
-from rooftune.candidates.moe_space import MOE_SPACE
+from rooftune.candidates.moe_fp8_space import MOE_FP8_SPACE, fp8_twin
+from rooftune.candidates.moe_space import MOE_SPACE, group_twin
 from rooftune.candidates.shapes import (
+    FP8_BLOCK,
+    FP8_VLLM_DTYPE,
     AttentionShape,
     GemmShape,
     MoeFp8Shape,
@@ -59,6 +61,29 @@ def no_aliases(shape, recorded) -> dict[Config, Config]:
     return {}
 
 
+def same_config(shape, config: Config) -> Config:
+    return config
+
+
+@dataclass(frozen=True)
+class TableDtype:
+    """One dtype of a serving engine's layer tables (vLLM's fused-MoE config files) that a family's shapes are
+    tuned under: `dtype` the word `tune moe --dtype` takes (vLLM's `benchmark_moe.py --dtype` word for quantized
+    weights, 'fp8_w8a8'; the activations' dtype for unquantized ones, 'bf16'), `file_dtype` the one the table's file
+    name carries (vLLM's `get_config_dtype_str`: None for bf16 and fp16), `block_shape` the weights' scale block
+    ([N, K]; None for per-tensor scales or none), and `options`, the shape fields that make a shape of this dtype."""
+
+    dtype: str
+    file_dtype: str | None = None
+    block_shape: tuple[int, int] | None = None
+    options: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """'bf16', 'fp8_w8a8', 'fp8_w8a8,block_shape=[128,128]'."""
+        return self.dtype + (f",block_shape=[{self.block_shape[0]},{self.block_shape[1]}]" if self.block_shape else "")
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """One kernel family. Its data: `name` (the CLI's and the manifests' word), `label` (its name in prose),
@@ -85,7 +110,10 @@ class KernelSpec:
     scorer of an engine's tables by the layer's time, where an engine runs one entry for several of the family's
     shapes, as vLLM runs one fused-MoE config for both GEMMs). `external_methods`: the eval methods that come from an
     outside library (an extra), left out with a note where it cannot run; `route` (roofline: its untuned route's
-    features, where a PyTorch op runs it)."""
+    features, where a PyTorch op runs it). `twin(shape, config)`: the config the space holds for one the kernel runs
+    alike that its legality drops as a twin (an engine's table may name either; fused MoE: the GROUP_SIZE_M twin, FP8's
+    block BLOCK_SIZE_K too). `table_dtypes`: the dtypes of an engine's layer tables this family's shapes are tuned
+    under (`TableDtype`; `tune moe --dtype`), where it has them."""
 
     name: str
     label: str
@@ -123,6 +151,8 @@ class KernelSpec:
     layers: str | None = None
     external_methods: tuple[str, ...] = ()
     route: str | None = None
+    twin: Callable[..., Config] = same_config
+    table_dtypes: tuple[TableDtype, ...] = ()
 
     def fold_group(self, shape) -> tuple | None:
         """What a cross-validation fold keeps together: the shape's `fold_keys` (fused MoE: its layer, as its
@@ -182,7 +212,8 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.tuner.search.methods:moe_eval_methods", runtime_params=("GROUP_SIZE_M",),
         # The fused-MoE space names its tiles as vLLM does; they take the GEMM's coordinates.
         gemm_names=(("BLOCK_SIZE_M", "BLOCK_M"), ("BLOCK_SIZE_N", "BLOCK_N"), ("BLOCK_SIZE_K", "BLOCK_K")),
-        fold_keys=("experts", "topk", "hidden", "intermediate"),
+        fold_keys=("experts", "topk", "hidden", "intermediate"), twin=group_twin,
+        table_dtypes=(TableDtype("bf16", options=(("dtype", "bf16"),)), TableDtype("fp16", options=(("dtype", "fp16"),))),
         layers="rooftune.tuner.llm.moe_eval:score_tables"),
     # The same fused-MoE GEMM on FP8 e4m3 weights and activations (vLLM's `dtype=fp8_w8a8` tables), one family
     # for both scale layouts: the shape's `quant` ('w8a8' per tensor, 'block' 128×128) is data the kernel, the
@@ -199,8 +230,10 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.eval.scoring.reports:MOE_REPORT", "rooftune.tuner.search.methods:moe_fp8_eval_methods",
         runtime_params=("GROUP_SIZE_M",), dtypes=("fp8e4m3",),
         gemm_names=(("BLOCK_SIZE_M", "BLOCK_M"), ("BLOCK_SIZE_N", "BLOCK_N"), ("BLOCK_SIZE_K", "BLOCK_K")),
-        fold_keys=("experts", "topk", "hidden", "intermediate", "quant"),
-        table="rooftune.tuner.llm.moe_tables:moe_fp8_table_entry"),
+        fold_keys=("experts", "topk", "hidden", "intermediate", "quant"), twin=fp8_twin,
+        table_dtypes=(TableDtype(FP8_VLLM_DTYPE, FP8_VLLM_DTYPE, options=(("quant", "w8a8"),)),
+                      TableDtype(FP8_VLLM_DTYPE, FP8_VLLM_DTYPE, FP8_BLOCK, (("quant", "block"),))),
+        table="rooftune.tuner.llm.moe_tables:moe_fp8_table_entry", layers="rooftune.tuner.llm.moe_eval:score_tables"),
 }
 
 
@@ -267,3 +300,42 @@ def shape_header(shape) -> dict:
 def header_shape(fields: Mapping):
     """The shape a dataset header's "shape" fields rebuild (`shape_header`)."""
     return kernel_of_header(fields).shape_type(**fields)
+
+
+def table_dtype_of(shape) -> TableDtype:
+    """The engine-table dtype of `shape` (its family's `table_dtypes` entry whose options the shape holds)."""
+    spec = kernel_of(shape)
+    for t in spec.table_dtypes:
+        if all(getattr(shape, field) == value for field, value in t.options):
+            return t
+    raise UnknownKernelError(f"the {spec.name} family names no engine table dtype for {shape}")
+
+
+def layer_family(dtype: str | None = None, block_shape: tuple[int, int] | None = None) -> tuple[KernelSpec, TableDtype]:
+    """The family and table dtype of a layer tuned as `dtype` (a `TableDtype.dtype` word; None: the one whose
+    entries take `block_shape`, or the first registered without one, bf16) with the weights' scale block
+    `block_shape` (None: none, or per-tensor scales). A ShapeError for a dtype no family tunes, or a block shape that
+    dtype's space does not take (the FP8 space models 128×128 blocks only, vLLM's block_shape=[128,128])."""
+    offered = [(spec, t) for spec in KERNELS.values() for t in spec.table_dtypes]
+    words = list(dict.fromkeys(t.dtype for _, t in offered))
+    if dtype is None:
+        dtype = next((t.dtype for _, t in offered if block_shape is not None and t.block_shape == block_shape),
+                     words[0] if block_shape is None else None)
+    block = "" if block_shape is None else ",".join(map(str, block_shape))
+    if dtype is None:
+        blocks = sorted({",".join(map(str, t.block_shape)) for _, t in offered if t.block_shape})
+        raise ShapeError(f"--block-shape {block}: no tuned dtype takes that weight-scale block (only "
+                         f"{' or '.join(blocks)}, vLLM's block_shape=[128,128] of FP8 checkpoints)")
+    if dtype not in words:
+        raise ShapeError(f"--dtype must be one of {', '.join(words)}, got {dtype!r}")
+    kinds = [(spec, t) for spec, t in offered if t.dtype == dtype]
+    match = next(((spec, t) for spec, t in kinds if t.block_shape == block_shape), None)
+    if match is not None:
+        return match
+    blocks = [",".join(map(str, t.block_shape)) for _, t in kinds if t.block_shape]
+    if not blocks:
+        raise ShapeError(f"--block-shape {block}: {dtype} weights have no scale blocks (a block shape is an FP8 "
+                         f"checkpoint's: --dtype fp8_w8a8 --block-shape 128,128)")
+    raise ShapeError(f"--block-shape {block}: {dtype} layers are tuned with per-tensor scales (no --block-shape) or "
+                     f"--block-shape {' or '.join(blocks)}: the FP8 space's block rule and its kernel's scale "
+                     f"layout are those of vLLM's block_shape=[128,128]")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from rooftune.candidates.config import Config
-from rooftune.candidates.moe_space import MOE_SPACE, moe_legality
+from rooftune.candidates.moe_space import MOE_SPACE, group_twin, moe_legality
 from rooftune.candidates.shapes import FP8_BLOCK, MoeFp8Shape
 from rooftune.candidates.space import SearchSpace
 from rooftune.hwprofiles import HardwareProfile
@@ -42,6 +42,12 @@ def block_twin(shape: MoeFp8Shape, config: Config) -> Config:
         return config
     params = tuple((n, FP8_BLOCK[1] if n == "BLOCK_SIZE_K" else v) for n, v in config.params)
     return Config(params, config.num_warps, config.num_stages)
+
+
+def fp8_twin(shape: MoeFp8Shape, config: Config) -> Config:
+    """The config the space holds for `config` on `shape`: its block twin (`block_twin`), then that one's GROUP_SIZE_M
+    twin (candidates/moe_space.py `group_twin`): what a vLLM table's entry runs as."""
+    return group_twin(shape, block_twin(shape, config))
 
 
 MOE_FP8_SPACE = SearchSpace(kernel="moe-fp8", grid=MOE_SPACE.grid, legality=moe_fp8_legality,

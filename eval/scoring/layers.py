@@ -3,8 +3,9 @@ serves them, against the best one config for both and the best pair under one BL
 
 An engine runs one table entry on both GEMMs of a layer (vLLM), or an up entry and a down entry that share
 BLOCK_SIZE_M (SGLang: the align step runs once a layer), so what a user gets is the sum of the two GEMMs' times.
-A config runs on each GEMM as its GROUP_SIZE_M twin there (`group_twin`: the same binary, the same program order),
-which is what the dataset records. Scores: the best summed time ÷ the entry's summed time (0 where the entry
+A config runs on each GEMM as its twin there (the family's `twin`: the GROUP_SIZE_M twin, the same binary in the same
+program order; FP8 block scales' BLOCK_SIZE_K 256 too, launched as 128), which is what the dataset records. bf16 and
+FP8 layers (`moe`, `moe-fp8`) are scored alike; a layer is told apart by its engine-table dtype. Scores: the best summed time ÷ the entry's summed time (0 where the entry
 failed or is not recorded on a GEMM).
 """
 
@@ -14,21 +15,23 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rooftune.candidates import Config
-from rooftune.candidates.moe_space import group_twin
+from rooftune.candidates import Config, kernel_of
+from rooftune.candidates.families import table_dtype_of
 from rooftune.candidates.records import ShapeRecords
 from rooftune.candidates.shapes import MOE_GEMMS
 
-LayerKey = tuple[int, int, int, int, str]  # experts, topk, hidden, the shard's intermediate (vLLM's N), dtype
+# experts, topk, hidden, the shard's intermediate (vLLM's N), the table dtype's label ('bf16', 'fp8_w8a8',
+# 'fp8_w8a8,block_shape=[128,128]': candidates/families.py TableDtype)
+LayerKey = tuple[int, int, int, int, str]
 
 
 def layer_key(shape) -> LayerKey:
     """The layer a fused-MoE GEMM shape belongs to."""
-    return shape.experts, shape.topk, shape.hidden, shape.intermediate, shape.dtype
+    return shape.experts, shape.topk, shape.hidden, shape.intermediate, table_dtype_of(shape).label
 
 
 def layer_label(key: LayerKey) -> str:
-    """'E=128,topk=8,H=2048,N=192' (the dtype where it is not bf16)."""
+    """'E=128,topk=8,H=2048,N=192' (the dtype where it is not bf16: ',fp8_w8a8,block_shape=[128,128]')."""
     e, k, h, n, dtype = key
     return f"E={e},topk={k},H={h},N={n}" + ("" if dtype == "bf16" else f",{dtype}")
 
@@ -45,9 +48,9 @@ def layer_records(records: Iterable[ShapeRecords]) -> dict[LayerKey, dict[int, d
 
 
 def recorded_us(records: ShapeRecords, config: Config) -> float | None:
-    """The recorded time of `config` on the records' shape, run as its GROUP_SIZE_M twin there (None: it failed or
-    was not recorded)."""
-    trial = records.lookup().get(group_twin(records.shape, config))
+    """The recorded time of `config` on the records' shape, run as its twin there (None: it failed or was not
+    recorded)."""
+    trial = records.lookup().get(kernel_of(records.shape).twin(records.shape, config))
     return trial.time_us if trial is not None and trial.ok else None
 
 

@@ -23,7 +23,7 @@ from rooftune.candidates import (
     shape_header,
     shape_id,
 )
-from rooftune.candidates.families import IMPLEMENTATION_LAYERS, KernelSpec
+from rooftune.candidates.families import IMPLEMENTATION_LAYERS, KernelSpec, layer_family, table_dtype_of
 from rooftune.candidates.space import SearchSpace
 from rooftune.hwprofiles import load_profile
 
@@ -77,6 +77,9 @@ def _walk_model_layers(spec: KernelSpec, shape):
     assert spec.fold_group(shape) is None or len(spec.fold_group(shape)) == len(spec.fold_keys)
     configs = legal_configs(spec.space, shape, H200).configs
     assert configs, f"{spec.name}: no legal config of {shape}"
+    assert all(spec.twin(shape, c) == c for c in configs), f"{spec.name}: a legal config's twin is another config"
+    if spec.table_dtypes:  # an engine's layer tables: the shape's table dtype is one of its family's
+        assert table_dtype_of(shape) in spec.table_dtypes and layer_family(*_words(table_dtype_of(shape)))[0] is spec
     assert {own for own, _ in spec.gemm_names} <= set(spec.space.names) and set(spec.runtime_params) <= set(spec.space.names)
     breakdown = roofline.predict(shape, configs_to_columns(configs), H200)
     model = roofline.cost_model(shape)
@@ -86,6 +89,10 @@ def _walk_model_layers(spec: KernelSpec, shape):
     names, x = feature_set(spec.name).compute(shape, configs, breakdown)
     assert x.shape == (len(configs), len(names)) and np.all(np.isfinite(x))
     return configs
+
+
+def _words(table_dtype):
+    return table_dtype.dtype, table_dtype.block_shape
 
 
 @pytest.mark.parametrize("name", KERNELS)

@@ -7,6 +7,7 @@ import pytest
 
 from rooftune.candidates import MOE_SPACE, Config, check_in_grid
 from rooftune.tuner.llm.moe_tables import (
+    SHIPPED_H200,
     VLLM_KEYS,
     TableError,
     default_config,
@@ -90,7 +91,7 @@ def test_lookup_takes_the_nearest_key_first_listed_on_a_tie():
 
 
 def test_the_stored_shipped_h200_tables():
-    tables = shipped_tables()
+    tables = shipped_tables(SHIPPED_H200)
     assert sorted(tables) == sorted(f"E={e},N={n},device_name=NVIDIA_H200.json"
                                     for e, n in ((8, 14336), (128, 768), (128, 384), (128, 192), (64, 2560)))
     for table in tables.values():

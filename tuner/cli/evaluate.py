@@ -52,7 +52,7 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     records = _replayable(kernel, data, profile)
     residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"),
                                records[0].meta.get("triton"))
-    methods = _methods(kernel, _all_methods(kernel, records, residual, transfer_from), profile, only)
+    methods = _methods(kernel, _all_methods(kernel, records, residual, transfer_from), profile, only, records)
     _warn_in_sample(data, residual, budget)
     budget = _capped(records, budget)
     summary = evaluate(records, budget, profile, methods)
@@ -158,11 +158,11 @@ def _vllm_coverage(console: Console, records: list, profile) -> dict:
     return {"shapes": covered, "of": len(records)}
 
 
-def _methods(kernel: str, methods: dict, profile, only: str | None) -> dict:
+def _methods(kernel: str, methods: dict, profile, only: str | None, records: list) -> dict:
     """The methods to replay: those that can run here (a baseline that cannot, e.g. nvMatmulHeuristics on a GPU it
-    does not know, left out with a note where its package is installed), cut to --methods where given (a name that
-    cannot run here, or is unknown, is an error saying why)."""
-    unavailable = unavailable_methods(KERNELS[kernel], profile)
+    does not know, or vLLM's on an FP8 layer it ships no table for, left out with a note where its package is
+    installed), cut to --methods where given (a name that cannot run here, or is unknown, is an error saying why)."""
+    unavailable = unavailable_methods(KERNELS[kernel], profile, records)
     methods = {m: s for m, s in methods.items() if m not in unavailable}
     if not only:
         for m, missing in unavailable.items():

@@ -1,4 +1,5 @@
-"""`rooftune tune moe`: tune a fused MoE layer's vLLM config table, every token count, and write it."""
+"""`rooftune tune moe`: tune a fused MoE layer's vLLM config table (bf16, or FP8 with --dtype fp8_w8a8), every token
+count, and write it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import typer
 from rich.console import Console
 
 from rooftune.candidates.config import config_label
+from rooftune.candidates.families import layer_family
 from rooftune.candidates.moe_space import VLLM_TOKENS
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.tuner.cli.args import check_output, check_sms, cli_errors, fail, live_gpu, parse_counts, warn
@@ -36,6 +38,10 @@ _GEMM_HELP = ("'both': one config per M serves both GEMMs, as vLLM runs them (se
               "configs timed on both); 'split': an up table and a `_down` table sharing BLOCK_SIZE_M per M, as SGLang "
               "runs them; 'gate_up': that GEMM's own winners; 'down': a `_down` table under the BLOCK_SIZE_M of the up "
               "table already in --out")
+_DTYPE_HELP = ("the experts' weights: bf16 (default; fp16 alike), or fp8_w8a8 (FP8 e4m3 weights and activations, "
+               "vLLM's `dtype=fp8_w8a8` tables: per-tensor scales, or --block-shape 128,128)")
+_BLOCK_HELP = ("the FP8 weights' scale block N,K, as the checkpoint's quantization config gives it (weight_block_size): "
+               "128,128 (DeepSeek-V3, Qwen3 FP8), tuned as vLLM's `block_shape=[128,128]` tables; implies fp8_w8a8")
 _LAYOUT_HELP = (f"where in --out: {' or '.join(LAYOUTS)} (vllm: --out itself, VLLM_TUNED_CONFIG_FOLDER; sglang: "
                 "configs/triton_X_Y_Z/ for the installed Triton, SGLANG_MOE_CONFIG_DIR)")
 
@@ -53,10 +59,13 @@ def tune_moe_cmd(
                               help="token counts (vLLM's M), comma-separated (default: vLLM's tuner's 18, "
                               "1,2,4,...,3072,4096)", show_default=False),
     gemm: str = typer.Option("both", "--gemm", help=_GEMM_HELP),
+    dtype: str = typer.Option(None, "--dtype", help=_DTYPE_HELP, show_default=False),
+    block_shape: str = typer.Option(None, "--block-shape", metavar="N,K", help=_BLOCK_HELP),
     budget: int = BUDGET_OPTION, gpu: str | None = GPU_OPTION, sms: int = SMS_OPTION, cache: str = CACHE_OPTION,
     out: str = typer.Option(None, "--out", metavar=PATH, help="folder for the tables, in vLLM's file name and "
-                            "format (E=..,N=..,device_name=...json; the down table: ..._down.json), merged "
-                            "with a table already there"),
+                            "format (E=..,N=..,device_name=...json; FP8 with ,dtype=fp8_w8a8 and "
+                            ",block_shape=[128,128] before .json; the down table: ..._down.json), merged with a "
+                            "table already there"),
     layout: str = typer.Option("vllm", "--layout", help=_LAYOUT_HELP),
     residual: str = RESIDUAL_OPTION,
 ) -> None:
@@ -64,42 +73,62 @@ def tune_moe_cmd(
     kept in the tune cache, so a rerun resumes) and write it where vLLM (VLLM_TUNED_CONFIG_FOLDER) reads it.
     Prints each M's config, its time on each GEMM beside torch's grouped GEMM. Exit code 1: some token count
     has no config (no table is written); 3: as `tune gemm`."""
-    tokens = parse_counts(batch, "--batch")
-    shard = _checked_shard(experts, topk, hidden, intermediate, tp, tokens, budget, gemm)
+    tokens, block = parse_counts(batch, "--batch"), _block_shape(block_shape)
+    spec, table_dtype = layer_family(dtype, block)
+    shard = _checked_shard(experts, topk, hidden, intermediate, tp, tokens, budget, gemm, table_dtype)
     profile = live_gpu(gpu)
     check_sms(sms, profile)
-    paths, up_table = _table_paths(out, experts, shard, profile, gemm, layout)
-    cache = cache_file(cache)
-    residual_ranking = ranking("moe", profile, residual)
+    paths, up_table = _table_paths(out, experts, shard, profile, gemm, layout, table_dtype)
+    cache, residual_ranking = cache_file(cache), ranking(spec.name, profile, residual)
     with progress_bar(console, transient=True) as progress:
         tuned = tune_moe_table(experts, topk, hidden, intermediate, tokens, profile, budget, gemm=gemm, tp=tp,
                                cache=cache, sms=sms, reporter=RichReporter(progress), residual=residual_ranking,
-                               up_table=up_table)
-    where = f"E={experts}, top-k {topk}, hidden {hidden}, N={shard} ({gemm}) on {tuned.profile}"
+                               up_table=up_table, dtype=table_dtype.dtype, block_shape=block)
+    where = _layer_label(tuned)
     _print_table(tuned, where + partition_label(sms, profile),
                  tuned.residual_note or chosen_note(residual, residual_ranking), gemm)
     _write_and_check(tuned, paths, layout)
 
 
+def _block_shape(text: str | None) -> tuple[int, int] | None:
+    """--block-shape 'N,K' -> (N, K); None when not given; exits on anything but two positive integers."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        fail(f"--block-shape must be two positive integers N,K (the weights' scale block, vLLM's block_shape: "
+             f"128,128), got {text!r}")
+    return int(parts[0]), int(parts[1])
+
+
+def _layer_label(tuned) -> str:
+    """'E=8, top-k 2, hidden 1024, N=512, fp8_w8a8 (both) on NVIDIA H200' (no dtype for bf16)."""
+    weights = "" if tuned.table_dtype.label == "bf16" else f", {tuned.table_dtype.label}"
+    return (f"E={tuned.experts}, top-k {tuned.topk}, hidden {tuned.hidden}, N={tuned.intermediate}{weights} "
+            f"({tuned.gemm}) on "
+            f"{tuned.profile}")
+
+
 def _checked_shard(experts: int, topk: int, hidden: int, intermediate: int, tp: int, tokens: list[int], budget: int,
-                   gemm: str) -> int:
+                   gemm: str, table_dtype) -> int:
     """The shard's intermediate size (vLLM's N), every token count's shapes checked before any GPU work."""
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
     shard = shard_intermediate(intermediate, tp)
     for m in tokens:  # a size the kernel cannot take fails here, before any GPU work
-        moe_shapes(experts, topk, hidden, shard, m, gemm)
+        moe_shapes(experts, topk, hidden, shard, m, gemm, table_dtype.dtype, table_dtype.block_shape)
     return shard
 
 
-def _table_paths(out: str | None, experts: int, shard: int, profile, gemm: str, layout: str
+def _table_paths(out: str | None, experts: int, shard: int, profile, gemm: str, layout: str, table_dtype
                  ) -> tuple[dict[str, Path], dict | None]:
     """The tables --out gets in `layout` (tuner/llm/moe_tune.py planned_tables; {} without --out), checked before
     any GPU work (a file there that is no table is refused, never overwritten), and with --gemm down the up table
     already there, whose BLOCK_SIZE_M the down table keeps."""
     check_output(out, "--out", folder=True)
     check_layout(layout)
-    paths = planned_tables(out, experts, shard, profile.name, gemm, layout, installed_triton()) if out else {}
+    paths = (planned_tables(out, experts, shard, profile.name, gemm, layout, installed_triton(), table_dtype) if out
+             else {})
     up = read_table(paths["up"]) if gemm == "down" and paths and paths["up"].exists() else None
     return paths, up
 

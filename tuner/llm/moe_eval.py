@@ -1,5 +1,6 @@
 """Fused-MoE tables scored by the layer's time on recorded data: rooftune's tables replayed (`tune moe --gemm both`
-and `split` with the recorded measurer), vLLM's shipped table and its default rule, and any table as written."""
+and `split` with the recorded measurer), vLLM's shipped table and its default rule, and any table as written; bf16
+and FP8 layers alike (the `layers` of both MoE families)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import contextlib
 import math
 from collections.abc import Mapping
 
-from rooftune.candidates import Config, MoeShape
+from rooftune.candidates import Config
+from rooftune.candidates.families import table_dtype_of
 from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.scoring.layers import (
     LayerKey,
@@ -20,9 +22,9 @@ from rooftune.eval.scoring.layers import (
 )
 from rooftune.eval.scoring.replay import RecordsMeasurer
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.tuner.llm.moe_tables import default_config, lookup, shipped_tables
+from rooftune.tuner.llm.moe_tables import lookup, shipped_tables
 from rooftune.tuner.llm.moe_tune import tune_moe_table
-from rooftune.tuner.search.vllm import as_candidate, vllm_config
+from rooftune.tuner.search.vllm import as_candidate, vllm_config, vllm_default_config
 
 TABLE_METHODS = ("rooftune", "rooftune-split", "vllm-shipped", "vllm-default")
 Pair = dict[str, ShapeRecords]
@@ -32,10 +34,12 @@ def replayed_tables(layer: LayerKey, by_m: dict[int, Pair], profile: HardwarePro
                     gemm: str) -> tuple[dict[int, Config], dict[int, Config]]:
     """`tune moe --gemm {gemm}` replayed on one layer's records (every recorded token count): its up table and
     its down table (the up table again with --gemm both, whose one entry serves both GEMMs)."""
-    experts, topk, hidden, n, dtype = layer
+    experts, topk, hidden, n, _ = layer
+    dtype = table_dtype_of(next(iter(by_m.values()))["gate_up"].shape)
     measurer = RecordsMeasurer([r for pair in by_m.values() for r in pair.values()])
-    tuned = tune_moe_table(experts, topk, hidden, n, list(by_m), profile, budget, gemm=gemm, dtype=dtype,
-                           measurer_for=lambda kernel: contextlib.nullcontext(measurer), residual=residual)
+    tuned = tune_moe_table(experts, topk, hidden, n, list(by_m), profile, budget, gemm=gemm, dtype=dtype.dtype,
+                           block_shape=dtype.block_shape, residual=residual,
+                           measurer_for=lambda kernel: contextlib.nullcontext(measurer))
     up = tuned.table()
     return up, (tuned.down_table() if gemm == "split" else up)
 
@@ -59,9 +63,8 @@ def table_entry(by_m: dict[int, Pair], up: Mapping[int, Config], down: Mapping[i
 def vllm_entry(by_m: dict[int, Pair], profile: HardwareProfile, tables, default: bool):
     """vLLM's entry for both GEMMs: its shipped table at the nearest M, else (or with `default`) its default rule."""
     def entry(m: int) -> dict[str, Config]:
-        shape: MoeShape = by_m[m]["gate_up"].shape
-        config = (default_config(m, shape.experts, shape.intermediate, shape.hidden, shape.topk) if default
-                  else vllm_config(shape, profile, tables))
+        shape = by_m[m]["gate_up"].shape
+        config = vllm_default_config(shape) if default else vllm_config(shape, profile, tables)
         return _as_run(by_m[m], config, config)
     return entry
 

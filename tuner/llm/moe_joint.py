@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rooftune.candidates import MOE_SPACE, Config, MoeShape, Trial, legal_configs
-from rooftune.candidates.moe_space import group_twin
+from rooftune.candidates import Config, MoeShape, Trial, kernel_of, legal_configs
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import OutputError
@@ -44,13 +43,14 @@ def table_config(twins: dict[str, Config]) -> Config:
 
 
 def joint_candidates(shapes: dict[str, MoeShape], profile: HardwareProfile) -> dict[Config, dict[str, Config]]:
-    """Table config -> its twin on each GEMM, for every config legal on all of `shapes` (each pair of twins once)."""
-    legal = {g: legal_configs(MOE_SPACE, s, profile).configs for g, s in shapes.items()}
+    """Table config -> its twin on each GEMM, for every config legal on all of `shapes` (each pair of twins once; the
+    shapes' family's space and `twin`: bf16 or FP8 fused MoE)."""
+    legal = {g: legal_configs(kernel_of(s).space, s, profile).configs for g, s in shapes.items()}
     kept = {g: set(configs) for g, configs in legal.items()}
     out: dict[Config, dict[str, Config]] = {}
     for configs in legal.values():
         for c in configs:
-            twins = {g: group_twin(s, c) for g, s in shapes.items()}
+            twins = {g: kernel_of(s).twin(s, c) for g, s in shapes.items()}
             if all(twins[g] in kept[g] for g in shapes):
                 out.setdefault(table_config(twins), twins)
     return out
@@ -144,11 +144,11 @@ def joint_search(shapes: dict[str, MoeShape], profile: HardwareProfile, budget: 
     winner = again[best].config if again[best].ok else ok[0].config
     results = {}
     for g, shape in shapes.items():
-        twin = candidates[winner][g]
+        twin, spec = candidates[winner][g], kernel_of(shape)
         confirmed = each[g][best] if each is not None and each[g][best].ok else \
             next(t for t in measure.per_gemm[g] if t.config == twin)
         results[g] = TuneResult(shape, twin, confirmed.time_us, tuple(measure.per_gemm[g]), JOINT_STRATEGY,
-                                profile.name, MOE_SPACE.version, measure.baselines_us.get(g), kernel="moe",
+                                profile.name, spec.space.version, measure.baselines_us.get(g), kernel=spec.name,
                                 triton=installed_triton())
     return winner, results
 
@@ -188,11 +188,12 @@ def down_under(shape: MoeShape, block_m: int, profile: HardwareProfile, budget: 
     hit = TuneCache(cache).get(key) if cache is not None else None
     if hit is not None:
         return hit, True
-    candidates = [c for c in legal_configs(MOE_SPACE, shape, profile).configs if c["BLOCK_SIZE_M"] == block_m]
+    space = kernel_of(shape).space
+    candidates = [c for c in legal_configs(space, shape, profile).configs if c["BLOCK_SIZE_M"] == block_m]
     if not candidates:
         raise TuneError(f"no config of the down GEMM is legal with the up entry's BLOCK_SIZE_M {block_m}")
     result = tune(shape, measurer, rooftune_strategy(residual), budget, profile=profile, candidates=candidates,
-                  space=MOE_SPACE, baseline=getattr(measurer, "baseline_us", None))
+                  space=space, baseline=getattr(measurer, "baseline_us", None))
     result = replace(result, triton=installed_triton())
     if cache is not None:
         try:

@@ -3,7 +3,8 @@
 
 A table is one JSON file per (experts E, N, device), named `E={E},N={N},device_name={device}.json` (vLLM's
 `get_config_file_name` for unquantized weights; N is the intermediate size per tensor-parallel shard, vLLM's
-w2.shape[2]; the device as `get_device_name_as_file_name` writes it), mapping each token count M, a string
+w2.shape[2]; the device as `get_device_name_as_file_name` writes it; FP8 weights add `,dtype=fp8_w8a8` and, with
+128×128 block scales, `,block_shape=[128,128]`: `layer_table_name`), mapping each token count M, a string
 key, to the six keys BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages. vLLM reads
 it from `VLLM_TUNED_CONFIG_FOLDER` or its own configs/ folder and serves both GEMMs of the layer with the entry
 of the M key nearest the batch (`try_get_optimal_moe_config`). The configs are points of the MoE space
@@ -24,13 +25,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rooftune.candidates import MOE_SPACE, Config, MoeFp8Shape
-from rooftune.candidates.shapes import FP8_VLLM_DTYPE
+from rooftune.candidates.families import TableDtype, table_dtype_of
 from rooftune.outputs import write_atomic
 from rooftune.tuner.llm.tables import TableError, device_file_name
 
 # The six keys of an entry, in vLLM's order: the MoE space's grid.
 VLLM_KEYS = tuple(MOE_SPACE.names)
-SHIPPED_H200 = Path(__file__).resolve().parents[2] / "datasets" / "h200" / "moe" / "vllm" / "h200_tables.json"
+_DATASETS = Path(__file__).resolve().parents[2] / "datasets" / "h200"
+SHIPPED_H200 = _DATASETS / "moe" / "vllm" / "h200_tables.json"          # its unquantized (bf16) tables
+SHIPPED_FP8_H200 = _DATASETS / "moe_fp8" / "vllm" / "h200_tables.json"  # its dtype=fp8_w8a8[,block_shape] tables
 
 
 def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = None, down: bool = False,
@@ -45,12 +48,24 @@ def table_file_name(experts: int, n: int, gpu_name: str, dtype: str | None = Non
             + block + ("_down" if down else "") + ".json")
 
 
+def layer_table_name(experts: int, n: int, gpu_name: str, dtype: TableDtype | None = None, down: bool = False) -> str:
+    """`table_file_name` of a layer whose weights are of the table dtype `dtype` (candidates/families.py; None:
+    unquantized): 'E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json'."""
+    return table_file_name(experts, n, gpu_name, dtype.file_dtype if dtype else None, down,
+                           dtype.block_shape if dtype else None)
+
+
+def shape_table_name(shape, gpu_name: str, down: bool = False) -> str:
+    """The vLLM table a fused-MoE GEMM `shape` is served from on `gpu_name` (both GEMMs read the one table; `down`:
+    SGLang's `_down` table)."""
+    return layer_table_name(shape.experts, shape.intermediate, gpu_name, table_dtype_of(shape), down)
+
+
 def moe_fp8_table_entry(shape: MoeFp8Shape, result, gpu_name: str) -> tuple[str, int, dict[str, int]]:
     """A tuned FP8 MoE GEMM's entry in vLLM's tables: its file ('E=..,N=..,device_name=..,dtype=fp8_w8a8[,
     block_shape=[128,128]]', `_down` for the down GEMM as the split tables name it), its M key and its config."""
-    name = table_file_name(shape.experts, shape.intermediate, gpu_name, FP8_VLLM_DTYPE, shape.gemm == "down",
-                           shape.block_shape)
-    return name, shape.tokens, {key: int(result.winner[key]) for key in VLLM_KEYS}
+    return (shape_table_name(shape, gpu_name, shape.gemm == "down"), shape.tokens,
+            {key: int(result.winner[key]) for key in VLLM_KEYS})
 
 
 LAYOUTS = ("vllm", "sglang")
@@ -123,22 +138,30 @@ def lookup(table: Mapping[int, Config], tokens: int) -> Config:
     return table[min(table, key=lambda m: abs(m - tokens))]
 
 
-def shipped_tables(path: str | Path = SHIPPED_H200) -> dict[str, dict[int, Config]]:
-    """vLLM's shipped tables stored in the compact form of datasets/h200/moe/vllm (file name -> {M: Config});
-    each table's vLLM commit is in that file and its card."""
-    data = json.loads(Path(path).read_text())
-    columns = data["columns"]
-    return {name: {int(m): config_of(dict(zip(columns, values))) for m, values in table["configs"].items()}
-            for name, table in data["tables"].items()}
+def shipped_tables(*paths: str | Path) -> dict[str, dict[int, Config]]:
+    """vLLM's shipped tables stored in the compact form of datasets/h200/moe/vllm and moe_fp8/vllm (file name ->
+    {M: Config}), from `paths` (default: both, the bf16 and the FP8 ones; their file names differ by the dtype);
+    each table's vLLM commit is in its file and its card."""
+    out = {}
+    for path in paths or (SHIPPED_H200, SHIPPED_FP8_H200):
+        data = json.loads(Path(path).read_text())
+        columns = data["columns"]
+        out.update({name: {int(m): config_of(dict(zip(columns, values))) for m, values in table["configs"].items()}
+                    for name, table in data["tables"].items()})
+    return out
 
 
-def default_config(tokens: int, experts: int, n: int, k: int, topk: int) -> Config:
+def default_config(tokens: int, experts: int, n: int, k: int, topk: int, dtype: str | None = None) -> Config:
     """vLLM's fallback for an unquantized (bf16/fp16) layer without a table on CUDA, `get_default_config` since
     its PR #34846 (2026-02), whose rules were read from the shipped tables. The arguments are vLLM's: `tokens`
-    the batch M, `n` the shard's intermediate size, `k` hidden (neither changes the unquantized rule):
+    the batch M, `n` the shard's intermediate size, `k` hidden (neither changes the unquantized rule), `dtype` the
+    table's dtype (its file name's: None unquantized; a quantized one is a TableError: vLLM's rules for FP8, changed
+    since by its PRs #34846 and #46642, are not modelled here):
     BLOCK_SIZE_M 16 / 32 / 64 / 128 up to M = 32 / 96 / 512 / beyond; BLOCK_SIZE_N 64 up to M = 64, else 128;
     BLOCK_SIZE_K 128 up to M = 64, else 64; GROUP_SIZE_M 16 where M // E > 128, else 1; 4 warps up to M = 128,
     else 8; 4 stages up to M = 32, else 3. (vLLM's SPLIT_K = 1 is not a parameter of this kernel.)"""
+    if dtype is not None:
+        raise TableError(f"vLLM's default rule for {dtype} tables is not modelled here (only its unquantized one)")
     block_m = 16 if tokens <= 32 else 32 if tokens <= 96 else 64 if tokens <= 512 else 128
     return Config.make(4 if tokens <= 128 else 8, 4 if tokens <= 32 else 3,
                        BLOCK_SIZE_M=block_m, BLOCK_SIZE_N=64 if tokens <= 64 else 128,

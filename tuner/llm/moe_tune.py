@@ -14,6 +14,11 @@ falls back to one config legal on both (the joint search, timed) for both tables
 
 `--gemm gate_up`: that GEMM's own winners, written to vLLM's file name (vLLM would serve the down GEMM with it
 too). `--gemm down`: the down GEMM under the BLOCK_SIZE_M of an up table already written (`up_table`).
+
+The layer's weights choose the family (candidates/families.py `layer_family`): bf16 or fp16 the fused MoE (`moe`),
+`fp8_w8a8` the FP8 one (`moe-fp8`: per-tensor scales, or `block_shape` (128, 128)); everything here reads the
+family's space, twin, residual and measurer from the registry, and the tables are named as vLLM names that dtype
+(`..,dtype=fp8_w8a8[,block_shape=[128,128]].json`).
 """
 
 from __future__ import annotations
@@ -24,14 +29,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from rooftune.candidates import MOE_SPACE, Config, MoeShape, Trial, kernel_spec, legal_configs
+from rooftune.candidates import Config, MoeShape, Trial, kernel_of, legal_configs
+from rooftune.candidates.families import TableDtype, layer_family
 from rooftune.candidates.shapes import MOE_GEMMS, ShapeError
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.tuner.cache import TuneCache, tune_key
 from rooftune.tuner.live_tune import tune_shape
 from rooftune.tuner.llm.moe_joint import cached_joint, down_under
-from rooftune.tuner.llm.moe_tables import read_table, table_file_name, table_folder, write_table
+from rooftune.tuner.llm.moe_tables import layer_table_name, read_table, table_folder, write_table
 from rooftune.tuner.llm.tables import TableError
 from rooftune.tuner.llm.tune import NO_LEGAL_CONFIG, MeasurerFactory, Reporter, live_measurers
 from rooftune.tuner.residual_choice import ranking_residual
@@ -89,6 +95,7 @@ class MoeTableTune:
     tuned: int                   # GEMM searches measured in this run (a joint search counts one a GEMM)
     cached: int                  # found in the cache
     residual_note: str | None = None  # which residual ranked, and why (`ranking_residual`'s line; None: as given)
+    table_dtype: TableDtype | None = None  # the weights' (candidates/families.py); None: unquantized
 
     def table(self) -> dict[int, Config]:
         """Token count -> config, for the entries that have one (--gemm split: the up table; down: the down table)."""
@@ -108,13 +115,13 @@ class MoeTableTune:
     @property
     def file_name(self) -> str:
         """vLLM's file name for the layer on this GPU; SGLang's `_down` table with --gemm down."""
-        return table_file_name(self.experts, self.intermediate, self.profile, down=self.gemm == "down")
+        return layer_table_name(self.experts, self.intermediate, self.profile, self.table_dtype, self.gemm == "down")
 
     @property
     def file_names(self) -> dict[str, str]:
         """The tables this tune writes, by what they hold ('up', 'down'): --gemm split writes both."""
-        up = table_file_name(self.experts, self.intermediate, self.profile)
-        down = table_file_name(self.experts, self.intermediate, self.profile, down=True)
+        up = layer_table_name(self.experts, self.intermediate, self.profile, self.table_dtype)
+        down = layer_table_name(self.experts, self.intermediate, self.profile, self.table_dtype, down=True)
         return {"both": {"up": up}, "gate_up": {"up": up}, "down": {"down": down},
                 "split": {"up": up, "down": down}}[self.gemm]
 
@@ -128,24 +135,27 @@ def shard_intermediate(intermediate: int, tp: int) -> int:
 
 
 def moe_shapes(experts: int, topk: int, hidden: int, intermediate: int, tokens: int, gemm: str,
-               dtype: str = "bf16") -> dict[str, MoeShape]:
-    """The GEMM shapes one table entry serves (`gemm` 'both': gate_up and down), by GEMM name."""
+               dtype: str | None = None, block_shape: tuple[int, int] | None = None) -> dict[str, MoeShape]:
+    """The GEMM shapes one table entry serves (`gemm` 'both': gate_up and down), by GEMM name, of the family and
+    shape options the weights' `dtype` and `block_shape` name (`layer_family`: a ShapeError for one not tuned)."""
     if gemm not in TABLE_GEMMS:
         raise ShapeError(f"--gemm must be one of {', '.join(TABLE_GEMMS)}, got {gemm!r}")
+    spec, table_dtype = layer_family(dtype, block_shape)
     names = MOE_GEMMS if gemm in ("both", "split") else (gemm,)
-    return {g: MoeShape(experts, topk, hidden, intermediate, tokens, gemm=g, dtype=dtype) for g in names}
+    return {g: spec.shape_type(experts=experts, topk=topk, hidden=hidden, intermediate=intermediate, tokens=tokens,
+                               gemm=g, **dict(table_dtype.options)) for g in names}
 
 
 class _OnDemand:
-    """The kernel's measurer from `factory`, opened at its first use (a table whose tunes are all cached needs no
+    """The `kernel`'s measurer from `factory`, opened at its first use (a table whose tunes are all cached needs no
     GPU) and closed with `close`."""
 
-    def __init__(self, factory: MeasurerFactory):
-        self.factory, self.stack, self.inner = factory, ExitStack(), None
+    def __init__(self, factory: MeasurerFactory, kernel: str):
+        self.factory, self.kernel, self.stack, self.inner = factory, kernel, ExitStack(), None
 
     def _open(self):
         if self.inner is None:
-            self.inner = self.stack.enter_context(self.factory("moe"))
+            self.inner = self.stack.enter_context(self.factory(self.kernel))
         return self.inner
 
     @property
@@ -171,23 +181,26 @@ class _OnDemand:
 def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, tokens: list[int],
                    profile: HardwareProfile, budget: int = 20, *, gemm: str = "both", tp: int = 1,
                    measurer_for: MeasurerFactory | None = None, cache: str | Path | None = None,
-                   sms: int | None = None, reporter: Reporter | None = None, dtype: str = "bf16",
-                   residual="shipped", up_table: Mapping[int, Config] | None = None) -> MoeTableTune:
+                   sms: int | None = None, reporter: Reporter | None = None, dtype: str | None = None,
+                   block_shape: tuple[int, int] | None = None, residual="shipped",
+                   up_table: Mapping[int, Config] | None = None) -> MoeTableTune:
     """Tune the fused-MoE tables of a layer (`intermediate` the whole layer's, split over `tp` shards) for each
     token count as the module docstring says for `gemm`; with `cache`, searches already there are not measured.
     The kernel's measurer is opened by `measurer_for` (default: the live GPU one) only where something is measured.
     A token count whose GEMM has no legal config, or whose measured configs all failed, is an entry without a
     config that says why. `residual`: "shipped" (the one fitted for this GPU, if any), "none" or None (the model
     alone), or a Residual. `up_table` (--gemm down): the up table the down table must share BLOCK_SIZE_M with.
+    `dtype` and `block_shape`: the weights' (`layer_family`; default bf16), which pick the family and name the tables.
     Raises ShapeError (the sizes), TableError (--gemm down without an up entry for each token count), ValueError
     (budget, residual), and what a live measurer raises."""
     if budget < 1:
         raise ValueError(f"budget must be at least 1, got {budget}")
     shard = shard_intermediate(intermediate, tp)
-    plans = [(m, moe_shapes(experts, topk, hidden, shard, m, gemm, dtype)) for m in tokens]  # sizes checked first
+    spec, table_dtype = layer_family(dtype, block_shape)
+    plans = [(m, moe_shapes(experts, topk, hidden, shard, m, gemm, dtype, block_shape)) for m in tokens]  # checked
     up_block_m = up_block_sizes(up_table, tokens) if gemm == "down" else {}
-    residual, note = ranking_residual(residual, kernel_spec("moe"), profile, installed_triton())
-    measurer = _OnDemand(measurer_for or live_measurers(profile, sms))
+    residual, note = ranking_residual(residual, spec, profile, installed_triton())
+    measurer = _OnDemand(measurer_for or live_measurers(profile, sms), spec.name)
     run = _Run(profile, budget, measurer, Path(cache) if cache is not None else None, sms, residual)
     if reporter is not None:
         reporter.start(len(plans), 0)
@@ -205,7 +218,7 @@ def tune_moe_table(experts: int, topk: int, hidden: int, intermediate: int, toke
     finally:
         measurer.close()
     return MoeTableTune(experts, topk, hidden, shard, gemm, profile.name, budget, tuple(entries), tuned, cached,
-                        note)
+                        note, table_dtype)
 
 
 def up_block_sizes(up_table: Mapping[int, Config] | None, tokens: list[int]) -> dict[int, int]:
@@ -239,7 +252,7 @@ def _tune_entry(tokens: int, shapes: dict[str, MoeShape], gemm: str, run: _Run, 
                 ) -> tuple[MoeEntry, int, int]:
     """One token count's entry, and how many GEMM searches were measured and found in the cache for it."""
     for g, shape in shapes.items():
-        if not legal_configs(MOE_SPACE, shape, run.profile).configs:
+        if not legal_configs(kernel_of(shape).space, shape, run.profile).configs:
             return MoeEntry(tokens, None, skipped=f"{g}: {NO_LEGAL_CONFIG}"), 0, 0
     try:
         if gemm == "both":
@@ -300,11 +313,12 @@ def _split_entry(tokens: int, shapes: dict[str, MoeShape], run: _Run, up: TuneRe
 
 
 def planned_tables(out: str | Path, experts: int, n: int, gpu_name: str, gemm: str, layout: str = "vllm",
-                   triton: str | None = None) -> dict[str, Path]:
+                   triton: str | None = None, table_dtype: TableDtype | None = None) -> dict[str, Path]:
     """The files a `gemm` tune writes under `out` in `layout`, by what they hold ('up', 'down'), and with --gemm down
-    the up table it reads ('up'). A table already there that is no table is a TableError (never overwritten)."""
+    the up table it reads ('up'), named for the weights' `table_dtype` (None: unquantized). A table already there
+    that is no table is a TableError (never overwritten)."""
     folder = table_folder(out, layout, triton)
-    names = {"up": table_file_name(experts, n, gpu_name), "down": table_file_name(experts, n, gpu_name, down=True)}
+    names = {what: layer_table_name(experts, n, gpu_name, table_dtype, down=what == "down") for what in ("up", "down")}
     wanted = {"both": ("up",), "gate_up": ("up",), "split": ("up", "down"), "down": ("up", "down")}[gemm]
     paths = {what: folder / names[what] for what in wanted}
     for path in paths.values():

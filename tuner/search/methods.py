@@ -15,7 +15,7 @@ from rooftune.tuner.search.strategies import (
     static_list,
     tutorial,
 )
-from rooftune.tuner.search.vllm import vllm_default, vllm_shipped
+from rooftune.tuner.search.vllm import unavailable_vllm_methods, vllm_default, vllm_shipped
 
 
 def gemm_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None,
@@ -65,14 +65,19 @@ def moe_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Co
     return methods
 
 
-def moe_fp8_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None) -> dict:
-    """The methods `rooftune eval moe-fp8` compares: MoE's (`moe_eval_methods`) but vLLM's, whose shipped tables
-    read here are the bf16 ones (its FP8 H200 tables are not stored yet)."""
-    methods = moe_eval_methods(records, seeds, residual, static)
-    return {name: method for name, method in methods.items() if not name.startswith("vllm-")}
+def moe_fp8_eval_methods(records, seeds=RANDOM_SEEDS, residual=None, static: list[Config] | None = None,
+                         tables=None) -> dict:
+    """The methods `rooftune eval moe-fp8` compares: MoE's (`moe_eval_methods`), vLLM's read from its FP8 tables
+    (`dtype=fp8_w8a8[,block_shape=[128,128]]`; its FP8 default rule is not modelled, so where a layer has no shipped
+    table `unavailable_methods` leaves them out)."""
+    return moe_eval_methods(records, seeds, residual, static, tables)
 
 
-def unavailable_methods(spec, profile) -> dict[str, Unavailable]:
-    """The outside-library methods (`spec.external_methods`) `rooftune eval` would compare that cannot run here (an outside library not installed, or
-    not knowing `profile`'s GPU), with why: left out of the comparison, and an error where asked for by name."""
-    return {m: why for m, why in unavailable_gemm_methods(profile).items() if m in spec.external_methods}
+def unavailable_methods(spec, profile, records=()) -> dict[str, Unavailable]:
+    """The methods `rooftune eval` would compare that cannot run here, with why: left out of the comparison, and an
+    error where asked for by name. The outside-library ones (`spec.external_methods`: a library not installed, or
+    not knowing `profile`'s GPU), and vLLM's where some shape of `records` has neither a shipped table for
+    `profile`'s GPU nor a default rule modelled here (an FP8 layer without a table)."""
+    missing = {m: why for m, why in unavailable_gemm_methods(profile).items() if m in spec.external_methods}
+    missing.update(unavailable_vllm_methods(records, profile))
+    return missing
