@@ -310,6 +310,24 @@ class ResidualCheck:
                 "model": {str(b): round(v, 4) for b, v in self.model_mean.items()}}
 
 
+def model_alone_means(records, profile: HardwareProfile) -> dict[int, float]:
+    """The model alone's mean score on `records` at every CV budget: `rooftune`'s search with no residual (nothing
+    is fitted, so its score on training shapes is as honest as a cross-validated one)."""
+    methods = {"model": rooftune_strategy(None)}
+    return {b: evaluate(records, b, profile, methods)["methods"]["model"]["mean"] for b in CV_BUDGETS}
+
+
+def fit_against_model(report: FitReport, residual: Residual, records, profile: HardwareProfile) -> ResidualCheck:
+    """The fitted residual's cross-validated means beside the model alone's on the same training data, recorded in
+    the residual (`fit.model_alone`); `ranks_well` is the rule a residual ships by under its release (the one
+    `--check` applies: at least as well as the model alone on average over the budgets), else that release keeps
+    the model alone."""
+    model = model_alone_means(records, profile)
+    residual.fit["model_alone"] = {str(b): round(v, 4) for b, v in model.items()}
+    triton = residual.tritons[0] if residual.tritons else ""
+    return ResidualCheck(triton, {b: report.cv[b]["mean"] for b in CV_BUDGETS}, model)
+
+
 def check_residual(residual: Residual, records, profile: HardwareProfile, triton: str) -> ResidualCheck:
     """Replay `rooftune`'s search on `records` (training data measured under Triton `triton`) with
     `residual` and with the model alone, at every CV budget."""

@@ -155,12 +155,18 @@ def shipped_root(tmp_path, monkeypatch):
     return root
 
 
-def test_fit_out_shipped_files_the_residual_under_the_datas_release(train_under_39, shipped_root):
+def test_fit_out_shipped_files_the_residual_under_the_datas_release(train_under_39, shipped_root, monkeypatch):
+    """On 12 shapes the fit itself ranks worse than the model alone (the next test): here the model alone is made
+    poor, so the residual ships, and where it goes is what is tested."""
+    from rooftune.tuner import fitting
+
+    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile: {b: 0.5 for b in fitting.CV_BUDGETS})
     before = (shipped_root / "triton-3.6" / "gemm-NVIDIA_H200.json").read_bytes()
     result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", "shipped"])
     assert result.exit_code == 0, result.output
     written = read_residual(shipped_root / "triton-3.9" / "gemm-NVIDIA_H200.json")
     assert written.tritons == ("3.9",) and written.fit["shapes"] == 12
+    assert set(written.fit["model_alone"]) == {"1", "5", "10", "20"} and "(the model alone: mean 0.500)" in " ".join(result.output.split())
     assert (shipped_root / "triton-3.6" / "gemm-NVIDIA_H200.json").read_bytes() == before  # 3.6's untouched
     space = kernel_of(SHAPE).space.version
     assert choose_residual("gemm", PROFILE, space, "3.9.0")[0].coefficients == written.coefficients
@@ -189,3 +195,16 @@ def test_fit_check_shipped_checks_the_newest_other_release_in_place(train_under_
     assert load_residual("gemm", PROFILE, "3.6.0").tritons == ("3.6",)  # the older release's is left alone
     assert choose_residual("gemm", PROFILE, space, "3.9.0")[0].tritons == ("3.7", "3.9")
     assert choose_residual("gemm", PROFILE, space, "3.8.0")[0] is None
+
+
+def test_fit_out_shipped_ships_nothing_where_the_model_alone_ranks_better(train_under_39, shipped_root, monkeypatch):
+    """The rule a release falls back by: its fitted residual ships only where, cross-validated, it ranks at least as
+    well as the model alone on the same training data on average over the budgets (here a model alone made perfect)."""
+    from rooftune.tuner import fitting
+
+    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile: {b: 1.0 for b in fitting.CV_BUDGETS})
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", "shipped"])
+    assert result.exit_code == 1 and "ranks worse than the model alone on average: not shipped" in " ".join(result.output.split())
+    assert not (shipped_root / "triton-3.9").exists() or not list((shipped_root / "triton-3.9").iterdir())
+    out = train_under_39.parent / "mine.json"  # a residual asked for by path is written, figures and all
+    assert runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", str(out)]).exit_code == 0

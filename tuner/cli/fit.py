@@ -26,11 +26,13 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import (
+    SHIPPED,
     check_plan,
     check_residual,
     fit_kernel,
     fit_shapes_from_records,
     fit_target,
+    fit_against_model,
     fitted_residual,
     refuse_held_out,
     with_check,
@@ -121,7 +123,11 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             return _fit_route(kernel, data, profile, out, console)
         target = fit_target(kernel, profile, None if out is None else str(out), _data_triton(manifest))
         check_output(str(target), "--out", inputs=(data, gpu))
-        residual = _fit_residual(kernel, data, profile, manifest, console)
+        residual, against = _fit_residual(kernel, data, profile, manifest, console)
+        if str(out) == SHIPPED and not against.ranks_well:
+            console.print(f"cross-validated, the residual ranks worse than the model alone on average: not shipped; "
+                          f"under Triton {against.triton or 'this release'} the model ranks alone")
+            raise typer.Exit(code=1)
         write_residual(residual, target)  # after the figures: a write that fails does not lose them
     console.print(f"wrote {target} ({len(residual.coefficients)} coefficients)")
 
@@ -142,12 +148,14 @@ def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Con
                             f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "
                             f"prior sd {cand.search.prior_sd:g}: CV objective {score:.4f}"))
     residual = fitted_residual(report, shapes, manifest)
+    against = fit_against_model(report, residual, records, profile)
     console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
                   f"{report.chosen.search}")
     for budget, s in report.cv.items():
         console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
-                      f"worst-decile mean {s['worst_decile_mean']:.3f}")
-    return residual
+                      f"worst-decile mean {s['worst_decile_mean']:.3f} (the model alone: mean "
+                      f"{against.model_mean[budget]:.3f})")
+    return residual, against
 
 
 def _data_triton(manifest: dict) -> str | None:
