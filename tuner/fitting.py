@@ -310,11 +310,11 @@ class ResidualCheck:
                 "model": {str(b): round(v, 4) for b, v in self.model_mean.items()}}
 
 
-def model_alone_means(records, profile: HardwareProfile) -> dict[int, float]:
-    """The model alone's mean score on `records` at every CV budget: `rooftune`'s search with no residual (nothing
+def model_alone_means(records, profile: HardwareProfile, budgets: Sequence[int] = CV_BUDGETS) -> dict[int, float]:
+    """The model alone's mean score on `records` at each of `budgets`: `rooftune`'s search with no residual (nothing
     is fitted, so its score on training shapes is as honest as a cross-validated one)."""
     methods = {"model": rooftune_strategy(None)}
-    return {b: evaluate(records, b, profile, methods)["methods"]["model"]["mean"] for b in CV_BUDGETS}
+    return {b: evaluate(records, b, profile, methods)["methods"]["model"]["mean"] for b in budgets}
 
 
 def fit_against_model(report: FitReport, residual: Residual, records, profile: HardwareProfile) -> ResidualCheck:
@@ -322,10 +322,10 @@ def fit_against_model(report: FitReport, residual: Residual, records, profile: H
     the residual (`fit.model_alone`); `ranks_well` is the rule a residual ships by under its release (the one
     `--check` applies: at least as well as the model alone on average over the budgets), else that release keeps
     the model alone."""
-    model = model_alone_means(records, profile)
+    model = model_alone_means(records, profile, list(report.cv))
     residual.fit["model_alone"] = {str(b): round(v, 4) for b, v in model.items()}
     triton = residual.tritons[0] if residual.tritons else ""
-    return ResidualCheck(triton, {b: report.cv[b]["mean"] for b in CV_BUDGETS}, model)
+    return ResidualCheck(triton, {b: s["mean"] for b, s in report.cv.items()}, model)
 
 
 def check_residual(residual: Residual, records, profile: HardwareProfile, triton: str) -> ResidualCheck:

@@ -160,7 +160,7 @@ def test_fit_out_shipped_files_the_residual_under_the_datas_release(train_under_
     poor, so the residual ships, and where it goes is what is tested."""
     from rooftune.tuner import fitting
 
-    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile: {b: 0.5 for b in fitting.CV_BUDGETS})
+    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile, budgets: {b: 0.5 for b in budgets})
     before = (shipped_root / "triton-3.6" / "gemm-NVIDIA_H200.json").read_bytes()
     result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", "shipped"])
     assert result.exit_code == 0, result.output
@@ -202,7 +202,7 @@ def test_fit_out_shipped_ships_nothing_where_the_model_alone_ranks_better(train_
     well as the model alone on the same training data on average over the budgets (here a model alone made perfect)."""
     from rooftune.tuner import fitting
 
-    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile: {b: 1.0 for b in fitting.CV_BUDGETS})
+    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile, budgets: {b: 1.0 for b in budgets})
     result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", "shipped"])
     assert result.exit_code == 1 and "ranks worse than the model alone on average: not shipped" in " ".join(result.output.split())
     assert not (shipped_root / "triton-3.9").exists() or not list((shipped_root / "triton-3.9").iterdir())
