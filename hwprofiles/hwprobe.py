@@ -450,6 +450,12 @@ def installed_triton() -> str | None:
         return None
 
 
+def triton_release(version: str) -> str:
+    """'3.6.0' -> '3.6': a Triton version's release, major.minor, which residuals and datasets are keyed by (a patch
+    release keeps the code generator)."""
+    return ".".join(str(version).split("+")[0].split(".")[:2])
+
+
 def software_versions(device: int = 0) -> dict[str, str]:
     """GPU name, driver, torch, triton and CUDA versions: the `meta` of profiles and datasets."""
     torch = require_cuda()

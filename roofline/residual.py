@@ -14,7 +14,8 @@ plus a few of its own (`pick`: a change to the base features' coefficients, fitt
 score: roofline/fit.py `fit_pick`); the search's later rounds keep the ridge fit, whose corrected
 times are what its Gaussian process is calibrated on.
 
-A profile with no residual file runs the model alone (`load_residual` returns None).
+A profile with no residual file runs the model alone. Which shipped file ranks under which Triton release:
+roofline/releases.py.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from rooftune.candidates import (
 )
 from rooftune.candidates.gemm_space import tile_cols
 from rooftune.hwprofiles import HardwareProfile, list_profiles, load_profile
+from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
 from rooftune.roofline.gemm import SPLIT_K_SUMS
@@ -54,7 +54,6 @@ GEMM_FEATURES_VERSION = "gemm-features-1"
 ATTENTION_FEATURES_VERSION = "attention-features-2"
 MOE_FEATURES_VERSION = "moe-features-1"
 MOE_FP8_FEATURES_VERSION = "moe-fp8-features-1"
-RESIDUAL_DIR = "residuals"
 
 # Config parameters whose effect the model misjudges differently by regime: each also enters
 # multiplied by the shape's log2 M, N and K (centred), so the correction can differ between decode,
@@ -64,11 +63,6 @@ _REGIME_FEATURES = ("stages", "stages_sq", "log_bm", "log_bn", "log_bk", "log_bk
 # Centres of log2 M, N, K: the middle of the sizes LLM layers span (M 1..16K, N and K 128..64K).
 _SHAPE_CENTRES = {"m": 7.0, "n": 12.0, "k": 12.0}
 _SHAPE_SCALE = 7.0
-
-
-def triton_release(version: str) -> str:
-    """'3.6.0' -> '3.6': the release a residual is keyed by (a patch release keeps the code generator)."""
-    return ".".join(str(version).split("+")[0].split(".")[:2])
 
 
 def is_pick_feature(name: str) -> bool:
@@ -407,10 +401,6 @@ def residual_file_name(kernel: str, profile: HardwareProfile) -> str:
     return f"{kernel}-{profile.name.replace(' ', '_')}.json"
 
 
-def shipped_residual_path(kernel: str, profile: HardwareProfile) -> Path:
-    return Path(str(resources.files("rooftune.hwprofiles"))) / RESIDUAL_DIR / residual_file_name(kernel, profile)
-
-
 def read_residual(path: str | os.PathLike) -> Residual:
     path = check_input(path)  # a pipe or device: never opened (it would block)
     if not path.is_file():
@@ -420,12 +410,6 @@ def read_residual(path: str | os.PathLike) -> Residual:
     except json.JSONDecodeError as exc:
         raise ResidualError(f"{path}: not valid JSON ({exc})") from exc
     return residual_from_dict(data, str(path))
-
-
-def load_residual(kernel: str, profile: HardwareProfile) -> Residual | None:
-    """The shipped residual fitted for this kernel on this profile's GPU, or None (the model alone)."""
-    path = shipped_residual_path(kernel, profile)
-    return read_residual(path) if path.is_file() else None
 
 
 def write_residual(residual: Residual, path: str | os.PathLike) -> None:

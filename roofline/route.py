@@ -27,7 +27,8 @@ import numpy as np
 from rooftune.candidates import kernel_of, kernel_spec, load_implementation
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.outputs import write_atomic
-from rooftune.roofline.residual import ResidualError, shipped_residual_path, triton_release
+from rooftune.roofline.releases import route_release, shipped_route_path
+from rooftune.roofline.residual import ResidualError, triton_release
 
 ROUTE_FORMAT = "rooftune-route-1"
 ROUTE_FEATURES_VERSION = "route-features-1"
@@ -164,16 +165,15 @@ def route_from_dict(data: dict, origin: str) -> Route:
         raise ResidualError(f"{origin}: malformed route ({exc})") from exc
 
 
-def shipped_route_path(kernel: str, profile: HardwareProfile) -> Path:
-    """'route-gemm-NVIDIA_H200.json' beside the kernel's shipped residual."""
-    path = shipped_residual_path(kernel, profile)
-    return path.with_name(f"route-{path.name}")
-
-
-def load_route(kernel: str, profile: HardwareProfile, path: str | os.PathLike | None = None) -> Route | None:
-    """The route at `path`, else the shipped route of this kernel on this profile's GPU, or None where there is
-    no shipped one (an untuned op runs the kernel)."""
-    source = Path(path) if path is not None else shipped_route_path(kernel, profile)
+def load_route(kernel: str, profile: HardwareProfile, path: str | os.PathLike | None = None,
+               release: str | None = None) -> Route | None:
+    """The route at `path`, else the route of this kernel on this profile's GPU shipped in Triton `release`'s
+    folder (None: the newest release's that holds one; roofline/releases.py), or None where none is shipped there
+    (an untuned op runs the kernel)."""
+    release = release or route_release(kernel, profile, None)
+    if path is None and release is None:
+        return None
+    source = Path(path) if path is not None else shipped_route_path(kernel, profile, release)
     if path is None and not source.is_file():
         return None
     try:

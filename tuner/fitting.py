@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -33,12 +34,13 @@ from rooftune.roofline.fit import (
     make_residual,
     prepare,
 )
+from rooftune.roofline.releases import check_source, shipped_residual_path
 from rooftune.roofline.residual import (
     Residual,
     ResidualError,
     pick_coefficients,
     read_residual,
-    shipped_residual_path,
+    residual_file_name,
     triton_release,
 )
 from rooftune.tuner.evaluation import evaluate
@@ -64,20 +66,27 @@ class FitError(ValueError):
     """A fit that cannot be made or written as asked: too few shapes, no --out, another kernel's residual file."""
 
 
-# `--out shipped`: the residual file `tune`, `eval` and `explain` find for the profile (hwprofiles/residuals/).
+# `--out shipped`: the residual file `tune`, `eval` and `explain` find for the profile under the data's Triton
+# release (hwprofiles/residuals/triton-<release>/, roofline/releases.py).
 SHIPPED = "shipped"
 
 
-def fit_target(kernel: str, profile: HardwareProfile, out: str | None) -> Path:
-    """Where a fit of `kernel` writes its residual: `out`, a path, or 'shipped' for the shipped file. A fit
-    replaces the shipped residual only when asked by name (a fit on a few shapes silently replacing it made every
-    later tune and eval rank worse), and never writes over another kernel's residual (by its file name, or by
-    the residual already there)."""
-    shipped = shipped_residual_path(kernel, profile)
+def fit_target(kernel: str, profile: HardwareProfile, out: str | None, triton: str | None) -> Path:
+    """Where a fit of `kernel` on data made under Triton `triton` writes its residual: `out`, a path, or 'shipped'
+    for the shipped file of that release. A fit replaces a shipped residual only when asked by name (a fit on a
+    few shapes silently replacing it made every later tune and eval rank worse), never writes over another
+    kernel's residual (by its file name, or by the residual already there), and ships one only for a known
+    release (data that record no Triton version cannot say which release it ranks for)."""
+    shipped = shipped_residual_path(kernel, profile, triton) if triton else None
     if out is None:
-        raise FitError(f"give --out FILE for the fitted residual, or --out {SHIPPED} to replace the shipped one "
-                       f"({shipped}), which tune, eval and explain then use")
+        where = f" ({shipped})" if shipped else ""
+        raise FitError(f"give --out FILE for the fitted residual, or --out {SHIPPED} to write the shipped one of "
+                       f"the data's Triton release{where}, which tune, eval and explain then use under it")
     if str(out) == SHIPPED:
+        if shipped is None:
+            raise FitError(f"--out {SHIPPED}: the data's manifest records no Triton version (device.triton), so "
+                           f"no release's residual can be written; give --out FILE")
+        shipped.parent.mkdir(parents=True, exist_ok=True)  # the first residual of a release makes its folder
         return shipped
     target = Path(out)
     named = next((k for k in KERNELS if k != kernel and target.name.startswith(f"{k}-")), None)
@@ -88,7 +97,7 @@ def fit_target(kernel: str, profile: HardwareProfile, out: str | None) -> Path:
             named = None  # not a residual: the writer replaces it as any output
     if named is not None and named != kernel:
         raise FitError(f"--out {target}: names a residual of {named}, not {kernel}; give a file of {kernel} "
-                       f"(e.g. {shipped.name})")
+                       f"(e.g. {residual_file_name(kernel, profile)})")
     return target
 
 
@@ -301,6 +310,24 @@ class ResidualCheck:
                 "model": {str(b): round(v, 4) for b, v in self.model_mean.items()}}
 
 
+def model_alone_means(records, profile: HardwareProfile, budgets: Sequence[int] = CV_BUDGETS) -> dict[int, float]:
+    """The model alone's mean score on `records` at each of `budgets`: `rooftune`'s search with no residual (nothing
+    is fitted, so its score on training shapes is as honest as a cross-validated one)."""
+    methods = {"model": rooftune_strategy(None)}
+    return {b: evaluate(records, b, profile, methods)["methods"]["model"]["mean"] for b in budgets}
+
+
+def fit_against_model(report: FitReport, residual: Residual, records, profile: HardwareProfile) -> ResidualCheck:
+    """The fitted residual's cross-validated means beside the model alone's on the same training data, recorded in
+    the residual (`fit.model_alone`); `ranks_well` is the rule a residual ships by under its release (the one
+    `--check` applies: at least as well as the model alone on average over the budgets), else that release keeps
+    the model alone."""
+    model = model_alone_means(records, profile, list(report.cv))
+    residual.fit["model_alone"] = {str(b): round(v, 4) for b, v in model.items()}
+    triton = residual.tritons[0] if residual.tritons else ""
+    return ResidualCheck(triton, {b: s["mean"] for b, s in report.cv.items()}, model)
+
+
 def check_residual(residual: Residual, records, profile: HardwareProfile, triton: str) -> ResidualCheck:
     """Replay `rooftune`'s search on `records` (training data measured under Triton `triton`) with
     `residual` and with the model alone, at every CV budget."""
@@ -311,6 +338,38 @@ def check_residual(residual: Residual, records, profile: HardwareProfile, triton
         for name in methods:
             means[name][budget] = summary[name]["mean"]
     return ResidualCheck(triton_release(triton), means["residual"], means["model"])
+
+
+def check_plan(kernel: str, profile: HardwareProfile, manifest: dict, check: str, out: str | os.PathLike | None,
+               data_label: str) -> tuple[Residual, Path, bool]:
+    """`rooftune fit --check CHECK` on training data with `manifest`: the residual to check (`check`: a path, or
+    'shipped': the one fitted under the newest release other than the data's), where it goes where it ranks well
+    (`out`; default: in place, or, for another GPU's residual, this GPU's shipped file of its release) and whether
+    it is another GPU's. FitError where the data record no Triton release or the residual cannot be checked."""
+    triton = (manifest.get("device") or {}).get("triton")
+    if not triton:
+        raise FitError(f"{data_label}: its manifest records no Triton version to check the residual under")
+    source = check_source(kernel, profile, triton) if check == SHIPPED else Path(check)
+    if source is None:
+        raise FitError(f"no residual of {kernel} on {profile.name} is shipped for a Triton release other than the "
+                       f"data's ({triton_release(triton)}): fit one on them instead (`rooftune fit {kernel} --out shipped`)")
+    residual = read_residual(source)
+    if residual.kernel != kernel:
+        raise FitError(f"{source}: a residual for {residual.kernel}, not {kernel}")
+    if residual.fit.get("space_version") != manifest.get("space_version"):
+        raise FitError(f"{source} was fitted over {residual.fit.get('space_version')}; {data_label} is over "
+                       f"{manifest.get('space_version')}: fit a new residual instead")
+    # A residual of another GPU checked on this one's data (an SM partition, a sibling GPU): where it ranks well,
+    # it is written as this GPU's, so `tune --gpu` and `eval --gpu` of this profile use it. It must already rank
+    # under the data's release on its own GPU.
+    other_gpu = residual.profile != profile.name
+    why = residual.mismatch(manifest.get("space_version"), triton) if other_gpu else None
+    if why:
+        raise FitError(f"{source} was {why}: check it under that Triton on {residual.profile}'s own data first")
+    release = residual.tritons[0] if residual.tritons else triton
+    target = (fit_target(kernel, profile, str(out), triton) if out is not None
+              else shipped_residual_path(kernel, profile, release) if other_gpu else source)
+    return residual, target, other_gpu
 
 
 def with_check(residual: Residual, check: ResidualCheck, data_label: str, gpu: str | None = None) -> Residual:

@@ -1,25 +1,21 @@
-"""Which correction ranks a live tune: the residual fitted for the kernel on this GPU over this version of its
-space, where it was fitted or checked under the installed Triton release, else the model alone."""
+"""Which correction ranks a live tune: the shipped residual of the kernel on this GPU over this version of its
+space that ranks under the installed Triton release (roofline/releases.py: the one fitted under it, else one
+checked under it), else the model alone."""
 
 from __future__ import annotations
 
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
-from rooftune.roofline.residual import Residual, load_residual
+from rooftune.roofline.releases import choose_residual
+from rooftune.roofline.residual import Residual
 
 
 def residual_choice(spec, profile: HardwareProfile, triton: str | None) -> tuple[object, str]:
     """The residual a live tune under Triton `triton` uses by default, and a line saying which and why: the
-    one fitted for `spec`'s kernel on this GPU over this version of its space, where it was fitted or
-    checked under this Triton release; else None (the model alone)."""
-    residual = load_residual(spec.name, profile)
-    if residual is None:
-        return None, f"the model alone: no residual is fitted for {spec.name} on {profile.name}"
-    why = residual.mismatch(spec.space.version, triton)
-    if why:
-        return None, f"the model alone: the shipped residual was {why}"
-    under = f" under Triton {', '.join(residual.tritons)}" if residual.tritons else ""
-    return residual, f"the model × the residual fitted on {residual.fit.get('data')}{under}"
+    shipped one of `spec`'s kernel on this GPU over this version of its space that ranks under this Triton
+    release (`choose_residual`); else None (the model alone)."""
+    residual, line = choose_residual(spec.name, profile, spec.space.version, triton)
+    return residual, f"the model × {line}" if residual is not None else f"the model alone: {line}"
 
 
 def shipped_residual(spec, profile: HardwareProfile, triton: str | None = None):

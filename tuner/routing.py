@@ -10,6 +10,7 @@ import numpy as np
 
 from rooftune.candidates import Config
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.releases import route_release
 from rooftune.roofline.route import Route, load_route, route_features
 from rooftune.tuner.cache import residual_digest
 from rooftune.tuner.search.strategies import corrected_terms
@@ -41,11 +42,14 @@ class UntunedChoice:
 
 def route_choice(spec, profile: HardwareProfile, residual, triton: str | None,
                  space_version: str | None = None) -> tuple[Route | None, str]:
-    """The shipped route for `spec` on `profile`, where it applies (its space, default `spec`'s own, and Triton
-    release, and the residual whose pick it was fitted beside), and a line saying which or why none."""
-    route = load_route(spec.name, profile)
+    """The route shipped for `spec` on `profile` in the folder of Triton `triton`'s release (None: the newest that
+    holds one; roofline/releases.py), where it applies (its space, default `spec`'s own, and Triton release, and
+    the residual whose pick it was fitted beside), and a line saying which or why none."""
+    release = route_release(spec.name, profile, triton)
+    route = load_route(spec.name, profile, release=release) if release else None
     if route is None:
-        return None, f"no route is fitted for {spec.name} on {profile.name}"
+        under = f" under Triton {release}" if release else ""
+        return None, f"no route is fitted for {spec.name} on {profile.name}{under}"
     why = route.mismatch(space_version or spec.space.version, triton)
     if why is None and route.fit.get("residual") != residual_digest(residual):
         why = "fitted beside another residual's zero-trial pick"

@@ -38,6 +38,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -45,6 +46,7 @@ from pathlib import Path
 
 from rooftune.candidates import Config, Trial, header_shape, kernel_of, shape_header, shape_id
 from rooftune.candidates.records import ShapeRecords
+from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
 
@@ -246,18 +248,50 @@ def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
     write_atomic(Path(root) / MANIFEST, data)
 
 
-# Manifest keys that must agree for a resumed sweep to add shapes to an existing dataset.
+# Manifest keys that must agree for a resumed sweep to add shapes to an existing dataset; so must the Triton
+# release (`manifest_release`) where both record one: a dataset holds one compiler's measurements.
 COMPATIBLE_KEYS = ("kernel", "space_version", "gpu_profile", "sms")
 
 
+def manifest_release(manifest: dict) -> str | None:
+    """The Triton release (major.minor) a dataset was measured under, from its manifest's device.triton; None
+    where it records none."""
+    triton = (manifest.get("device") or {}).get("triton")
+    return triton_release(triton) if triton else None
+
+
+# A folder of the release-keyed layout (docs/datasets.md): datasets/h200/releases/triton-3.9/gemm/train holds
+# Triton 3.9's measurements only.
+RELEASE_FOLDER = re.compile(r"^triton-(\d+\.\d+)$")
+
+
+def layout_release(root: str | os.PathLike) -> str | None:
+    """The Triton release a dataset folder's path names (its innermost `triton-<major.minor>` folder), or None."""
+    names = [m.group(1) for part in Path(root).resolve().parts if (m := RELEASE_FOLDER.match(part))]
+    return names[-1] if names else None
+
+
+def check_layout(root: str | os.PathLike, manifest: dict) -> None:
+    """A DatasetError where `root` sits in a release's folder and `manifest` records another release (or none): a
+    sweep under the wrong Triton (a packed one that did not load, say) must not file its times as that release's."""
+    named, recorded = layout_release(root), manifest_release(manifest)
+    if named is not None and recorded != named:
+        raise DatasetError(f"{root} is in the folder of Triton {named}, and its measurements are "
+                           f"{f'of Triton {recorded}' if recorded else 'of no recorded Triton version'}: "
+                           f"sweep under Triton {named}, or into that release's folder")
+
+
 def check_compatible(root: str | os.PathLike, manifest: dict) -> dict | None:
-    """The manifest at `root` if it agrees with `manifest` on COMPATIBLE_KEYS (None: no dataset there
-    yet); a DatasetError naming the clashes otherwise."""
+    """The manifest at `root` if it agrees with `manifest` on COMPATIBLE_KEYS and the Triton release (None: no
+    dataset there yet); a DatasetError naming the clashes otherwise."""
     if not (Path(root) / MANIFEST).is_file():
         return None
     existing = read_manifest(root)
     clashes = [f"{k}: {existing.get(k)!r} there, {manifest.get(k)!r} now"
                for k in COMPATIBLE_KEYS if existing.get(k) != manifest.get(k)]
+    there, now = manifest_release(existing), manifest_release(manifest)
+    if there and now and there != now:
+        clashes.append(f"Triton release: {there} there, {now} now (one dataset per release: datasets.md)")
     if clashes:
         raise DatasetError(f"{root} holds a different dataset ({'; '.join(clashes)}); use another --out folder")
     return existing
@@ -286,19 +320,31 @@ def update_manifest(root: str | os.PathLike, change: Callable[[dict], dict]) -> 
 
 
 def open_dataset(root: str | os.PathLike, manifest: dict) -> dict:
-    """Create the dataset folder with `manifest`, or check that an existing one is compatible
-    (same kernel, space version, GPU profile and SM partition) and return its manifest. Several
-    sweeps may open one folder at once: the first creates it, the others find it."""
+    """Create the dataset folder with `manifest` (in a release's folder only with that release's measurements:
+    `check_layout`), or check that an existing one is compatible (same kernel, space version, GPU profile, SM
+    partition and Triton release) and return its manifest. Several sweeps may open one folder at once: the first
+    creates it, the others find it."""
     with dataset_lock(root):
         existing = check_compatible(root, manifest)
         if existing is None:
+            check_layout(root, manifest)
             write_manifest(root, manifest)
     return existing if existing is not None else read_manifest(root)
 
 
 def read_dataset(root: str | os.PathLike) -> list[ShapeRecords]:
     """Every finished shape of a dataset folder, as ShapeRecords (the replay evaluation's input), each
-    shape's meta with the Triton version the dataset was measured under (`triton`, from the manifest)."""
-    triton = (read_manifest(root).get("device") or {}).get("triton")
+    shape's meta with the Triton version it was measured under (`triton`: its own where its file records one,
+    else the manifest's). A DatasetError where they are of more than one Triton release: a fit or a score over
+    them would mix two compilers' rankings."""
+    manifest = read_manifest(root)
+    check_layout(root, manifest)
+    triton = (manifest.get("device") or {}).get("triton")
     records = [to_records(read_shape(p)) for p in shape_files(root)]
-    return [replace(r, meta={**r.meta, "triton": triton}) for r in records] if triton else records
+    records = [replace(r, meta={"triton": triton, **r.meta}) for r in records] if triton else records
+    releases = {triton_release(r.meta["triton"]): shape_id(r.shape) for r in records if r.meta.get("triton")}
+    if len(releases) > 1:
+        named = ", ".join(f"{release} ({sid}, ...)" for release, sid in sorted(releases.items()))
+        raise DatasetError(f"{root}: shapes measured under more than one Triton release: {named}; a dataset "
+                           f"holds one release's measurements (docs/datasets.md)")
+    return records

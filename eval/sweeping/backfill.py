@@ -216,14 +216,15 @@ def backfill_extras(root: str | Path, profile: HardwareProfile, measurer: Extras
     that backfilled a shape appends to the manifest's `extras_backfill` list `manifest` (e.g. the
     device's versions) and its shape count. Quarantined configs (eval/sweeping/quarantine.py) are not run: an
     extra's row carries the error, a final config is left out of the scale.
-    Raises DatasetError for a folder that is not a dataset of this space, profile and partition;
+    Raises DatasetError for a folder that is not a dataset of this space, profile, partition and Triton release;
     ContextQuarantined when a config kills the CUDA context (it is quarantined first)."""
     started = now()
     reporter = reporter or SilentReporter()
     date = date or datetime.date.today().isoformat()
-    read_manifest(root)  # a dataset must exist; open_dataset then only checks it
+    read_manifest(root)  # a dataset must exist; open_dataset then only checks it (and the Triton release, rows
+    # of another compiler's timing being no rows of this dataset)
     open_dataset(root, {"kernel": "gemm", "space_version": GEMM_SPACE.version, "gpu_profile": profile.name,
-                        "sms": sms})
+                        "sms": sms, "device": (manifest or {}).get("device")})
     todo, already, not_needed = _extras_plan(root, profile, shapes, legal)
     quarantined = read_quarantine(root)
     order = order_by_group([result.shape for _, result, _, _ in todo.values()], measurer.group_key)

@@ -164,7 +164,9 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: SweepDevice, p
     A config whose run kills the CUDA context (the measurer raises ContextLost) is quarantined and the run
     ends (ContextQuarantined); quarantined configs are not measured, their rows carry the error
     `QUARANTINED`. `device` (which GPU measures, e.g. 'gpu 1: NVIDIA H200') goes into each shape's meta
-    and the manifest's `shape_devices`. Several runs (other GPUs, other shards) may write into one `out` at once.
+    and the manifest's `shape_devices`, and the Triton version of `manifest`'s device into its meta's `triton` (a
+    folder made under another Triton release is refused: one dataset per release). Several runs (other GPUs,
+    other shards) may write into one `out` at once.
     """
     own = getattr(measurer, "kernel", None)  # a KernelMeasurer knows its kernel; fakes may not
     if kernel is not None and own is not None and kernel != own:
@@ -173,6 +175,8 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: SweepDevice, p
     started = now()
     reporter = reporter or SilentReporter()
     open_dataset(out, {**dataset_identity(kernel, profile, None), **(manifest or {})})
+    triton = ((manifest or {}).get("device") or {}).get("triton")
+    stamp = {**({"device": device} if device is not None else {}), **({"triton": triton} if triton else {})}
     done_ids = finished_ids(out)
     unique = list({shape_id(s): s for s in shapes}.values())
     todo = order_by_group([s for s in unique if shape_id(s) not in done_ids], measurer.group_key)
@@ -188,8 +192,8 @@ def run_sweep(shapes: Sequence[Shape], out: str | Path, measurer: SweepDevice, p
         reporter.phase(shape, f"measuring {len(measured[sid])} configs")
         result = measurer.measure(shape, measured[sid], compiled)
         result = with_quarantined(result, rows_of[sid], quarantined.get(sid, {}))
-        if device is not None:
-            result = replace(result, meta={**result.meta, "device": device})
+        if stamp:
+            result = replace(result, meta={**result.meta, **stamp})
         write_shape(out, _flag_space(result, space[sid]))
 
     finished, stopped = run_shapes(todo, lambda s: measured[shape_id(s)], measurer, quarantining(out, work),

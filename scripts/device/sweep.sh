@@ -7,6 +7,8 @@
 #   e.g. bash scripts/device/sweep.sh gemm heldout 540      (KERNEL: gemm, attention or moe; LIST: train, heldout)
 #        GPU=hwprofiles/h200_sm66.json SMS=66 bash scripts/device/sweep.sh gemm heldout 540 datasets/h200-sm66
 # GPU: the profile for legality (default h200); SMS: sweep inside a green context of that many SMs;
+# LISTS: the folder holding KERNEL/shapes_LIST.json when it is not DATASET_ROOT (e.g. LISTS=datasets/h200/releases
+#   with DATASET_ROOT datasets/h200/releases/triton-3.9: one committed list swept under each release);
 # PREBUILT: a prebuild archive to unpack first (e.g. PREBUILT=.tcache/moe.tar.gz, carried with the call);
 # GPUS: sweep on these GPUs at once (e.g. GPUS=0,1 on a machine of two H200s: `rooftune sweep --gpus`);
 # BACKFILL: instead of sweeping, backfill the finished shapes (legal, extras or routes: `--backfill-legal`, ...), e.g.
@@ -16,7 +18,9 @@ K=$1; L=$2; T=$3; ROOT=${4:-datasets/h200}; end=$((SECONDS + T))
 GPU=${GPU:-h200}; DEVICE_ARGS=(); [ -n "${SMS:-}" ] && DEVICE_ARGS=(--sms "$SMS")
 [ -n "${GPUS:-}" ] && DEVICE_ARGS+=(--gpus "$GPUS")
 [ -n "${BACKFILL:-}" ] && DEVICE_ARGS+=("--backfill-$BACKFILL")
-S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json
+if [ -n "${LISTS:-}" ]; then S=$LISTS/$K/shapes_$L.json   # never the full list in its stead
+else S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json; fi
+[ -f "$S" ] || { echo "sweep $K $L: no list $S"; exit 2; }
 D=$ROOT/$K/$L
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1

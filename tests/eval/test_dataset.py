@@ -12,6 +12,7 @@ from rooftune.eval.datasets.format import (
     Trial,
     encode_shape,
     finished_ids,
+    layout_release,
     open_dataset,
     read_dataset,
     read_shape,
@@ -117,6 +118,49 @@ def test_resume_into_a_different_dataset_is_refused(tmp_path):
     assert open_dataset(tmp_path, {**card, "device": {"driver": "x"}})["space_version"] == "gemm-aaa"
     with pytest.raises(DatasetError, match="space_version"):
         open_dataset(tmp_path, {**card, "space_version": "gemm-bbb"})
+
+
+def test_one_dataset_holds_one_triton_release(tmp_path):
+    """A sweep resumed under another Triton release into the same folder would label a second compiler's times
+    with the first's: refused, naming both; a patch release (same code generator) resumes."""
+    card = {"kernel": "gemm", "space_version": "gemm-aaa", "gpu_profile": "H200", "sms": None,
+            "device": {"triton": "3.9.0"}}
+    open_dataset(tmp_path, card)
+    assert open_dataset(tmp_path, {**card, "device": {"triton": "3.9.1"}})["device"]["triton"] == "3.9.0"
+    with pytest.raises(DatasetError, match=r"Triton release: 3.9 there, 3.7 now"):
+        open_dataset(tmp_path, {**card, "device": {"triton": "3.7.1"}})
+
+
+def test_a_folder_of_shapes_from_two_releases_is_refused(tmp_path):
+    open_dataset(tmp_path, {"kernel": "gemm", "space_version": "v", "gpu_profile": "H200", "sms": None,
+                            "device": {"triton": "3.9.0"}})
+    write_shape(tmp_path, sample_result())
+    first = sample_result(GemmShape(1, 64, 64))
+    write_shape(tmp_path, ShapeRecords(first.shape, first.trials, first.baselines_us, {**first.meta, "triton": "3.9.1"}))
+    assert [r.meta["triton"] for r in read_dataset(tmp_path)] == ["3.9.1", "3.9.0"]  # a shape's own version first
+    write_shape(tmp_path, ShapeRecords(first.shape, first.trials, first.baselines_us, {**first.meta, "triton": "3.7.1"}))
+    with pytest.raises(DatasetError, match=r"more than one Triton release: 3.7 \(1x64x64-kn-bf16, ...\), 3.9"):
+        read_dataset(tmp_path)
+
+
+def test_a_release_folder_takes_only_that_releases_measurements(tmp_path):
+    """datasets/h200/releases/triton-3.9/gemm/train: a sweep whose Triton is another release (a packed one that
+    did not load) is refused before it writes, and a manifest there of another release is refused when read."""
+    card = {"kernel": "gemm", "space_version": "v", "gpu_profile": "H200", "sms": None}
+    root = tmp_path / "releases" / "triton-3.9" / "gemm" / "train"
+    assert layout_release(root) == "3.9" and layout_release(tmp_path / "gemm" / "train") is None
+    with pytest.raises(DatasetError, match="in the folder of Triton 3.9, and its measurements are of Triton 3.6"):
+        open_dataset(root, {**card, "device": {"triton": "3.6.0"}})
+    with pytest.raises(DatasetError, match="of no recorded Triton version"):
+        open_dataset(root, card)
+    open_dataset(root, {**card, "device": {"triton": "3.9.0"}})
+    write_shape(root, sample_result())
+    assert read_dataset(root)[0].meta["triton"] == "3.9.0"
+    moved = tmp_path / "releases" / "triton-3.7" / "gemm" / "train"
+    moved.parent.mkdir(parents=True)
+    root.rename(moved)
+    with pytest.raises(DatasetError, match="in the folder of Triton 3.7, and its measurements are of Triton 3.9"):
+        read_dataset(moved)
 
 
 def test_unreadable_files_raise_dataset_errors(tmp_path):

@@ -11,6 +11,7 @@ from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
 from rooftune.candidates.tutorial import gemm_baseline_extras, tutorial_configs
 from rooftune.candidates.shapes import ShapeListError, load_shapes
 from rooftune.eval.datasets.format import (
+    DatasetError,
     Trial,
     finished_ids,
     read_dataset,
@@ -84,6 +85,16 @@ def test_resume_after_a_kill_loses_only_the_shape_in_progress(tmp_path):
     manifest = read_manifest(tmp_path)
     assert manifest["shapes_done"] == 5 and manifest["noise"]["shapes"] == 5
     assert manifest["space_version"] == GEMM_SPACE.version
+
+
+def test_each_shape_records_the_triton_that_measured_it_and_another_release_cannot_resume(tmp_path):
+    under = {"device": {"gpu": "NVIDIA H200", "triton": "3.9.0"}}
+    run_sweep(SHAPES[:2], tmp_path, FakeMeasurer(), PROFILE, manifest=under)
+    assert {r.meta["triton"] for r in read_dataset(tmp_path)} == {"3.9.0"}
+    again = FakeMeasurer()
+    with pytest.raises(DatasetError, match="Triton release: 3.9 there, 3.7 now"):
+        run_sweep(SHAPES, tmp_path, again, PROFILE, manifest={"device": {"gpu": "NVIDIA H200", "triton": "3.7.1"}})
+    assert not again.measured and len(read_dataset(tmp_path)) == 2
 
 
 def test_shapes_run_grouped_and_each_config_compiles_once_per_group(tmp_path):

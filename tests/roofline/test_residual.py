@@ -28,6 +28,7 @@ from rooftune.roofline.fit import (
     make_residual,
     prepare,
 )
+from rooftune.roofline.releases import load_residual
 from rooftune.roofline.residual import (
     ATTENTION_FEATURES_VERSION,
     GEMM_FEATURES_VERSION,
@@ -38,7 +39,6 @@ from rooftune.roofline.residual import (
     feature_names,
     gemm_features,
     is_pick_feature,
-    load_residual,
     moe_features,
     read_residual,
     residual_to_dict,

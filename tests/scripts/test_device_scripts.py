@@ -1,10 +1,13 @@
 """The device scripts' shell logic on the CPU, with `rooftune` and pip faked on PATH: which lists a partition call
-sweeps, with which profile and partition, and what it packs for the next call."""
+or a Triton release's call sweeps, with which profile, partition or Triton, and what it packs for the next call."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,3 +117,66 @@ def test_slim_triton_pack_drops_only_what_compiling_never_loads(tmp_path):
     with tarfile.open(pack) as tar:
         files = {m.name for m in tar.getmembers() if m.isfile()}
     assert files == set(keep)
+
+
+def _release_tree(tmp_path, version: str | None) -> Path:
+    """A checkout's worth of what release.sh reads: the scripts, the release lists, and a packed "Triton" (a
+    package that only says its version) in .triton39/, as the call carries it; GEMM train already swept whole."""
+    import lzma
+    import shutil
+    import tarfile
+
+    tree = tmp_path / "tree"
+    (tree / "scripts" / "device").mkdir(parents=True)
+    for name in ("release.sh", "sweep.sh"):
+        shutil.copy(ROOT / "scripts" / "device" / name, tree / "scripts" / "device" / name)
+    shutil.copytree(ROOT / "datasets" / "h200" / "releases", tree / "datasets" / "h200" / "releases",
+                    ignore=shutil.ignore_patterns("triton-*"))
+    listed = len(json.loads((tree / "datasets/h200/releases/gemm/shapes_train.json").read_text()))
+    done = tree / "datasets/h200/releases/triton-3.9/gemm/train/shapes"
+    done.mkdir(parents=True)
+    for i in range(listed):
+        (done / f"s{i}.csv.gz").write_bytes(b"")
+    if version is not None:
+        package = tmp_path / "pack" / "triton"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(f'__version__ = "{version}"\n')
+        (tree / ".triton39").mkdir()
+        with lzma.open(tree / ".triton39" / "triton.tar.xz", "wb") as xz, tarfile.open(fileobj=xz, mode="w") as tar:
+            tar.add(package, arcname="triton")
+    return tree
+
+
+def test_a_release_call_sweeps_the_shared_lists_into_the_releases_folder_under_the_packed_triton(tmp_path):
+    env, log, out = _fakes(tmp_path)
+    tree = _release_tree(tmp_path, "3.9.0")
+    run = subprocess.run(["bash", "scripts/device/release.sh", "3.9", "500"], cwd=tree,
+                         env={**env, "TRITON_UNPACK": str(tmp_path / "tri")}, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Triton 3.9.0" in run.stdout and "sweep gemm train: all 60 shapes there" in run.stdout
+    calls = log.read_text().splitlines()
+    assert [(c.split(" --shapes ")[1].split()[0], c.split(" --out ")[1].split()[0]) for c in calls] == [
+        (f"datasets/h200/releases/{k}/shapes_{s}.json", f"datasets/h200/releases/triton-3.9/{k}/{s}")
+        for k, s in (("moe", "train"), ("gemm", "heldout"), ("moe", "heldout"))]
+    assert (out / "gemm_train.tgz").is_file()
+
+
+@pytest.mark.parametrize("version", ["3.6.0", None])
+def test_a_release_call_sweeps_nothing_without_that_releases_triton(tmp_path, version):
+    env, log, out = _fakes(tmp_path)
+    tree = _release_tree(tmp_path, version)
+    run = subprocess.run(["bash", "scripts/device/release.sh", "3.9", "500"], cwd=tree,
+                         env={**env, "TRITON_UNPACK": str(tmp_path / "tri")}, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and not log.exists()
+    assert ("Triton 3.6.0 imported, not 3.9" if version else "no .triton39/triton.tar.xz") in run.stdout
+
+
+def test_sweep_sh_with_lists_never_falls_back_to_the_full_list(tmp_path):
+    env, log, out = _fakes(tmp_path)
+    run = subprocess.run(["bash", "scripts/device/sweep.sh", "attention", "train", "100", str(tmp_path / "root")],
+                         cwd=ROOT, env={**env, "LISTS": "datasets/h200/releases"}, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and "no list datasets/h200/releases/attention/shapes_train.json" in run.stdout
+    assert not log.exists()

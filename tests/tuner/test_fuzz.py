@@ -17,7 +17,7 @@ from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
 REPO = Path(__file__).parents[2]
-SHIPPED_GEMM = REPO / "hwprofiles" / "residuals" / "gemm-NVIDIA_H200.json"
+SHIPPED_GEMM = REPO / "hwprofiles" / "residuals" / "triton-3.6" / "gemm-NVIDIA_H200.json"
 AH_HEAD = ("m,k,n,mat1_dtype,mat2_dtype,mat1_stride_0,mat1_stride_1,mat2_stride_0,mat2_stride_1,mat1_iscontig,"
            "mat2_iscontig,using_tf32,choice,feedback")
 AH_TRITON = "type=triton_BLOCK-M=64_BLOCK-K=32_BLOCK-N=64_numstages=3_numwarps=4"
@@ -206,7 +206,7 @@ def _training(tmp_path: Path) -> Path:
 
 
 def test_fit_without_out_leaves_the_shipped_residual_alone(tmp_path):
-    """`fit gemm --data <a few shapes>` replaced hwprofiles/residuals/gemm-NVIDIA_H200.json without a word."""
+    """`fit gemm --data <a few shapes>` replaced the shipped gemm-NVIDIA_H200.json without a word."""
     shipped = SHIPPED_GEMM.read_bytes()
     _refused(tmp_path, ["fit", "gemm", "--data", str(_training(tmp_path))], "give --out FILE", "--out shipped",
              "gemm-NVIDIA_H200.json")

@@ -15,7 +15,7 @@ from rooftune.eval.sweeping import sweep
 from rooftune.eval.scoring.replay import RecordedMeasurer
 from rooftune.hwprofiles import hwprobe, load_profile
 from rooftune.roofline import predict
-from rooftune.roofline.residual import shipped_residual_path
+from rooftune.roofline.releases import shipped_residual_path
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
@@ -101,7 +101,7 @@ def test_a_new_gpu_from_probe_to_eval(tmp_path, monkeypatch, live_from):
     # best and the check refuses (tests/tuner/test_partition.py has the check that writes).
     checked = tmp_path / "gemm-my-gpu.json"
     result = runner.invoke(app, ["fit", "gemm", "--data", str(data), "--gpu", str(my_gpu), "--check",
-                                 str(shipped_residual_path("gemm", load_profile("h200"))), "--out", str(checked)])
+                                 str(shipped_residual_path("gemm", load_profile("h200"), "3.6")), "--out", str(checked)])
     text = " ".join(result.output.split())
     assert result.exit_code == 1 and "on my-gpu the residual ranks worse than the model alone" in text
     assert not checked.exists()

@@ -12,7 +12,8 @@ from rooftune.candidates import Config, GemmShape, Trial
 from rooftune.candidates.records import ShapeRecords
 from rooftune.hwprofiles import load_profile
 from rooftune.hwprofiles.hwprobe import granted_sms
-from rooftune.roofline.residual import load_residual, read_residual
+from rooftune.roofline.releases import load_residual, shipped_residual_path
+from rooftune.roofline.residual import read_residual
 from rooftune.candidates import kernel_spec
 from rooftune.tuner.residual_choice import residual_choice
 from rooftune.tuner.cli.app import app
@@ -57,7 +58,7 @@ def part_train(tmp_path):
 def test_fit_check_of_another_gpus_residual_writes_it_for_this_gpu(part_train, tmp_path):
     out = tmp_path / "gemm-sm66.json"
     result = runner.invoke(app, ["fit", "gemm", "--data", str(part_train), "--gpu", "h200-sm66", "--check",
-                                 str(ROOT.parent / "hwprofiles" / "residuals" / "gemm-NVIDIA_H200.json"),
+                                 str(shipped_residual_path("gemm", FULL, "3.6")),
                                  "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "checked on h200-sm66, ranks for it" in _out(result)
@@ -67,7 +68,7 @@ def test_fit_check_of_another_gpus_residual_writes_it_for_this_gpu(part_train, t
 
 
 def test_fit_check_on_another_gpu_refuses_a_misranking_residual(part_train, tmp_path):
-    full = ROOT.parent / "hwprofiles" / "residuals" / "gemm-NVIDIA_H200.json"
+    full = shipped_residual_path("gemm", FULL, "3.6")
     data = json.loads(full.read_text())
     data["coefficients"] = {k: -40 * v for k, v in data["coefficients"].items()}
     data["pick"] = {}

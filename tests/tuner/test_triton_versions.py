@@ -12,7 +12,9 @@ from rooftune.candidates import kernel_of, parse_gemm_shape
 from rooftune.eval.datasets.format import read_dataset
 from rooftune.hwprofiles import hwprobe, load_profile
 from rooftune.roofline.fit import make_residual
-from rooftune.roofline.residual import load_residual, read_residual, triton_release
+from rooftune.roofline import releases
+from rooftune.roofline.releases import choose_residual, load_residual, shipped_residual_path
+from rooftune.roofline.residual import read_residual, triton_release
 from rooftune.tuner import cache, live_tune, residual_choice
 from rooftune.tuner.cli.app import app
 from rooftune.tuner.pytorch import autotune
@@ -57,7 +59,7 @@ def test_the_shipped_residual_ranks_only_under_the_release_it_was_fitted_or_chec
     residual, note = residual_choice.residual_choice(spec, PROFILE, "3.6.0")
     assert residual is not None and "Triton 3.6" in note
     residual, note = residual_choice.residual_choice(spec, PROFILE, "3.9.0")
-    assert residual is None and "not checked under 3.9" in note and "fit gemm --check" in note
+    assert residual is None and "fitted or checked under Triton 3.9" in note and "fit gemm --check" in note
     assert shipped.applies_to(spec.space.version, None)  # no version given: replay of data that name none
 
 
@@ -77,7 +79,7 @@ def test_eval_takes_the_datasets_triton(tmp_path):
     result = runner.invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "1", "--gpu", "h200",
                                  "--methods", "rooftune"])
     assert result.exit_code == 0, result.output
-    assert "not checked under 3.9" in " ".join(result.output.split())  # the model alone ranks there
+    assert "fitted or checked under Triton 3.9" in " ".join(result.output.split())  # the model alone ranks there
 
 
 @pytest.fixture
@@ -109,7 +111,7 @@ def test_fit_check_adds_the_release_where_the_residual_still_ranks_well(train_un
 def test_fit_check_writes_nothing_where_the_residual_ranks_worse(train_under_39, tmp_path):
     shipped = load_residual("gemm", PROFILE)
     bad = tmp_path / "bad.json"
-    data = json.loads(Path(hwprobe.__file__).with_name("residuals").joinpath("gemm-NVIDIA_H200.json").read_text())
+    data = json.loads(shipped_residual_path("gemm", PROFILE, "3.6").read_text())
     data["coefficients"] = {k: -40 * v for k, v in shipped.coefficients.items()}  # a residual that misranks
     data["pick"] = {}
     bad.write_text(json.dumps(data))
@@ -142,3 +144,68 @@ def test_fit_check_refuses_held_out_data(tmp_path):
     result = runner.invoke(app, ["fit", "gemm", "--data", str(heldout), "--gpu", "h200", "--check", "shipped",
                                  "--out", str(tmp_path / "x.json")])
     assert result.exit_code == 2 and "held-out" in " ".join(result.output.split()) and not (tmp_path / "x.json").exists()
+
+
+@pytest.fixture
+def shipped_root(tmp_path, monkeypatch):
+    """The shipped residuals copied to a temporary folder that selection, `fit --out shipped` and `--check shipped`
+    read and write, so a test's fit ships nothing."""
+    root = tmp_path / "residuals"
+    shutil.copytree(releases.residuals_root(), root)
+    monkeypatch.setattr(releases, "residuals_root", lambda: root)
+    return root
+
+
+def test_fit_out_shipped_files_the_residual_under_the_datas_release(train_under_39, shipped_root, monkeypatch):
+    """On 12 shapes the fit itself ranks worse than the model alone (the next test): here the model alone is made
+    poor, so the residual ships, and where it goes is what is tested."""
+    from rooftune.tuner import fitting
+
+    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile, budgets: {b: 0.5 for b in budgets})
+    before = (shipped_root / "triton-3.6" / "gemm-NVIDIA_H200.json").read_bytes()
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", "shipped"])
+    assert result.exit_code == 0, result.output
+    written = read_residual(shipped_root / "triton-3.9" / "gemm-NVIDIA_H200.json")
+    assert written.tritons == ("3.9",) and written.fit["shapes"] == 12
+    assert set(written.fit["model_alone"]) == {"1", "5", "10", "20"} and "(the model alone: mean 0.500)" in " ".join(result.output.split())
+    assert (shipped_root / "triton-3.6" / "gemm-NVIDIA_H200.json").read_bytes() == before  # 3.6's untouched
+    space = kernel_of(SHAPE).space.version
+    assert choose_residual("gemm", PROFILE, space, "3.9.0")[0].coefficients == written.coefficients
+    assert choose_residual("gemm", PROFILE, space, "3.6.0")[0].tritons == ("3.6",)
+    # a second fit of the same release replaces it; data that name no Triton cannot be shipped as any release's
+    manifest = json.loads((train_under_39 / "manifest.json").read_text())
+    del manifest["device"]["triton"]
+    (train_under_39 / "manifest.json").write_text(json.dumps(manifest))
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", "shipped"])
+    assert result.exit_code == 2 and "records no Triton version" in " ".join(result.output.split())
+
+
+def test_fit_check_shipped_checks_the_newest_other_release_in_place(train_under_39, shipped_root):
+    """3.9 data, residuals of 3.6 and 3.7 shipped: `--check shipped` checks 3.7's (the newest other release) and
+    adds 3.9 to it in its own folder, where selection under 3.9 then finds it."""
+    data = json.loads((shipped_root / "triton-3.6" / "gemm-NVIDIA_H200.json").read_text())
+    data["fit"]["triton"] = ["3.7"]
+    (shipped_root / "triton-3.7").mkdir()
+    (shipped_root / "triton-3.7" / "gemm-NVIDIA_H200.json").write_text(json.dumps(data))
+    space = kernel_of(SHAPE).space.version
+    assert choose_residual("gemm", PROFILE, space, "3.9.0")[0] is None
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--check", "shipped"])
+    assert result.exit_code == 0, result.output
+    checked = read_residual(shipped_root / "triton-3.7" / "gemm-NVIDIA_H200.json")
+    assert checked.tritons == ("3.7", "3.9") and checked.fit["triton_checks"]["3.9"]["ranks_well"] is True
+    assert load_residual("gemm", PROFILE, "3.6.0").tritons == ("3.6",)  # the older release's is left alone
+    assert choose_residual("gemm", PROFILE, space, "3.9.0")[0].tritons == ("3.7", "3.9")
+    assert choose_residual("gemm", PROFILE, space, "3.8.0")[0] is None
+
+
+def test_fit_out_shipped_ships_nothing_where_the_model_alone_ranks_better(train_under_39, shipped_root, monkeypatch):
+    """The rule a release falls back by: its fitted residual ships only where, cross-validated, it ranks at least as
+    well as the model alone on the same training data on average over the budgets (here a model alone made perfect)."""
+    from rooftune.tuner import fitting
+
+    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile, budgets: {b: 1.0 for b in budgets})
+    result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", "shipped"])
+    assert result.exit_code == 1 and "ranks worse than the model alone on average: not shipped" in " ".join(result.output.split())
+    assert not (shipped_root / "triton-3.9").exists() or not list((shipped_root / "triton-3.9").iterdir())
+    out = train_under_39.parent / "mine.json"  # a residual asked for by path is written, figures and all
+    assert runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--out", str(out)]).exit_code == 0

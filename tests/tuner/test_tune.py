@@ -201,17 +201,17 @@ def test_a_cache_path_that_is_not_a_regular_file_is_refused_not_read_forever(tmp
 
 def test_cli_tune_takes_a_residual_file_or_none(tmp_path, records, counting, live_from):
     """A new GPU's residual (`rooftune fit --out FILE`) or none: `tune --residual`, said in the result."""
-    from rooftune.roofline.residual import shipped_residual_path
+    from rooftune.roofline.releases import shipped_residual_path
 
     live_from(counting(records))
-    gemm_residual = shipped_residual_path("gemm", PROFILE)
+    gemm_residual = shipped_residual_path("gemm", PROFILE, "3.6")
     for choice, note in (("none", "the model alone (--residual none)"), (str(gemm_residual), f"the residual {gemm_residual}")):
         out = tmp_path / "r.json"
         result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--budget", "3", "--json", str(out),
                                      "--cache", "none", "--residual", choice])
         assert result.exit_code == 0, result.output
         assert json.loads(out.read_text())["residual_note"] == note
-    attention_residual = shipped_residual_path("attention", PROFILE)
+    attention_residual = shipped_residual_path("attention", PROFILE, "3.6")
     result = runner.invoke(app, ["tune", "gemm", "--shape", "512x512x512", "--cache", "none",
                                  "--residual", str(attention_residual)])
     assert result.exit_code == 2 and "a residual for attention, not gemm" in " ".join(result.output.split())

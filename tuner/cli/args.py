@@ -19,7 +19,8 @@ from rooftune.eval.datasets.readers import recorded_device
 from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
 from rooftune.hwprofiles.shipped import shipped_profile_name
 from rooftune.outputs import OutputError, check_not_input
-from rooftune.roofline.residual import ResidualError, load_residual, read_residual
+from rooftune.roofline.releases import choose_residual, shipped_releases
+from rooftune.roofline.residual import ResidualError, read_residual
 
 # The CLI's one map from an exception to an exit code, as (module, class, code). `cli_errors` looks a
 # class up only when its module is already imported (an instance of it implies so), so mapping an
@@ -311,10 +312,10 @@ DAMAGED_HELP = ("a damaged file (a time that is not finite and positive, a value
 
 
 def residual_option(kernel: str, profile, choice: str, space_version: str | None, triton: str | None = None):
-    """'shipped': the residual fitted for `profile`'s GPU, if any, where it was fitted on the same space
-    as the measurements' (`space_version`; None: data of another kernel) under their Triton release
-    (`triton`: a dataset's, or the installed one for a live ranking; None: any); 'none': the model alone;
-    else a path, used as given (it must be a residual of `kernel`)."""
+    """'shipped': the shipped residual of `profile`'s GPU, if any, fitted on the same space as the measurements'
+    (`space_version`; None: data of another kernel) that ranks under their Triton release (`triton`: a dataset's,
+    or the installed one for a live ranking; None: the newest release's): roofline/releases.py `choose_residual`;
+    'none': the model alone; else a path, used as given (it must be a residual of `kernel`)."""
     if choice == "none":
         return None
     if choice != "shipped":
@@ -322,11 +323,11 @@ def residual_option(kernel: str, profile, choice: str, space_version: str | None
         if residual.kernel != kernel:
             raise ResidualError(f"{choice}: a residual for {residual.kernel}, not {kernel}")
         return residual
-    residual = load_residual(kernel, profile)
-    why = residual.mismatch(space_version, triton) if residual is not None else None
-    if why:
-        warn(f"the shipped residual for {profile.name} was {why}: the model alone (--residual PATH to use it anyway)")
-        return None
+    if not shipped_releases(kernel, profile):
+        return None  # a GPU without a shipped residual: the model alone, as expected
+    residual, why = choose_residual(kernel, profile, space_version, triton)
+    if residual is None:
+        warn(f"{why}: the model alone (--residual PATH to use one anyway)")
     return residual
 
 

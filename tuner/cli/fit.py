@@ -11,8 +11,9 @@ from rich.console import Console
 from rooftune.candidates import kernel_spec
 from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
-from rooftune.roofline.residual import read_residual, shipped_residual_path, write_residual
-from rooftune.roofline.route import shipped_route_path, write_route
+from rooftune.roofline.releases import shipped_route_path
+from rooftune.roofline.residual import write_residual
+from rooftune.roofline.route import write_route
 from rooftune.tuner.cli.args import (
     DAMAGED_HELP,
     GPU_HELP,
@@ -25,10 +26,13 @@ from rooftune.tuner.cli.args import (
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import (
+    SHIPPED,
+    check_plan,
     check_residual,
     fit_kernel,
     fit_shapes_from_records,
     fit_target,
+    fit_against_model,
     fitted_residual,
     refuse_held_out,
     with_check,
@@ -117,9 +121,13 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             return _check(kernel, data, profile, manifest, check, out, console)
         if route:
             return _fit_route(kernel, data, profile, out, console)
-        target = fit_target(kernel, profile, None if out is None else str(out))
+        target = fit_target(kernel, profile, None if out is None else str(out), _data_triton(manifest))
         check_output(str(target), "--out", inputs=(data, gpu))
-        residual = _fit_residual(kernel, data, profile, manifest, console)
+        residual, against = _fit_residual(kernel, data, profile, manifest, console)
+        if str(out) == SHIPPED and not against.ranks_well:
+            console.print(f"cross-validated, the residual ranks worse than the model alone on average: not shipped; "
+                          f"under Triton {against.triton or 'this release'} the model ranks alone")
+            raise typer.Exit(code=1)
         write_residual(residual, target)  # after the figures: a write that fails does not lose them
     console.print(f"wrote {target} ({len(residual.coefficients)} coefficients)")
 
@@ -140,20 +148,33 @@ def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Con
                             f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "
                             f"prior sd {cand.search.prior_sd:g}: CV objective {score:.4f}"))
     residual = fitted_residual(report, shapes, manifest)
+    against = fit_against_model(report, residual, records, profile)
     console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
                   f"{report.chosen.search}")
     for budget, s in report.cv.items():
         console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
-                      f"worst-decile mean {s['worst_decile_mean']:.3f}")
-    return residual
+                      f"worst-decile mean {s['worst_decile_mean']:.3f} (the model alone: mean "
+                      f"{against.model_mean[budget]:.3f})")
+    return residual, against
+
+
+def _data_triton(manifest: dict) -> str | None:
+    """The Triton version a dataset was measured under (its manifest's device.triton), None where not recorded."""
+    return (manifest.get("device") or {}).get("triton")
 
 
 def _fit_route(kernel: str, data: Path, profile, out: Path | None, console: Console) -> None:
-    """`fit --route`: cross-validate and refit the untuned route beside the shipped residual; print, write."""
-    target = out or shipped_route_path(kernel, profile)
+    """`fit --route`: cross-validate and refit the untuned route beside the shipped residual of the data's Triton
+    release; print, write (by default in that release's folder)."""
+    triton = _data_triton(read_manifest(data))
+    if out is None and not triton:
+        fail(f"{data}: its manifest records no Triton version, so the route's release is not known; give --out FILE")
+    target = out or shipped_route_path(kernel, profile, triton)
+    if out is None:
+        target.parent.mkdir(parents=True, exist_ok=True)  # the first route of a release makes its folder
     check_output(str(target), "--out")
     spec = kernel_spec(kernel)
-    residual = shipped_residual(spec, profile, (read_manifest(data).get("device") or {}).get("triton"))
+    residual = shipped_residual(spec, profile, triton)
     route, chosen, _ = fit_route_data(data, kernel, profile, residual, spec.baseline)
     console.print(f"chosen: features {', '.join(route.features)}; ridge {route.fit['alpha']:g}; kernel kept where "
                   f"the predicted library ÷ pick exceeds {math.exp(route.margin):.3f}")
@@ -167,24 +188,8 @@ def _fit_route(kernel: str, data: Path, profile, out: Path | None, console: Cons
 def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Path | None, console: Console) -> None:
     """`fit --check`: replay the residual and the model alone on the training data; write the residual with
     the data's Triton release added where it ranks well (exit 1 where it does not: nothing written)."""
-    source = shipped_residual_path(kernel, profile) if check == "shipped" else Path(check)
-    residual = read_residual(source)
-    if residual.kernel != kernel:
-        fail(f"{source}: a residual for {residual.kernel}, not {kernel}")
-    if residual.fit.get("space_version") != manifest.get("space_version"):
-        fail(f"{source} was fitted over {residual.fit.get('space_version')}; {data} is over "
-             f"{manifest.get('space_version')}: fit a new residual instead")
-    triton = (manifest.get("device") or {}).get("triton")
-    if not triton:
-        fail(f"{data}: its manifest records no Triton version to check the residual under")
-    # A residual of another GPU checked on this one's data (an SM partition, a sibling GPU): where it ranks well,
-    # it is written as this GPU's, so `tune --gpu` and `eval --gpu` of this profile use it.
-    other_gpu = residual.profile != profile.name
-    target = (fit_target(kernel, profile, str(out)) if out is not None
-              else shipped_residual_path(kernel, profile) if other_gpu else source)
-    why = residual.mismatch(manifest.get("space_version"), triton) if other_gpu else None
-    if why:
-        fail(f"{source} was {why}: check it under that Triton on {residual.profile}'s own data first")
+    residual, target, other_gpu = check_plan(kernel, profile, manifest, check, out, str(data))
+    triton = _data_triton(manifest)
     check_output(str(target), "--out", inputs=(data,))
     result = check_residual(residual, load_records(data, kernel=kernel), profile, triton)
     for budget in result.residual_mean:

@@ -1,0 +1,36 @@
+#!/bin/bash
+# One device call of a Triton release's ground truth (issue 43): the packed Triton RELEASE (.tritonXY/triton.tar.xz,
+# made by ../shared/tools/pack-triton.sh and carried with the call) put first on the path, then the committed
+# subsamples of datasets/h200/releases/KERNEL/shapes_LIST.json swept under it into
+# datasets/h200/releases/triton-RELEASE/KERNEL/LIST, each list resuming where the last call stopped (sweep.sh). Lists
+# in order: GEMM train, MoE train (the fits read them first), GEMM held-out, MoE held-out; ORDER="gemm heldout" (pairs
+# of KERNEL LIST) sweeps others. Stops, sweeping nothing, where the Triton imported is not RELEASE (a pack that did not
+# load: the sweep would file the machine's own Triton's times as RELEASE's). Comes back in $OUT: one KERNEL_LIST.tgz
+# (the dataset folder) and sweep log per list touched, at most 8 files.
+# usage (repository root, on the GPU machine): bash scripts/device/release.sh RELEASE SECONDS
+#   e.g. bash scripts/device/release.sh 3.9 540        (carry .triton39; 3.7: .triton37)
+set -u
+R=$1; T=$2; end=$((SECONDS + T))
+PACK=.triton${R//./}/triton.tar.xz
+[ -f "$PACK" ] || { echo "no $PACK: pack Triton $R first and carry its folder (scripts/device/README.md)"; exit 2; }
+TRI=${TRITON_UNPACK:-/tmp/tri$R}
+if [ ! -f "$TRI/.unpacked" ]; then   # once per machine: a warm machine's next call finds it
+  mkdir -p "$TRI" && tar xJf "$PACK" -C "$TRI" && touch "$TRI/.unpacked"
+fi
+export PYTHONPATH=$TRI${PYTHONPATH:+:$PYTHONPATH} TRITON_BACKENDS_IN_TREE=1 \
+  TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas \
+  TRITON_CUOBJDUMP_PATH=/usr/local/cuda/bin/cuobjdump TRITON_NVDISASM_PATH=/usr/local/cuda/bin/nvdisasm \
+  TRITON_DEFAULT_FP_FUSION=1
+got=$(python3 -c "import triton; print(triton.__version__)" 2>&1 | tail -1)
+case "$got" in
+  "$R".*) echo "Triton $got" ;;
+  *) echo "Triton $got imported, not $R: nothing swept"; exit 2 ;;
+esac
+LISTS=datasets/h200/releases; ROOT=$LISTS/triton-$R
+set -- ${ORDER:-gemm train moe train gemm heldout moe heldout}
+while [ $# -ge 2 ]; do
+  left=$(( end - SECONDS - 10 ))
+  [ "$left" -lt 90 ] && break
+  LISTS=$LISTS bash scripts/device/sweep.sh "$1" "$2" "$left" "$ROOT"
+  shift 2
+done
