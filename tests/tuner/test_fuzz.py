@@ -285,7 +285,9 @@ def test_a_standard_output_that_cannot_be_written():
     with open("/dev/full", "w") as full:
         result = _cli("explain", "gemm", "--shape", "64x64x64", stdout=full)
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: cannot write to standard output (No space left on device)"
+    # the error is the one line that ends it (a Triton release without a shipped residual adds its note before)
+    assert result.stderr.strip().splitlines()[-1] == "error: cannot write to standard output (No space left on device)"
+    assert "Traceback" not in result.stderr and result.stderr.count("error:") == 1
 
 
 def test_eval_at_a_budget_past_the_space_is_quick(tmp_path):

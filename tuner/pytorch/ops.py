@@ -77,7 +77,8 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     library's op faster, and instead of the zero-trial pick where the shipped route sends the untuned op to
     the library, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
     spec = kernel_of(shape)
-    residual = shipped_residual(spec, profile)
+    triton = installed_triton()  # one release for the residual and the route beside it
+    residual = shipped_residual(spec, profile, triton)
     result = TuneCache(cache).get(tune_key(shape, profile, TUNE_BUDGET, residual))
     if result is None and tune:
         result = tune_or_none(shape, profile, cache)
@@ -87,7 +88,7 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     if result is not None:
         return LIBRARY_ROUTE if library_faster(result) and not kernel_only else result.winner
     configs = legal_configs(spec.space, shape, profile).configs
-    route = route_choice(spec, profile, residual, installed_triton())[0]
+    route = route_choice(spec, profile, residual, triton)[0]
     choice = untuned_choice(shape, configs, profile, residual, route, kernel_only)
     if choice is None:
         raise ValueError(f"no legal {spec.name} config for {shape} on {profile.name}")
