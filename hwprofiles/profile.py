@@ -114,16 +114,14 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
                 raise ProfileError(f"{origin}: field {key!r} must be an integer, got {value!r}")
             if value <= 0:
                 raise ProfileError(f"{origin}: field {key!r} must be positive, got {value}")
-            if value > PLAUSIBLE_LIMIT:
-                raise ProfileError(f"{origin}: field {key!r} is implausibly large ({value:g} > {PLAUSIBLE_LIMIT:g})")
         elif key in _FLOAT_FIELDS:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ProfileError(f"{origin}: field {key!r} must be a number, got {value!r}")
             value = float(value)
             if not (math.isfinite(value) and value > 0):  # JSON's Infinity and NaN parse as floats
                 raise ProfileError(f"{origin}: field {key!r} must be positive and finite, got {value}")
-            if value > PLAUSIBLE_LIMIT:
-                raise ProfileError(f"{origin}: field {key!r} is implausibly large ({value:g} > {PLAUSIBLE_LIMIT:g})")
+        if key in _INT_FIELDS | _FLOAT_FIELDS and value > PLAUSIBLE_LIMIT:
+            raise ProfileError(f"{origin}: field {key!r} is implausibly large ({value:g} > {PLAUSIBLE_LIMIT:g})")
         kwargs[key] = value
     for key in ("sources", "meta"):
         value = data.get(key, {})
