@@ -7,6 +7,8 @@
 #   e.g. bash scripts/device/sweep.sh gemm heldout 540      (KERNEL: gemm, attention or moe; LIST: train, heldout)
 #        GPU=hwprofiles/h200_sm66.json SMS=66 bash scripts/device/sweep.sh gemm heldout 540 datasets/h200-sm66
 # GPU: the profile for legality (default h200); SMS: sweep inside a green context of that many SMs;
+# INTO: the dataset folder's name when it is not LIST (e.g. INTO=train with LIST train_half: a seeded subset of
+#   the training list swept into the training folder, which a later call with the whole list completes);
 # LISTS: the folder holding KERNEL/shapes_LIST.json when it is not DATASET_ROOT (e.g. LISTS=datasets/h200/releases
 #   with DATASET_ROOT datasets/h200/releases/triton-3.9: one committed list swept under each release);
 # PREBUILT: a prebuild archive to unpack first (e.g. PREBUILT=.tcache/moe.tar.gz, carried with the call);
@@ -18,10 +20,11 @@ K=$1; L=$2; T=$3; ROOT=${4:-datasets/h200}; end=$((SECONDS + T))
 GPU=${GPU:-h200}; DEVICE_ARGS=(); [ -n "${SMS:-}" ] && DEVICE_ARGS=(--sms "$SMS")
 [ -n "${GPUS:-}" ] && DEVICE_ARGS+=(--gpus "$GPUS")
 [ -n "${BACKFILL:-}" ] && DEVICE_ARGS+=("--backfill-$BACKFILL")
-if [ -n "${LISTS:-}" ]; then S=$LISTS/$K/shapes_$L.json   # never the full list in its stead
-else S=$ROOT/$K/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$K/shapes_$L.json; fi
+F=${K//-/_}   # the kernel's folder (moe-fp8 -> moe_fp8)
+if [ -n "${LISTS:-}" ]; then S=$LISTS/$F/shapes_$L.json   # never the full list in its stead
+else S=$ROOT/$F/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$F/shapes_$L.json; fi
 [ -f "$S" ] || { echo "sweep $K $L: no list $S"; exit 2; }
-D=$ROOT/$K/$L
+D=$ROOT/$F/${INTO:-$L}
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 # PREBUILT: a `prebuild build --tar` archive carried with the call (its binaries then cost no GPU time)
@@ -37,9 +40,9 @@ if [ -z "${BACKFILL:-}" ] && [ "$done_" -ge "$listed" ]; then
 else
   l=$(( end - SECONDS - 20 ))   # leave time to pack
   timeout $l rooftune sweep "$K" --shapes "$S" --out "$D" --gpu "$GPU" "${DEVICE_ARGS[@]}" \
-    --max-minutes "$(python3 -c "print(($l - 25) / 60)")" > "$OUT/sweep_${K}_$L.log" 2>&1
+    --max-minutes "$(python3 -c "print(($l - 25) / 60)")" > "$OUT/sweep_${F}_$L.log" 2>&1
   echo "sweep $K $L rc=$? (3: a config killed the CUDA context, quarantined: call again)"
-  grep -v "measuring" "$OUT/sweep_${K}_$L.log" | tail -2
+  grep -v "measuring" "$OUT/sweep_${F}_$L.log" | tail -2
   echo "$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$') of $listed shapes done"
 fi
-if [ -d "$D" ]; then tar czf "$OUT/${K}_$L.tgz" --exclude='*.tmp' --exclude='.manifest.lock' "$D"; fi
+if [ -d "$D" ]; then tar czf "$OUT/${F}_${INTO:-$L}.tgz" --exclude='*.tmp' --exclude='.manifest.lock' "$D"; fi
