@@ -40,7 +40,7 @@ from rooftune.candidates import (
     load_implementation,
 )
 from rooftune.candidates.gemm_space import tile_cols
-from rooftune.hwprofiles import HardwareProfile, list_profiles, load_profile
+from rooftune.hwprofiles import HardwareProfile, ProfileError, list_profiles, load_profile
 from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
@@ -331,11 +331,16 @@ def feature_names(kernel: str) -> tuple[str, ...]:
     """The names of `kernel`'s features, in order: exactly the coefficients a residual of it holds."""
     spec = KERNELS[kernel]
     shape = spec.parse(spec.example)  # any shape: a feature's name depends on none, nor on the profile
-    profile = load_profile(list_profiles()[0])
-    configs = list(legal_configs(spec.space, shape, profile).configs[:1])
-    with np.errstate(all="ignore"):
-        breakdown = load_implementation(spec.model).predict(shape, configs_to_columns(configs), profile)
-    return feature_set(kernel).compute(shape, configs, breakdown)[0]
+    for name in list_profiles():  # the first profile that models the kernel (an A100 has no FP8 rate)
+        profile = load_profile(name)
+        configs = list(legal_configs(spec.space, shape, profile).configs[:1])
+        try:
+            with np.errstate(all="ignore"):
+                breakdown = load_implementation(spec.model).predict(shape, configs_to_columns(configs), profile)
+        except ProfileError:
+            continue
+        return feature_set(kernel).compute(shape, configs, breakdown)[0]
+    raise ProfileError(f"no shipped profile models {kernel}")
 
 
 def _numbers(data: dict, key: str, origin: str) -> dict[str, float]:

@@ -237,3 +237,18 @@ def test_moe_features_name_the_routing_regimes_and_a_planted_effect_is_recovered
     d = data[2]
     corrected = np.log(d.breakdown.time_us) + residual.correction(d.source.shape, list(d.source.configs), d.breakdown)
     assert np.allclose(corrected, np.log(d.source.time_us), atol=0.01)
+
+
+def test_every_shipped_residual_loads_whatever_profile_is_listed_first():
+    """A residual's feature names come from a profile that models its kernel: the first profile listed (the A100)
+    has no FP8 rate, and the FP8 fused-MoE residual still validates on load."""
+    from pathlib import Path
+
+    from rooftune.hwprofiles import ProfileError, list_profiles
+    with pytest.raises(ProfileError):
+        load_profile(list_profiles()[0]).tensor_tflops("fp8e4m3")
+    names = feature_names("moe-fp8")
+    assert names and len(names) == len(set(names))
+    shipped = sorted((Path(__file__).parents[2] / "hwprofiles" / "residuals").glob("triton-*/*-NVIDIA_*.json"))
+    residuals = [read_residual(p) for p in shipped if not p.name.startswith("route-")]
+    assert "moe-fp8" in {r.kernel for r in residuals}
