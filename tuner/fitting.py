@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from rooftune.candidates import KERNELS, Trial, kernel_of
+from rooftune.eval.datasets.format import is_held_out_list, swept_lists
 from rooftune.eval.scoring.metrics import summarize
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.roofline.fit import (
@@ -102,10 +103,11 @@ def fit_target(kernel: str, profile: HardwareProfile, out: str | None, triton: s
 
 
 def refuse_held_out(manifest: dict, where: str) -> None:
-    """Held-out datasets are swept from a list named shapes_heldout*.json; fitting must never read one."""
-    listed = str(manifest.get("shapes_file", ""))
-    if "heldout" in listed.replace("-", "").replace("_", "").lower():
-        raise HeldOutError(f"{where} was swept from {listed}, a held-out list: fitting reads training data only")
+    """Held-out datasets are swept from a list named shapes_heldout*.json; fitting must never read one, nor a
+    folder that any of its sweeps read one into (`swept_lists`)."""
+    for listed in swept_lists(manifest):
+        if is_held_out_list(listed):
+            raise HeldOutError(f"{where} was swept from {listed}, a held-out list: fitting reads training data only")
 
 
 def fit_shapes_from_records(records) -> list[FitShape]:

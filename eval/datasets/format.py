@@ -210,7 +210,7 @@ def to_records(result: ShapeRecords) -> ShapeRecords:
 
 # Manifest fields the readers use, and the JSON type each must have where present (null: not recorded).
 MANIFEST_TYPES = {"kernel": str, "space_version": str, "gpu_profile": str, "shapes_file": str, "sms": int,
-                  "device": dict}
+                  "device": dict, "shapes_files": list}
 
 
 def read_manifest(root: str | os.PathLike) -> dict:
@@ -239,7 +239,7 @@ def read_manifest(root: str | os.PathLike) -> dict:
     return manifest
 
 
-_JSON_NAMES = {str: "string", int: "integer", dict: "object"}
+_JSON_NAMES = {str: "string", int: "integer", dict: "object", list: "array"}
 
 
 def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
@@ -319,16 +319,48 @@ def update_manifest(root: str | os.PathLike, change: Callable[[dict], dict]) -> 
     return manifest
 
 
+def is_held_out_list(name: object) -> bool:
+    """A held-out shape list is named shapes_heldout*.json (the spelling of "held-out" aside): fitting never
+    reads a folder swept from one."""
+    return "heldout" in str(name).replace("-", "").replace("_", "").lower()
+
+
+def swept_lists(manifest: dict) -> list[str]:
+    """Every shape list a dataset folder was swept from: its first (`shapes_file`) and the lists later sweeps
+    resumed it with (`shapes_files`, where one did)."""
+    first = manifest.get("shapes_file")
+    return list(dict.fromkeys([*([first] if first else []), *manifest.get("shapes_files", [])]))
+
+
+def _add_list(root: str | os.PathLike, existing: dict, listed: str | None) -> dict:
+    """`existing` with the list `listed` recorded among the folder's lists (`swept_lists`); DatasetError where it
+    would mix held-out and training lists in one folder (a fit of the folder would then read held-out shapes)."""
+    lists = swept_lists(existing)
+    if not listed or not lists or listed in lists:
+        return existing
+    if is_held_out_list(listed) != is_held_out_list(lists[0]):
+        kinds = {True: "held-out", False: "training"}
+        raise DatasetError(f"{root} holds shapes of {kinds[is_held_out_list(lists[0])]} list {lists[0]}; a sweep "
+                           f"of {kinds[is_held_out_list(listed)]} list {listed} into it would mix the two: use "
+                           "another --out folder")
+    updated = {**existing, "shapes_files": lists[1:] + [listed]}
+    write_manifest(root, updated)
+    return updated
+
+
 def open_dataset(root: str | os.PathLike, manifest: dict) -> dict:
     """Create the dataset folder with `manifest` (in a release's folder only with that release's measurements:
     `check_layout`), or check that an existing one is compatible (same kernel, space version, GPU profile, SM
-    partition and Triton release) and return its manifest. Several sweeps may open one folder at once: the first
-    creates it, the others find it."""
+    partition and Triton release), record the list this sweep reads among the folder's (`swept_lists`; never a
+    held-out list beside training ones) and return its manifest. Several sweeps may open one folder at once: the
+    first creates it, the others find it."""
     with dataset_lock(root):
         existing = check_compatible(root, manifest)
         if existing is None:
             check_layout(root, manifest)
             write_manifest(root, manifest)
+        else:
+            existing = _add_list(root, existing, manifest.get("shapes_file"))
     return existing if existing is not None else read_manifest(root)
 
 

@@ -214,3 +214,25 @@ def test_atomic_write_gives_a_plain_files_permissions(tmp_path):
     plain.write_bytes(b"x")
     write_atomic(tmp_path / "atomic", b"x")
     assert (tmp_path / "atomic").stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+
+
+def test_a_resumed_sweep_records_its_list_and_never_mixes_held_out_with_training(tmp_path):
+    """A folder resumed from another list records it (`swept_lists`); a held-out list into a training folder,
+    or the reverse, is refused before anything is written, so a fit can never read held-out shapes by way of a
+    folder first swept from a training list."""
+    from rooftune.eval.datasets.format import open_dataset, read_manifest, swept_lists
+    identity = {"format": "rooftune-dataset-1", "kernel": "moe-fp8", "space_version": "v", "gpu_profile": "g",
+                "sms": None}
+    train, heldout = tmp_path / "train", tmp_path / "heldout"
+    open_dataset(train, {**identity, "shapes_file": "shapes_train_half.json"})
+    open_dataset(train, {**identity, "shapes_file": "shapes_train.json"})
+    open_dataset(train, {**identity, "shapes_file": "shapes_train.json"})
+    assert swept_lists(read_manifest(train)) == ["shapes_train_half.json", "shapes_train.json"]
+    before = (train / "manifest.json").read_bytes()
+    with pytest.raises(DatasetError, match="mix"):
+        open_dataset(train, {**identity, "shapes_file": "shapes_heldout.json"})
+    assert (train / "manifest.json").read_bytes() == before
+    open_dataset(heldout, {**identity, "shapes_file": "shapes_heldout_block.json"})
+    open_dataset(heldout, {**identity, "shapes_file": "shapes_heldout.json"})
+    with pytest.raises(DatasetError, match="mix"):
+        open_dataset(heldout, {**identity, "shapes_file": "shapes_train.json"})

@@ -24,6 +24,9 @@ def test_held_out_datasets_are_refused():
     with pytest.raises(fitting.HeldOutError, match="held-out"):
         fitting.refuse_held_out({"shapes_file": "shapes_heldout.json"}, "x")
     fitting.refuse_held_out({"shapes_file": "shapes_train.json"}, "x")
+    fitting.refuse_held_out({"shapes_file": "shapes_train_half.json", "shapes_files": ["shapes_train.json"]}, "x")
+    with pytest.raises(fitting.HeldOutError, match="shapes_heldout_b.json"):  # a later sweep's list counts too
+        fitting.refuse_held_out({"shapes_file": "shapes_train.json", "shapes_files": ["shapes_heldout_b.json"]}, "x")
     result = runner.invoke(app, ["fit", "gemm", "--data", str(HELDOUT), "--out", "/tmp/never.json"])
     assert result.exit_code == 2 and "held-out" in " ".join(result.output.split())
 
