@@ -195,6 +195,12 @@ class MoeShape:
         return self.dtype
 
     @property
+    def rescaled_partials(self) -> bool:
+        """Whether the kernel holds each K block's partial product beside the accumulator (MoeFp8Shape's block
+        scales); never in bf16 or fp16."""
+        return False
+
+    @property
     def rows(self) -> int:
         """Routed rows, tokens · topk: the rows the GEMM computes (one per token and chosen expert)."""
         return self.tokens * self.topk
@@ -254,6 +260,13 @@ class MoeFp8Shape:
     dtype = FP8_DTYPE
     out_dtype = "bf16"
     layout = "nk"
+
+    @property
+    def rescaled_partials(self) -> bool:
+        """Block scales rescale each K block's partial product before adding it to the accumulator, so the kernel
+        holds the partial product beside the accumulator (twice the tile's fp32 registers); per-tensor scales
+        rescale once after the loop."""
+        return self.quant == "block"
     n = property(lambda self: self.base.n, doc=MoeShape.n.__doc__)
     k = property(lambda self: self.base.k, doc=MoeShape.k.__doc__)
     rows = property(lambda self: self.tokens * self.topk, doc=MoeShape.rows.__doc__)

@@ -16,6 +16,9 @@ halves), and C in bf16 (`out_dtype`). Then, composed here:
   stay in the matrix unit across K blocks), so it adds to the main loop rather than overlapping it; and the
   scales' loads, BLOCK_SIZE_M + BLOCK_SIZE_N fp32 per program and K block, through L2.
 Per-tensor scales add one multiply per accumulator element after the loop (negligible, not modelled).
+Two FP8 effects live in the MoE model itself (roofline/moe.py), as they change its residency and traffic: block
+scales hold the partial product beside the accumulator (`rescaled_partials`: twice the tile's registers), and
+one-byte rows read in BLOCK_SIZE_K pieces under 128 bytes cost as whole pieces (`short_row_cost`).
 No constant is fitted here: every number is the profile's or the kernel's.
 """
 

@@ -118,3 +118,32 @@ def test_the_committed_lists_split_by_model():
     assert {(256, 8, 7168, 256, "block"), (256, 8, 7168, 512, "block"), (128, 8, 4096, 384, "block"),
             (8, 2, 4096, 14336, "w8a8")} <= layers(heldout)
     assert not layers(train) & layers(heldout)
+
+
+def test_block_scales_hold_the_partial_product_beside_the_accumulator():
+    """With block scales the kernel keeps each K block's partial product beside the accumulator: a second BM·BN
+    fp32 tile in registers, so 128×256 with 8 warps (128 + 128 a thread) spills where per-tensor scales do not."""
+    cfg = Config.make(8, 4, BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128, GROUP_SIZE_M=1)
+    columns = {k: np.array([v]) for k, v in cfg.items()}
+    block = predict_moe_fp8(MoeFp8Shape(8, 2, 4096, 14336, 4096, quant="block"), columns, H200)
+    tensor = predict_moe_fp8(MoeFp8Shape(8, 2, 4096, 14336, 4096, quant="w8a8"), columns, H200)
+    assert block.regs_per_thread[0] - tensor.regs_per_thread[0] == 128 * 256 // (32 * 8)
+    assert block.regs_per_thread[0] > H200.regs_per_thread_max >= tensor.regs_per_thread[0]
+    assert not MoeFp8Shape(8, 2, 4096, 14336, 4, quant="w8a8").rescaled_partials
+    assert not MoeFp8Shape(8, 2, 4096, 14336, 4, quant="w8a8").base.rescaled_partials
+
+
+def test_rows_read_in_pieces_under_128_bytes_cost_as_whole_pieces():
+    """FP8 with BLOCK_SIZE_K 64 reads 64-byte pieces of each row: twice the DRAM time of the same bytes in 128-byte
+    pieces; bf16's smallest BLOCK_SIZE_K (64, 128 bytes) is unchanged."""
+    from rooftune.roofline.moe import short_row_cost
+
+    assert short_row_cost(np.array([64, 128, 256]), 1).tolist() == [2.0, 1.0, 1.0]
+    assert short_row_cost(np.array([64]), 2).tolist() == [1.0]
+    shape = MoeFp8Shape(8, 2, 4096, 14336, 16, quant="w8a8")  # decode: the weights' bytes bound it
+    times = {}
+    for bk in (64, 128):
+        cfg = Config.make(4, 4, BLOCK_SIZE_M=16, BLOCK_SIZE_N=128, BLOCK_SIZE_K=bk, GROUP_SIZE_M=1)
+        bd = predict_moe_fp8(shape, {k: np.array([v]) for k, v in cfg.items()}, H200)
+        times[bk] = bd.memory_us[0]
+    assert times[64] == pytest.approx(2 * times[128], rel=0.05)
