@@ -1,15 +1,26 @@
 """The fakes and checks several test files share: a sweep's compile-then-measure device on the CPU, the steady
 repeatability it reports, a kill mid-shape, a stand-in for a jitted Triton kernel, a copy of the committed held-out
-data, and the check of a refused command. Imported by name (tests/conftest.py puts this folder on sys.path; a
+data, a dataset as format 1 wrote it, and the check of a refused command. Imported by name (tests/conftest.py puts this folder on sys.path; a
 spawned worker inherits it); a standalone script loads it by path (tests/scripts/fake_rooftune.py). The tuner's
 synthetic GPU is a fixture of tests/tuner/conftest.py."""
 
+import gzip
+import json
 import shutil
 import time
 from pathlib import Path
 
 from rooftune.candidates import Trial
 from rooftune.candidates.records import ShapeRecords
+from rooftune.eval.datasets.format import (
+    GZIP_SUFFIX,
+    MANIFEST,
+    SHAPE_SUFFIX,
+    compress_text,
+    read_shape_text,
+    shape_file_id,
+    shape_files,
+)
 
 # The committed held-out GEMM data of the current space.
 HELDOUT = Path(__file__).parents[1] / "datasets" / "h200" / "gemm" / "heldout"
@@ -67,9 +78,28 @@ def heldout_copy(folder: Path, shapes: int = 1, name: str = "ds", order=None) ->
     root = folder / name
     (root / "shapes").mkdir(parents=True)
     shutil.copy(HELDOUT / "manifest.json", root / "manifest.json")
-    for path in sorted((HELDOUT / "shapes").glob("*.csv.gz"), key=order)[:shapes]:
+    for path in sorted(shape_files(HELDOUT), key=order)[:shapes]:
         shutil.copy(path, root / "shapes" / path.name)
     return root
+
+
+def rewrite_text(path: Path, text: str) -> None:
+    """Replace the text of the shape file at `path`, compressed as its name says (xz, or format 1's gzip)."""
+    path.write_bytes(gzip.compress(text.encode(), mtime=0) if path.name.endswith(GZIP_SUFFIX) else compress_text(text))
+
+
+def as_format_1(root: Path) -> dict[str, str]:
+    """Make the dataset folder `root` one that format 1 wrote: each `<id>.csv.xz` rewritten as `<id>.csv.gz` (gzip
+    with no time stamp, the same text), the manifest's format `rooftune-dataset-1`. Returns shape id -> its text."""
+    texts = {}
+    for path in sorted((root / "shapes").glob(f"*{SHAPE_SUFFIX}")):
+        texts[shape_file_id(path)] = read_shape_text(path)
+        rewrite_text(root / "shapes" / f"{shape_file_id(path)}{GZIP_SUFFIX}", texts[shape_file_id(path)])
+        path.unlink()
+    if (root / MANIFEST).is_file():
+        manifest = json.loads((root / MANIFEST).read_text())
+        (root / MANIFEST).write_text(json.dumps({**manifest, "format": "rooftune-dataset-1"}, indent=2, sort_keys=True))
+    return texts
 
 
 def cli_error(result, *words: str) -> str:

@@ -1,8 +1,9 @@
-"""The exhaustive-dataset format: a folder with manifest.json and one gzip CSV per finished shape.
+"""The exhaustive-dataset format: a folder with manifest.json and one xz-compressed CSV per finished shape.
 
     DIR/manifest.json            dataset card data: GPU, software versions, space version, timing
                                  method, measured noise, shape list and generator seed
-    DIR/shapes/<id>.csv.gz       one per finished shape, written atomically (temp file + os.replace)
+    DIR/shapes/<id>.csv.xz       one per finished shape, written atomically (temp file + os.replace);
+                                 `<id>.csv.gz` (gzip, the same text) where format 1 wrote it: still read
     DIR/.manifest.lock           taken (flock) around every read-modify-write of the manifest and the
                                  quarantine, so that several sweeps (one per GPU) can share the folder
 
@@ -20,7 +21,12 @@ existed read as all in the space. Columns are read by name.
 `time_us` of a config in the final passes is the median over both passes' rounds; every other
 config's `time_us` is its screening median times the shape's `screen_scale` (meta), the median
 ratio final / screening over the final configs, so that all times of a shape share one scale.
-Gzip headers carry no time stamp, so the same results give the same bytes (clean git diffs).
+The xz stream carries no time stamp or name and is written with fixed settings (`XZ_FILTERS`), so the same results
+give the same bytes (clean git diffs). Format 2 (`FORMAT`) differs from format 1 only there: format 1 wrote gzip
+(`<id>.csv.gz`, the same text), and its readers list `*.csv.gz` only, so they would read a format-2 folder as one
+with fewer shapes (or none); the new name makes them refuse it instead. Both are read (`READ_FORMATS`); a folder
+with both files for one shape is refused, naming them. `write_shape` and `recompress.py` upgrade the manifest
+before they write a `.csv.xz`, and `write_shape` removes the shape's `.csv.gz` once its `.csv.xz` is in place.
 
 `read_shape` refuses a damaged file whole, naming it, the row and the column: a time that is not finite and
 positive (NaN, an infinity, zero or negative), a compile time or spread below zero, a baseline that is not a
@@ -36,6 +42,7 @@ import fcntl
 import gzip
 import io
 import json
+import lzma
 import math
 import os
 import re
@@ -50,10 +57,19 @@ from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
 
-FORMAT = "rooftune-dataset-1"
+FORMAT = "rooftune-dataset-2"
+# The formats a reader takes: format 1's shape files are gzip, format 2's xz (the module docstring).
+READ_FORMATS = ("rooftune-dataset-1", FORMAT)
 MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
 SHAPES_DIR = "shapes"
+SHAPE_SUFFIX = ".csv.xz"
+GZIP_SUFFIX = ".csv.gz"  # format 1's shape files
+SHAPE_SUFFIXES = (SHAPE_SUFFIX, GZIP_SUFFIX)
+# LZMA2 at preset 9 | PRESET_EXTREME with its dictionary cut from 64 MiB to 4 MiB, 13x the largest shape file's text
+# (314 KB): every file compresses to the same size as at 64 MiB, the encoder runs 3x faster and a reader allocates
+# 4 MiB per file. Fixed settings: the same text gives the same bytes.
+XZ_FILTERS = ({"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": 4 << 20},)
 STAT_COLUMNS = ("time_us", "error", "compile_s", "rounds", "spread", "screen_us", "retime_us", "retime2_us",
                 "retime_rounds", "in_space")
 _PREFIX = "# rooftune-shape "
@@ -65,7 +81,7 @@ class DatasetError(ValueError):
 
 # Significant digits a shape file keeps: times to 5 (a rounding of at most 0.005%, under a fortieth of the
 # final passes' median noise of about 0.2%: docs/datasets.md), compile seconds and the spread to 2 (context, not
-# ground truth). Fewer digits gzip smaller: the ground truth of several kernels fits the repository's budget.
+# ground truth). Fewer digits compress smaller: the ground truth of several kernels fits the repository's budget.
 TIME_DIGITS, AUX_DIGITS = 5, 2
 
 
@@ -75,8 +91,8 @@ def _num(value: float | int | None, digits: int = TIME_DIGITS) -> str:
     return str(value) if isinstance(value, int) else f"{value:.{digits}g}"
 
 
-def encode_shape(result: ShapeRecords) -> bytes:
-    """The gzip CSV bytes of one shape's results."""
+def shape_text(result: ShapeRecords) -> str:
+    """The text of one shape's file (before compression)."""
     header = {"shape": shape_header(result.shape), "baselines_us": result.baselines_us, "meta": result.meta}
     text = io.StringIO()
     text.write(_PREFIX + json.dumps(header, sort_keys=True) + "\n")
@@ -87,16 +103,26 @@ def encode_shape(result: ShapeRecords) -> bytes:
         writer.writerow([*(r.config[n] for n in names), _num(r.time_us), r.error or "",
                          _num(r.compile_s, AUX_DIGITS), r.rounds, _num(r.spread, AUX_DIGITS), _num(r.screen_us),
                          _num(r.retime_us), _num(r.retime2_us), _num(r.retime_rounds), int(r.in_space)])
-    buffer = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as gz:
-        gz.write(text.getvalue().encode())
-    return buffer.getvalue()
+    return text.getvalue()
+
+
+def compress_text(text: str) -> bytes:
+    """A shape file's bytes for its text: xz with the fixed `XZ_FILTERS` (the same text, the same bytes)."""
+    return lzma.compress(text.encode(), format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, filters=XZ_FILTERS)
+
+
+def encode_shape(result: ShapeRecords) -> bytes:
+    """The bytes of one shape's file (`<id>.csv.xz`)."""
+    return compress_text(shape_text(result))
 
 
 def write_shape(root: str | os.PathLike, result: ShapeRecords) -> Path:
-    """Write one finished shape atomically; returns its path."""
-    path = Path(root) / SHAPES_DIR / f"{shape_id(result.shape)}.csv.gz"
+    """Write one finished shape atomically, as `<id>.csv.xz` (the dataset's manifest, where there is one, upgraded
+    to FORMAT first; the shape's `<id>.csv.gz`, where there was one, removed after); returns its path."""
+    upgrade_format(root)
+    path = Path(root) / SHAPES_DIR / f"{shape_id(result.shape)}{SHAPE_SUFFIX}"
     write_atomic(path, encode_shape(result))
+    path.with_name(f"{shape_id(result.shape)}{GZIP_SUFFIX}").unlink(missing_ok=True)
     return path
 
 
@@ -120,14 +146,22 @@ def _measured(stats: dict[str, str], column: str) -> float | None:
     return check_measured(float(text), column, column in POSITIVE_COLUMNS) if text else None
 
 
+def read_shape_text(path: str | os.PathLike) -> str:
+    """The text of the shape file at `path`: xz where its name ends in `.xz`, else gzip (format 1's `.csv.gz`); a
+    DatasetError naming it where it does not decode."""
+    check_input(path)  # a pipe or device: never opened (it would block)
+    xz = str(path).endswith(".xz")
+    try:
+        data = Path(path).read_bytes()
+        return (lzma.decompress(data, format=lzma.FORMAT_XZ) if xz else gzip.decompress(data)).decode()
+    except (OSError, EOFError, UnicodeDecodeError, lzma.LZMAError) as exc:
+        raise DatasetError(f"{path}: not a readable {'xz' if xz else 'gzip'} file ({exc})") from exc
+
+
 def read_shape(path: str | os.PathLike) -> ShapeRecords:
     """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it
     (and the row, where one row is: a bad value, or a time that is not finite and positive)."""
-    check_input(path)  # a pipe or device: never opened (it would block)
-    try:
-        lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from exc
+    lines = read_shape_text(path).splitlines()
     if not lines or not lines[0].startswith(_PREFIX):
         raise DatasetError(f"{path}: missing the '{_PREFIX.strip()}' header line")
     try:
@@ -186,15 +220,45 @@ def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
                        baselines_us=header["baselines_us"], meta=header["meta"])
 
 
+def shape_file_id(path: str | os.PathLike) -> str:
+    """The shape id a shape file's name gives: `<id>.csv.xz` or `<id>.csv.gz` -> `<id>`."""
+    name = Path(path).name
+    for suffix in SHAPE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    raise DatasetError(f"{path}: not a shape file (its name ends in neither {' nor '.join(SHAPE_SUFFIXES)})")
+
+
 def shape_files(root: str | os.PathLike) -> list[Path]:
-    """The finished shape files of a dataset folder, sorted by name (temp files excluded)."""
+    """The finished shape files of a dataset folder (`.csv.xz`, and format 1's `.csv.gz`), sorted by name (temp
+    files excluded); a DatasetError naming both where one shape has a file of each."""
     folder = Path(root) / SHAPES_DIR
-    return sorted(folder.glob("*.csv.gz")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    files = sorted(p for suffix in SHAPE_SUFFIXES for p in folder.glob(f"*{suffix}"))
+    seen: dict[str, Path] = {}
+    for path in files:
+        sid = shape_file_id(path)
+        if sid in seen:
+            raise DatasetError(f"shape {sid} has two files, {seen[sid]} and {path}: keep one (a rewrite stopped before "
+                               f"removing the {GZIP_SUFFIX} leaves the newer {SHAPE_SUFFIX}; `python -m "
+                               f"rooftune.eval.datasets.recompress {root}` removes a {GZIP_SUFFIX} of the same text)")
+        seen[sid] = path
+    return files
 
 
 def finished_ids(root: str | os.PathLike) -> set[str]:
-    """Shape ids already written: what a resumed sweep skips."""
-    return {p.name[: -len(".csv.gz")] for p in shape_files(root)}
+    """Shape ids already written (either suffix): what a resumed sweep skips."""
+    return {shape_file_id(p) for p in shape_files(root)}
+
+
+def shape_path(root: str | os.PathLike, sid: str) -> Path:
+    """The file of the finished shape `sid` in the dataset folder `root` (either suffix); a DatasetError where it
+    has none."""
+    found = [p for p in shape_files(root) if shape_file_id(p) == sid]
+    if not found:
+        raise DatasetError(f"{Path(root) / SHAPES_DIR}: no file of shape {sid}")
+    return found[0]
 
 
 def to_records(result: ShapeRecords) -> ShapeRecords:
@@ -227,8 +291,8 @@ def read_manifest(root: str | os.PathLike) -> dict:
         raise DatasetError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(manifest, dict):
         raise DatasetError(f"{path}: expected a JSON object, got {type(manifest).__name__}")
-    if manifest.get("format") != FORMAT:
-        raise DatasetError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    if manifest.get("format") not in READ_FORMATS:
+        raise DatasetError(f"{path}: format {manifest.get('format')!r}, expected one of {', '.join(READ_FORMATS)}")
     for key, kind in MANIFEST_TYPES.items():
         value = manifest.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
@@ -243,9 +307,17 @@ _JSON_NAMES = {str: "string", int: "integer", dict: "object", list: "array"}
 
 
 def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
-    """Write `manifest` (one as `read_manifest` returned it, or without its format) atomically."""
-    data = json.dumps({"format": FORMAT, **manifest}, indent=2, sort_keys=True) + "\n"
+    """Write `manifest` (one as `read_manifest` returned it, or without its format) atomically, in FORMAT."""
+    data = json.dumps({**manifest, "format": FORMAT}, indent=2, sort_keys=True) + "\n"
     write_atomic(Path(root) / MANIFEST, data)
+
+
+def upgrade_format(root: str | os.PathLike) -> None:
+    """Rewrite the manifest of the dataset folder `root` in FORMAT where it is of format 1 (nothing where it is
+    current or there is no manifest): done before a `.csv.xz` is written there, so that format 1's readers refuse
+    the folder rather than miss that shape."""
+    if (Path(root) / MANIFEST).is_file() and read_manifest(root)["format"] != FORMAT:
+        update_manifest(root, lambda manifest: manifest)
 
 
 # Manifest keys that must agree for a resumed sweep to add shapes to an existing dataset; so must the Triton

@@ -34,12 +34,13 @@ from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
-    encode_shape,
     open_dataset,
     read_manifest,
     read_shape,
+    read_shape_text,
     shape_files,
     shape_id,
+    shape_text,
     write_manifest,
     write_shape,
 )
@@ -256,9 +257,8 @@ def _backfill_shape(root: str | Path, measurer: ExtrasMeasurer, entry: tuple, sk
     """Time one shape's `entry` (its file, records, configs to add and final configs; those in `skip`,
     quarantined, not run) and rewrite its file with the new rows; False where its final passes failed."""
     path, result, extras, finals = entry
-    original = path.read_bytes()
-    if encode_shape(result) != original:  # the rewrite must leave every recorded byte as it is
-        raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
+    if shape_text(result) != read_shape_text(path):  # the rewrite must leave every recorded byte as it is
+        raise DatasetError(f"{path}: does not re-encode to its own text; not rewriting it")
     passes = measurer.measure_extras(result.shape, [c for c in extras if c not in skip],
                                      [c for c in finals if c not in skip], compiled)
     passes = replace(passes, errors={**passes.errors, **{c: QUARANTINED for c in extras if c in skip}})
@@ -375,8 +375,8 @@ def backfill_routes(root: str | Path, measurer: RoutesMeasurer, routes: Sequence
             stopped = True
             break
         t0 = now()
-        if encode_shape(result) != path.read_bytes():  # the rewrite must leave every recorded byte as it is
-            raise DatasetError(f"{path}: does not re-encode to its own bytes; not rewriting it")
+        if shape_text(result) != read_shape_text(path):  # the rewrite must leave every recorded byte as it is
+            raise DatasetError(f"{path}: does not re-encode to its own text; not rewriting it")
         reporter.phase(result.shape, f"timing {', '.join(untimed_routes(result, routes))} beside {measurer.baseline}")
         passes = measurer.measure_extras(result.shape, [], [], {})
         new = routes_backfilled_shape(result, measurer.baseline, passes, date)

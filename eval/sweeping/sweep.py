@@ -48,6 +48,7 @@ from rooftune.eval.datasets.format import (
     finished_ids,
     open_dataset,
     read_shape,
+    shape_file_id,
     shape_files,
     shape_id,
     update_manifest,
@@ -101,7 +102,7 @@ def refresh_manifest(root: str | Path) -> dict:
     the GPU that measured it, for the shapes whose file says so). Returns the new manifest."""
 
     def recount(manifest: dict) -> dict:
-        metas = {p.name[: -len(".csv.gz")]: read_shape(p).meta for p in shape_files(root)}
+        metas = {shape_file_id(p): read_shape(p).meta for p in shape_files(root)}
         devices = {sid: m["device"] for sid, m in metas.items() if m.get("device")}
         return {**manifest, "shapes_done": len(metas), "noise": noise_summary(list(metas.values())),
                 **({"shape_devices": devices} if devices else {})}

@@ -34,7 +34,7 @@ if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ] && [ ! -f "$unpacked" ]; then
   python3 -m rooftune.kernels.harness.prebuild unpack "$PREBUILT" | tail -1 && touch "$unpacked"
 fi
 listed=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))))" "$S")
-done_=$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$')
+done_=$(ls "$D/shapes" 2>/dev/null | grep -c 'csv\.[gx]z$')
 if [ -z "${BACKFILL:-}" ] && [ "$done_" -ge "$listed" ]; then
   echo "sweep $K $L: all $listed shapes there"
 else
@@ -43,6 +43,6 @@ else
     --max-minutes "$(python3 -c "print(($l - 25) / 60)")" > "$OUT/sweep_${F}_$L.log" 2>&1
   echo "sweep $K $L rc=$? (3: a config killed the CUDA context, quarantined: call again)"
   grep -v "measuring" "$OUT/sweep_${F}_$L.log" | tail -2
-  echo "$(ls "$D/shapes" 2>/dev/null | grep -c 'csv.gz$') of $listed shapes done"
+  echo "$(ls "$D/shapes" 2>/dev/null | grep -c 'csv\.[gx]z$') of $listed shapes done"
 fi
 if [ -d "$D" ]; then tar czf "$OUT/${F}_${INTO:-$L}.tgz" --exclude='*.tmp' --exclude='.manifest.lock' "$D"; fi

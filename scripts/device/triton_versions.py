@@ -83,10 +83,10 @@ def prepare(out: Path) -> None:
 
 
 def _shape_of(entry: dict):
-    from rooftune.eval.datasets.format import read_shape
+    from rooftune.eval.datasets.format import read_shape, shape_path
 
     root = GEMM_DATA if entry["kernel"] == "gemm" else ATTENTION_DATA
-    return read_shape(root / "shapes" / f"{entry['id']}.csv.gz").shape
+    return read_shape(shape_path(root, entry["id"])).shape
 
 
 def time_plan(plan_path: Path, out: Path, tune_live: bool, seconds: float) -> None:

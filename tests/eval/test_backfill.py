@@ -3,11 +3,11 @@ swept without them, on the dataset's scale; existing rows unchanged; resume; fai
 `tutorial` method of `rooftune eval` once every shape carries them."""
 
 import dataclasses
-import gzip
+import lzma
 import statistics
 
 import pytest
-from fakes import Killed
+from fakes import Killed, as_format_1
 from typer.testing import CliRunner
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
@@ -102,7 +102,7 @@ class FakeExtrasMeasurer:
 
 
 def _csv_lines(data: bytes) -> list[str]:
-    return gzip.decompress(data).decode().splitlines()
+    return lzma.decompress(data).decode().splitlines()
 
 
 def test_backfill_appends_the_extras_on_the_dataset_scale(tmp_path):
@@ -112,7 +112,7 @@ def test_backfill_appends_the_extras_on_the_dataset_scale(tmp_path):
     assert (summary.done, summary.already, summary.failed, summary.remaining) == (3, 0, 0, 0)
     compiled = [c for _, c in fake.compiled]
     for shape in SHAPES:
-        path = tmp_path / "shapes" / f"{shape_id(shape)}.csv.gz"
+        path = tmp_path / "shapes" / f"{shape_id(shape)}.csv.xz"
         old_lines, new_lines = _csv_lines(before[path.name]), _csv_lines(path.read_bytes())
         assert new_lines[1: len(old_lines)] == old_lines[1:]  # every recorded row byte for byte
         result = read_shape(path)
@@ -144,6 +144,25 @@ def test_backfill_appends_the_extras_on_the_dataset_scale(tmp_path):
     assert [r["shapes"] for r in runs] == [3]
 
 
+def test_a_format_1_dataset_is_backfilled_into_xz_files_its_gzip_ones_removed(tmp_path):
+    """A shape file of format 1 (gzip) is rewritten as .csv.xz with every recorded row as it was, and its .csv.gz
+    removed (a folder with both is refused); a shape the backfill leaves alone stays gzip. The manifest is format 2
+    once an .xz file is there, so that format 1's readers, which list .csv.gz only, refuse the folder."""
+    old_sweep(tmp_path)
+    texts = as_format_1(tmp_path)
+    summary = backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer(), shapes=SHAPES[:2])
+    assert summary.done == 2 and read_manifest(tmp_path)["format"] == "rooftune-dataset-2"
+    assert sorted(p.name for p in (tmp_path / "shapes").iterdir()) == sorted(
+        [f"{shape_id(s)}.csv.xz" for s in SHAPES[:2]] + [f"{shape_id(SHAPES[2])}.csv.gz"])
+    for shape in SHAPES[:2]:
+        old_lines = texts[shape_id(shape)].splitlines()
+        new_lines = _csv_lines((tmp_path / "shapes" / f"{shape_id(shape)}.csv.xz").read_bytes())
+        assert new_lines[1: len(old_lines)] == old_lines[1:] and len(new_lines) > len(old_lines)
+    assert [len(r.trials) > 0 for r in read_dataset(tmp_path)] == [True] * 3
+    assert backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer()).done == 1  # the gzip one, read like the others
+    assert not list((tmp_path / "shapes").glob("*.csv.gz"))
+
+
 def test_backfill_resumes_after_a_kill_without_duplicates(tmp_path):
     before = old_sweep(tmp_path)
     with pytest.raises(Killed):
@@ -154,7 +173,7 @@ def test_backfill_resumes_after_a_kill_without_duplicates(tmp_path):
     again = FakeExtrasMeasurer()
     summary = backfill_extras(tmp_path, PROFILE, again)
     assert (summary.done, summary.already, summary.remaining) == (2, 1, 0)
-    assert {f"{shape_id(s)}.csv.gz" for s, _, _ in again.measured}.isdisjoint(changed)
+    assert {f"{shape_id(s)}.csv.xz" for s, _, _ in again.measured}.isdisjoint(changed)
     assert all((tmp_path / "shapes" / name).read_bytes() == after_kill[name] for name in changed)
     for r in read_dataset(tmp_path):
         assert len({t.config for t in r.trials}) == len(r.trials)
@@ -177,7 +196,7 @@ def test_shapes_that_need_no_extras_or_are_not_listed_stay_untouched(tmp_path, m
     assert (summary.done, summary.not_needed, summary.already) == (1, 1, 0)
     assert [s for s, _, _ in fake.measured] == [SHAPES[0]]
     for shape in SHAPES[1:]:
-        name = f"{shape_id(shape)}.csv.gz"
+        name = f"{shape_id(shape)}.csv.xz"
         assert (tmp_path / "shapes" / name).read_bytes() == before[name]
 
 
@@ -214,16 +233,16 @@ def test_configs_that_kill_the_context_are_quarantined_and_the_backfill_complete
             backfill_extras(tmp_path, PROFILE, DeadContextExtras(culprits))
     assert read_quarantine(tmp_path) == {shape_id(s): {c: "run failed: illegal memory access"}
                                          for s, c in culprits.items()}
-    name = f"{shape_id(SHAPES[2])}.csv.gz"
+    name = f"{shape_id(SHAPES[2])}.csv.xz"
     assert (tmp_path / "shapes" / name).read_bytes() == before[name]  # left as it was
     fake = DeadContextExtras(culprits)
     summary = backfill_extras(tmp_path, PROFILE, fake)
     assert (summary.done, summary.already, summary.remaining) == (1, 2, 0)  # the others in runs 1 and 2
     assert all(c not in [*extras, *finals] for s, extras, finals in fake.measured for c in [culprits.get(s)])
-    first = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[0])}.csv.gz")
+    first = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[0])}.csv.xz")
     row = next(r for r in first.trials if r.config == extra)
     assert row.error == QUARANTINED and row.time_us is None and not row.in_space
-    third = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[2])}.csv.gz")
+    third = read_shape(tmp_path / "shapes" / f"{shape_id(SHAPES[2])}.csv.xz")
     assert third.meta["extras_backfilled"]["finals"] == 9  # the quarantined final is left out of the scale
     assert third.meta["extras_backfilled"]["scale"] == pytest.approx(DRIFT, rel=3e-3)  # ± the 0.2% wobble
 
@@ -317,7 +336,7 @@ def test_the_legal_backfill_adds_the_configs_a_corrected_profile_makes_legal(tmp
     summary = backfill_extras(tmp_path, PARTITION, fake, sms=66, date="2026-12-02", legal=True)
     assert (summary.done, summary.already, summary.not_needed, summary.failed) == (1, 0, 1, 0)
     assert [(s, e) for s, e, _ in fake.measured] == [(WIDER, new)]  # only the missing ones, beside the finals
-    path = tmp_path / "shapes" / f"{shape_id(WIDER)}.csv.gz"
+    path = tmp_path / "shapes" / f"{shape_id(WIDER)}.csv.xz"
     old_lines = _csv_lines(before[path.name])
     assert _csv_lines(path.read_bytes())[1: len(old_lines)] == old_lines[1:]  # every recorded row as it was
     result = read_shape(path)

@@ -1,6 +1,8 @@
-"""The dataset format: round trip, atomic writes, deterministic bytes, resume compatibility."""
+"""The dataset format: round trip, atomic writes, deterministic bytes, resume compatibility, format 1's gzip files."""
 
 import gzip
+import json
+import lzma
 import os
 
 import pytest
@@ -10,13 +12,19 @@ from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
+    compress_text,
     encode_shape,
     finished_ids,
     layout_release,
     open_dataset,
     read_dataset,
+    read_manifest,
     read_shape,
+    read_shape_text,
+    shape_files,
     shape_id,
+    shape_path,
+    shape_text,
     to_records,
     write_shape,
 )
@@ -43,7 +51,8 @@ def sample_result(shape=GemmShape(77, 4096, 4096, layout="nk")) -> ShapeRecords:
 def test_round_trip(tmp_path):
     result = sample_result()
     path = write_shape(tmp_path, result)
-    assert path.name == "77x4096x4096-nk-bf16.csv.gz"
+    assert path.name == "77x4096x4096-nk-bf16.csv.xz" and path.read_bytes().startswith(b"\xfd7zXZ\x00")  # xz
+    assert lzma.decompress(path.read_bytes()).decode() == shape_text(result) == read_shape_text(path)
     back = read_shape(path)
     assert back.shape == result.shape and back.baselines_us == result.baselines_us
     assert back.meta == result.meta
@@ -75,10 +84,10 @@ def test_times_are_written_to_5_significant_digits_compile_seconds_and_spread_to
 def test_files_without_the_in_space_column_read_as_all_in_space(tmp_path):
     # A file of the format before `in_space` existed: the same text less that column.
     path = write_shape(tmp_path, sample_result())
-    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    lines = read_shape_text(path).splitlines()
     old = [lines[0]] + [line.rsplit(",", 1)[0] for line in lines[1:]]
     assert old[1].endswith("retime_rounds")
-    path.write_bytes(gzip.compress(("\n".join(old) + "\n").encode()))
+    path.write_bytes(compress_text("\n".join(old) + "\n"))
     back = read_shape(path)
     assert all(r.in_space for r in back.trials)
     assert [r.config for r in back.trials] == [r.config for r in sample_result().trials]
@@ -87,12 +96,62 @@ def test_files_without_the_in_space_column_read_as_all_in_space(tmp_path):
     assert rec.candidates is None and len(rec.candidate_configs()) == 5
 
 
-def test_bytes_are_deterministic():
+def test_bytes_are_deterministic(tmp_path):
+    """The same results give the same bytes (clean git diffs): two writes, and a file read and encoded again."""
     assert encode_shape(sample_result()) == encode_shape(sample_result())
+    first, second = write_shape(tmp_path / "a", sample_result()), write_shape(tmp_path / "b", sample_result())
+    assert first.read_bytes() == second.read_bytes() == encode_shape(read_shape(first))
+    assert compress_text(read_shape_text(first)) == first.read_bytes()
+
+
+def _as_gzip(path):
+    """Format 1's file of the same shape: `<id>.csv.gz`, gzip of the same text (no time stamp, as format 1 wrote)."""
+    old = path.with_name(path.name.replace(".csv.xz", ".csv.gz"))
+    old.write_bytes(gzip.compress(read_shape_text(path).encode(), mtime=0))
+    return old
+
+
+def test_format_1_gzip_files_still_read(tmp_path):
+    """A folder format 1 wrote (its manifest `rooftune-dataset-1`, `<id>.csv.gz` files) reads as it did; a shape
+    written into it is .csv.xz, and the manifest is upgraded first, so that format 1's readers refuse the folder."""
+    card = {"kernel": "gemm", "space_version": "v", "gpu_profile": "H200", "sms": None}
+    open_dataset(tmp_path, card)
+    xz = write_shape(tmp_path, sample_result())
+    old = _as_gzip(xz)
+    xz.unlink()
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format": "rooftune-dataset-1"}))
+    assert read_shape(old) == sample_result() and finished_ids(tmp_path) == {"77x4096x4096-nk-bf16"}
+    assert [r.shape for r in read_dataset(tmp_path)] == [sample_result().shape]
+    assert read_manifest(tmp_path)["format"] == "rooftune-dataset-1" and open_dataset(tmp_path, card)
+    write_shape(tmp_path, sample_result(GemmShape(1, 64, 64)))
+    assert read_manifest(tmp_path)["format"] == "rooftune-dataset-2"
+    assert [p.name for p in shape_files(tmp_path)] == ["1x64x64-kn-bf16.csv.xz", "77x4096x4096-nk-bf16.csv.gz"]
+    assert shape_path(tmp_path, "77x4096x4096-nk-bf16") == old and len(read_dataset(tmp_path)) == 2
+    write_shape(tmp_path, sample_result())  # a rewrite (a backfill's) replaces the gzip file
+    assert [p.name for p in shape_files(tmp_path)] == ["1x64x64-kn-bf16.csv.xz", "77x4096x4096-nk-bf16.csv.xz"]
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format": "rooftune-dataset-3"}))
+    with pytest.raises(DatasetError, match="format 'rooftune-dataset-3', expected one of rooftune-dataset-1, "):
+        read_dataset(tmp_path)
+
+
+def test_a_shape_with_both_a_gzip_and_an_xz_file_is_refused_naming_both(tmp_path):
+    open_dataset(tmp_path, {"kernel": "gemm", "space_version": "v", "gpu_profile": "H200", "sms": None})
+    xz = write_shape(tmp_path, sample_result())
+    write_shape(tmp_path, sample_result(GemmShape(1, 64, 64)))
+    gz = _as_gzip(xz)
+    for read in (read_dataset, finished_ids, shape_files):
+        with pytest.raises(DatasetError, match="shape 77x4096x4096-nk-bf16 has two files") as error:
+            read(tmp_path)
+        assert str(xz) in str(error.value) and str(gz) in str(error.value)
+    gz.unlink()
+    assert shape_path(tmp_path, "77x4096x4096-nk-bf16") == xz and len(read_dataset(tmp_path)) == 2
+    with pytest.raises(DatasetError, match="no file of shape 2x64x64-kn-bf16"):
+        shape_path(tmp_path, "2x64x64-kn-bf16")
 
 
 def test_atomic_write_leaves_old_file_or_nothing(tmp_path, monkeypatch):
-    target = tmp_path / "shapes" / "x.csv.gz"
+    target = tmp_path / "shapes" / "x.csv.xz"
     write_atomic(target, b"old")
 
     def crash(src, dst):
@@ -102,13 +161,14 @@ def test_atomic_write_leaves_old_file_or_nothing(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, b"new")
     assert target.read_bytes() == b"old"
-    assert [p.name for p in target.parent.iterdir()] == ["x.csv.gz"]  # temp file removed
+    assert [p.name for p in target.parent.iterdir()] == ["x.csv.xz"]  # temp file removed
     assert finished_ids(tmp_path) == {"x"}
 
 
 def test_partial_temp_files_are_not_finished_shapes(tmp_path):
     (tmp_path / "shapes").mkdir()
-    (tmp_path / "shapes" / ".1x2x3-kn-bf16.csv.gz.abc.tmp").write_bytes(b"partial")
+    (tmp_path / "shapes" / ".1x2x3-kn-bf16.csv.xz.abc.tmp").write_bytes(b"partial")
+    (tmp_path / "shapes" / ".1x2x4-kn-bf16.csv.gz.abc.tmp").write_bytes(b"partial")
     assert finished_ids(tmp_path) == set()
 
 
@@ -166,10 +226,14 @@ def test_a_release_folder_takes_only_that_releases_measurements(tmp_path):
 def test_unreadable_files_raise_dataset_errors(tmp_path):
     with pytest.raises(DatasetError, match="manifest.json"):
         read_dataset(tmp_path)
-    bad = tmp_path / "bad.csv.gz"
-    bad.write_bytes(b"not gzip")
-    with pytest.raises(DatasetError):
-        read_shape(bad)
+    for name, kind in (("bad.csv.gz", "gzip"), ("bad.csv.xz", "xz")):
+        (tmp_path / name).write_bytes(b"not compressed")
+        with pytest.raises(DatasetError, match=f"bad.csv.{kind[0]}z: not a readable {kind} file"):
+            read_shape(tmp_path / name)
+    truncated = tmp_path / "truncated.csv.xz"
+    truncated.write_bytes(encode_shape(sample_result())[:-20])
+    with pytest.raises(DatasetError, match="truncated.csv.xz: not a readable xz file"):
+        read_shape(truncated)
     assert shape_id(GemmShape(1, 2, 3)) == "1x2x3-kn-bf16"
 
 
@@ -189,7 +253,7 @@ def test_attention_shapes_round_trip_with_their_own_ids(tmp_path):
                                      Trial(cfg(128, 3), None, "compile: OutOfResources")),
                              {"sdpa": 40.25}, {"sdpa_first_us": 40.5})
         path = write_shape(tmp_path, result)
-        assert path.name == f"{shape_id(shape)}.csv.gz"
+        assert path.name == f"{shape_id(shape)}.csv.xz"
         back = read_shape(path)
         assert back == result and type(back.shape) is AttentionShape
         assert encode_shape(back) == path.read_bytes()

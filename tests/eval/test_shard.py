@@ -148,7 +148,7 @@ def test_two_gpu_workers_share_one_folder_losing_and_duplicating_nothing(tmp_pat
     by_gpu = run_on_gpus(functools.partial(fakes.sweep_part, tmp_path), parts, [0, 1], recorder)
     assert [by_gpu[g].done for g in (0, 1)] == [len(p) for p in parts] == [4, 4]
     assert finished_ids(tmp_path) == _ids(shapes) and len(shape_files(tmp_path)) == len(shapes)
-    assert not [p for p in (tmp_path / "shapes").iterdir() if not p.name.endswith(".csv.gz")]  # no temp files
+    assert not [p for p in (tmp_path / "shapes").iterdir() if not p.name.endswith(".csv.xz")]  # no temp files
     manifest = read_manifest(tmp_path)  # the last worker to finish counted every file
     expected = {**{shape_id(s): "gpu 4: fake" for s in parts[0]}, **{shape_id(s): "gpu 7: fake" for s in parts[1]}}
     assert manifest["shape_devices"] == expected and manifest["shapes_done"] == 8 and manifest["noise"]["shapes"] == 8

@@ -5,7 +5,7 @@ repeatability; and the GPU measurer's context probe and compile timeout, with fa
 import json
 
 import pytest
-from fakes import Killed, steady_records
+from fakes import Killed, as_format_1, steady_records
 
 from rooftune.candidates import GEMM_SPACE, GemmShape, legal_configs
 from rooftune.candidates.tutorial import gemm_baseline_extras, tutorial_configs
@@ -85,6 +85,22 @@ def test_resume_after_a_kill_loses_only_the_shape_in_progress(tmp_path):
     manifest = read_manifest(tmp_path)
     assert manifest["shapes_done"] == 5 and manifest["noise"]["shapes"] == 5
     assert manifest["space_version"] == GEMM_SPACE.version
+
+
+def test_a_resume_skips_shapes_finished_in_either_format(tmp_path):
+    """A shape finished as format 1's .csv.gz counts as finished, as one finished as .csv.xz does: a resume measures
+    neither again and leaves their files as they are; the manifest then counts both."""
+    run_sweep(SHAPES[:2], tmp_path, FakeMeasurer(), PROFILE)
+    as_format_1(tmp_path)  # both gzip
+    run_sweep(SHAPES[:3], tmp_path, FakeMeasurer(), PROFILE)  # a third, as xz
+    files = {p.name: p.read_bytes() for p in (tmp_path / "shapes").iterdir()}
+    assert sorted(n.rsplit(".", 1)[1] for n in files) == ["gz", "gz", "xz"]
+    assert finished_ids(tmp_path) == {shape_id(s) for s in SHAPES[:3]}
+    again = FakeMeasurer()
+    summary = run_sweep(SHAPES, tmp_path, again, PROFILE)
+    assert (summary.done, summary.skipped) == (2, 3) and again.measured == SHAPES[3:]
+    assert all((tmp_path / "shapes" / name).read_bytes() == data for name, data in files.items())
+    assert read_manifest(tmp_path)["shapes_done"] == 5 and len(read_dataset(tmp_path)) == 5
 
 
 def test_each_shape_records_the_triton_that_measured_it_and_another_release_cannot_resume(tmp_path):

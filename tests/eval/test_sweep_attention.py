@@ -69,11 +69,11 @@ def test_every_legal_config_is_recorded_and_a_resume_loses_nothing(tmp_path):
     with pytest.raises(Killed):
         _sweep(tmp_path, FakeAttention(die_at=2))
     first = {p.name: p.read_bytes() for p in shape_files(tmp_path)}
-    assert len(first) == 2 and all(n.endswith(("-causal-bf16.csv.gz", "-full-bf16.csv.gz")) for n in first)
+    assert len(first) == 2 and all(n.endswith(("-causal-bf16.csv.xz", "-full-bf16.csv.xz")) for n in first)
     again = FakeAttention()
     summary = _sweep(tmp_path, again, SHAPES + SHAPES[:1])  # a duplicate entry is swept once
     assert (summary.done, summary.skipped, summary.remaining) == (3, 2, 0)
-    assert {f"{shape_id(s)}.csv.gz" for s in again.measured}.isdisjoint(first)
+    assert {f"{shape_id(s)}.csv.xz" for s in again.measured}.isdisjoint(first)
     assert all((tmp_path / "shapes" / name).read_bytes() == data for name, data in first.items())
     assert len(again.compiled) == len(set(again.compiled))  # each config compiled once per group
     for path in shape_files(tmp_path):
@@ -114,7 +114,7 @@ def test_a_config_that_kills_the_context_is_quarantined_and_the_shape_completes_
     assert shape_id(victim) not in finished_ids(tmp_path)
     again = FakeAttention(victim=victim, culprit=culprit)
     assert _sweep(tmp_path, again).remaining == 0 and not again.dead
-    result = read_shape(tmp_path / "shapes" / f"{shape_id(victim)}.csv.gz")
+    result = read_shape(tmp_path / "shapes" / f"{shape_id(victim)}.csv.xz")
     assert [r.config for r in result.trials] == space
     row = next(r for r in result.trials if r.config == culprit)
     assert row.error == QUARANTINED and row.time_us is None and result.meta["quarantined"] == 1

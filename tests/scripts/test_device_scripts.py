@@ -40,8 +40,9 @@ def _partition_tree(tmp_path) -> Path:
                         tree / "datasets" / "h200-sm66" / kernel / f"shapes_{split}.json")
     done = tree / "datasets" / "h200-sm66" / "gemm" / "train" / "shapes"
     done.mkdir(parents=True)
-    for i in range(24):
-        (done / f"s{i}.csv.gz").write_bytes(b"")
+    for i in range(24):  # finished in either format: xz, or format 1's gzip; a temp file is not a finished shape
+        (done / f"s{i}.csv.{'xz' if i % 2 else 'gz'}").write_bytes(b"")
+    (done / ".s0.csv.xz.k2j1.tmp").write_bytes(b"")
     return tree
 
 
@@ -136,7 +137,7 @@ def _release_tree(tmp_path, version: str | None) -> Path:
     done = tree / "datasets/h200/releases/triton-3.9/gemm/train/shapes"
     done.mkdir(parents=True)
     for i in range(listed):
-        (done / f"s{i}.csv.gz").write_bytes(b"")
+        (done / f"s{i}.csv.{'xz' if i % 2 else 'gz'}").write_bytes(b"")
     if version is not None:
         package = tmp_path / "pack" / "triton"
         package.mkdir(parents=True)

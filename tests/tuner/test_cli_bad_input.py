@@ -5,10 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import cli_error, heldout_copy
+from fakes import cli_error, heldout_copy, rewrite_text
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
+from rooftune.eval.datasets.format import read_shape_text
 from rooftune.eval.datasets.readers import load_records
 from rooftune.tuner.cli.app import app
 
@@ -78,14 +79,14 @@ def test_damaged_shape_file_in_a_dataset_folder(tmp_path):
     victim = sorted((root / "shapes").iterdir())[0]
     victim.write_bytes(victim.read_bytes()[:300])
     for args in (["eval", "gemm", "--data", str(root), "--budget", "5"], ["report", "gemm", "--data", str(root)]):
-        _bad_input(args, victim.name, "not a readable gzip file")
+        _bad_input(args, victim.name, f"not a readable {'gzip' if victim.name.endswith('.gz') else 'xz'} file")
 
 
 def test_shape_file_with_wrong_columns(tmp_path):
     root = heldout_copy(tmp_path, 2)
     victim = sorted((root / "shapes").iterdir())[0]
-    header, _, rest = gzip.decompress(victim.read_bytes()).decode().partition("\n")
-    victim.write_bytes(gzip.compress(f"{header}\nBLOCK_M,time_us\n64,1.0\n".encode()))
+    header, _, rest = read_shape_text(victim).partition("\n")
+    rewrite_text(victim, f"{header}\nBLOCK_M,time_us\n64,1.0\n")
     _bad_input(["report", "gemm", "--data", str(root)], victim.name, "num_warps")
 
 
@@ -250,13 +251,13 @@ def test_fit_without_gpu_refuses_a_gpu_no_profile_fits(tmp_path):
 
 def _set_value(path: Path, row: int, column: str, value: str) -> None:
     """Set `column` of data row `row` (from 1) of a shape file."""
-    header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+    header, _, body = read_shape_text(path).partition("\n")
     lines = body.split("\n")
     index = lines[0].split(",").index(column)
     cells = lines[row].split(",")
     cells[index] = value
     lines[row] = ",".join(cells)
-    path.write_bytes(gzip.compress(f"{header}\n{chr(10).join(lines)}".encode()))
+    rewrite_text(path, f"{header}\n{chr(10).join(lines)}")
 
 
 @pytest.mark.parametrize("value", ["-5", "0", "nan", "inf"])

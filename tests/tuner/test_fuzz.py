@@ -1,7 +1,6 @@
 """Inputs a fuzz pass found (issue 42), one test per cause: each exits 2 with one message naming the bad value and
 the file, no traceback, nothing written or changed; no input blocks (a FIFO), and eval's largest budget is quick."""
 
-import gzip
 import json
 import os
 import subprocess
@@ -10,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fakes import cli_error, heldout_copy
+from fakes import cli_error, heldout_copy, rewrite_text
 from typer.testing import CliRunner
 
+from rooftune.eval.datasets.format import read_shape_text
 from rooftune.tuner.cli.app import app
 
 runner = CliRunner()
@@ -102,10 +102,10 @@ def test_a_manifest_field_of_the_wrong_type(tmp_path, field, value):
 def test_a_shape_header_field_of_the_wrong_type(tmp_path, field, value):
     root = heldout_copy(tmp_path)
     victim = next((root / "shapes").iterdir())
-    head, _, body = gzip.decompress(victim.read_bytes()).decode().partition("\n")
+    head, _, body = read_shape_text(victim).partition("\n")
     header = json.loads(head[len("# rooftune-shape "):])
     header[field] = value
-    victim.write_bytes(gzip.compress(f"# rooftune-shape {json.dumps(header)}\n{body}".encode()))
+    rewrite_text(victim, f"# rooftune-shape {json.dumps(header)}\n{body}")
     _refused(tmp_path, ["report", "gemm", "--data", str(root)], victim.name, f"'{field}' must be a JSON object",
              repr(value))
 

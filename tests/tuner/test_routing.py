@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rooftune.candidates import LIBRARY_ROUTE, GemmShape, Trial, kernel_of, kernel_spec, legal_configs
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.datasets.format import read_shape, to_records
+from rooftune.eval.datasets.format import SHAPE_SUFFIXES, read_shape, shape_path, to_records
 from rooftune.eval.scoring.metrics import versus_library
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline.residual import ResidualError
@@ -54,7 +54,7 @@ def test_the_route_is_fitted_on_training_data_only(kernel):
             route_fit.fit_route_data(DATA / kernel / "heldout", kernel, PROFILE, residual, spec.baseline)
     finally:
         _AUDITING[0] = False
-    assert not [p for p in _OPENED if "heldout" in p and p.endswith(".csv.gz")]
+    assert not [p for p in _OPENED if "heldout" in p and p.endswith(SHAPE_SUFFIXES)]
     result = runner.invoke(app, ["fit", kernel, "--data", str(DATA / kernel / "heldout"), "--route",
                                  "--out", "/tmp/never.json"])
     assert result.exit_code == 2 and "held-out" in " ".join(result.output.split())
@@ -63,13 +63,13 @@ def test_the_route_is_fitted_on_training_data_only(kernel):
     assert route_choice(spec, PROFILE, residual, TRITON)[0] == route
 
 
-def _recorded(kernel: str, name: str) -> ShapeRecords:
-    return to_records(read_shape(DATA / kernel / "train" / "shapes" / name))
+def _recorded(kernel: str, sid: str) -> ShapeRecords:
+    return to_records(read_shape(shape_path(DATA / kernel / "train", sid)))
 
 
 @pytest.mark.parametrize("kernel, library_wins, kernel_wins", [
-    ("gemm", "3359x1536x1536-nk-bf16.csv.gz", "16x50257x768-nk-bf16.csv.gz"),
-    ("attention", "1x32x16384x128-causal-bf16.csv.gz", "15x16x64x128x2-causal-bf16.csv.gz"),
+    ("gemm", "3359x1536x1536-nk-bf16", "16x50257x768-nk-bf16"),
+    ("attention", "1x32x16384x128-causal-bf16", "15x16x64x128x2-causal-bf16"),
 ])
 def test_the_route_sends_a_shape_the_library_wins_to_it_and_keeps_the_kernel_where_it_wins(kernel, library_wins,
                                                                                            kernel_wins):

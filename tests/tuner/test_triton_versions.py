@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates import kernel_of, parse_gemm_shape
-from rooftune.eval.datasets.format import read_dataset
+from rooftune.eval.datasets.format import read_dataset, shape_files
 from rooftune.hwprofiles import hwprobe, load_profile
 from rooftune.roofline.fit import make_residual
 from rooftune.roofline import releases
@@ -91,7 +91,7 @@ def train_under_39(tmp_path):
     manifest["device"]["triton"] = "3.9.0"
     (data / "manifest.json").write_text(json.dumps(manifest))
     shutil.copy(TRAIN.parent / "shapes_train.json", tmp_path / "shapes_train.json")
-    for path in sorted((TRAIN / "shapes").glob("*.csv.gz"))[::10]:
+    for path in shape_files(TRAIN)[::10]:
         shutil.copy(path, data / "shapes" / path.name)
     return data
 
