@@ -18,15 +18,24 @@ configs `retime_us` / `retime2_us` / `retime_rounds`: two independent final pass
 tutorial's configs outside the space; candidates/tutorial.py). Files written before that column
 existed read as all in the space. Columns are read by name.
 
+A slim shape file (`shape_text(..., slim=True)`) leaves out the four `SCREEN_COLUMNS` (`compile_s`, `rounds`,
+`spread`, `screen_us`): how the screening pass ran, which nothing that replays, fits or scores reads. The committed
+datasets are slim (`python -m rooftune.eval.datasets.recompress --slim`); sweeps and backfills write full files.
+A slim file's trials read with `compile_s`, `spread` and `screen_us` None and `rounds` 0 (`slim_records`); a file
+with some of the four columns and not the others is refused.
+
 `time_us` of a config in the final passes is the median over both passes' rounds; every other
 config's `time_us` is its screening median times the shape's `screen_scale` (meta), the median
 ratio final / screening over the final configs, so that all times of a shape share one scale.
 The xz stream carries no time stamp or name and is written with fixed settings (`XZ_FILTERS`), so the same results
-give the same bytes (clean git diffs). Format 2 (`FORMAT`) differs from format 1 only there: format 1 wrote gzip
+give the same bytes (clean git diffs). Format 2 differs from format 1 only there: format 1 wrote gzip
 (`<id>.csv.gz`, the same text), and its readers list `*.csv.gz` only, so they would read a format-2 folder as one
-with fewer shapes (or none); the new name makes them refuse it instead. Both are read (`READ_FORMATS`); a folder
-with both files for one shape is refused, naming them. `write_shape` and `recompress.py` upgrade the manifest
-before they write a `.csv.xz`, and `write_shape` removes the shape's `.csv.gz` once its `.csv.xz` is in place.
+with fewer shapes (or none); the new name makes them refuse it instead. Format 3 (`FORMAT`) differs from format 2
+only in that a shape file may be slim: format 2's readers require the four columns, so they would stop at the first
+slim file with "no 'compile_s' column", as if it were damaged; the new name makes them refuse the folder for its
+format instead. All three are read (`READ_FORMATS`); a folder with both files for one shape is refused, naming them.
+`write_shape` and `recompress.py` upgrade the manifest before they write a shape file, and `write_shape` removes the
+shape's `.csv.gz` once its `.csv.xz` is in place.
 
 `read_shape` refuses a damaged file whole, naming it, the row and the column: a time that is not finite and
 positive (NaN, an infinity, zero or negative), a compile time or spread below zero, a baseline that is not a
@@ -57,9 +66,10 @@ from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
 
-FORMAT = "rooftune-dataset-2"
-# The formats a reader takes: format 1's shape files are gzip, format 2's xz (the module docstring).
-READ_FORMATS = ("rooftune-dataset-1", FORMAT)
+FORMAT = "rooftune-dataset-3"
+# The formats a reader takes: format 1's shape files are gzip, format 2's xz, format 3's may be slim (the module
+# docstring).
+READ_FORMATS = ("rooftune-dataset-1", "rooftune-dataset-2", FORMAT)
 MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
 SHAPES_DIR = "shapes"
@@ -72,6 +82,9 @@ SHAPE_SUFFIXES = (SHAPE_SUFFIX, GZIP_SUFFIX)
 XZ_FILTERS = ({"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": 4 << 20},)
 STAT_COLUMNS = ("time_us", "error", "compile_s", "rounds", "spread", "screen_us", "retime_us", "retime2_us",
                 "retime_rounds", "in_space")
+# How the screening pass ran: context, not ground truth. A slim file (the committed datasets) leaves them out.
+SCREEN_COLUMNS = ("compile_s", "rounds", "spread", "screen_us")
+SLIM_COLUMNS = tuple(c for c in STAT_COLUMNS if c not in SCREEN_COLUMNS)
 _PREFIX = "# rooftune-shape "
 
 
@@ -91,19 +104,42 @@ def _num(value: float | int | None, digits: int = TIME_DIGITS) -> str:
     return str(value) if isinstance(value, int) else f"{value:.{digits}g}"
 
 
-def shape_text(result: ShapeRecords) -> str:
-    """The text of one shape's file (before compression)."""
+def _cells(r: Trial) -> dict[str, object]:
+    """A trial's STAT_COLUMNS cells, by column."""
+    return {"time_us": _num(r.time_us), "error": r.error or "", "compile_s": _num(r.compile_s, AUX_DIGITS),
+            "rounds": r.rounds, "spread": _num(r.spread, AUX_DIGITS), "screen_us": _num(r.screen_us),
+            "retime_us": _num(r.retime_us), "retime2_us": _num(r.retime2_us), "retime_rounds": _num(r.retime_rounds),
+            "in_space": int(r.in_space)}
+
+
+def shape_text(result: ShapeRecords, slim: bool = False) -> str:
+    """The text of one shape's file (before compression); `slim`: without the SCREEN_COLUMNS."""
     header = {"shape": shape_header(result.shape), "baselines_us": result.baselines_us, "meta": result.meta}
     text = io.StringIO()
     text.write(_PREFIX + json.dumps(header, sort_keys=True) + "\n")
     names = list(result.trials[0].config) if result.trials else []
+    columns = SLIM_COLUMNS if slim else STAT_COLUMNS
     writer = csv.writer(text, lineterminator="\n")
-    writer.writerow([*names, *STAT_COLUMNS])
+    writer.writerow([*names, *columns])
     for r in result.trials:
-        writer.writerow([*(r.config[n] for n in names), _num(r.time_us), r.error or "",
-                         _num(r.compile_s, AUX_DIGITS), r.rounds, _num(r.spread, AUX_DIGITS), _num(r.screen_us),
-                         _num(r.retime_us), _num(r.retime2_us), _num(r.retime_rounds), int(r.in_space)])
+        cells = _cells(r)
+        writer.writerow([*(r.config[n] for n in names), *(cells[c] for c in columns)])
     return text.getvalue()
+
+
+def is_slim_text(text: str) -> bool:
+    """Whether the shape file of text `text` is slim: its CSV header (the second line) has none of the
+    SCREEN_COLUMNS."""
+    lines = text.split("\n", 2)
+    columns = next(csv.reader([lines[1]])) if len(lines) > 1 else []
+    return not set(SCREEN_COLUMNS) & set(columns)
+
+
+def slim_records(result: ShapeRecords) -> ShapeRecords:
+    """`result` as a slim file of it reads: each trial without what the SCREEN_COLUMNS held (`compile_s`,
+    `spread`, `screen_us` None, `rounds` 0)."""
+    return replace(result, trials=tuple(replace(t, compile_s=None, rounds=0, spread=None, screen_us=None)
+                                        for t in result.trials))
 
 
 def compress_text(text: str) -> bytes:
@@ -159,9 +195,14 @@ def read_shape_text(path: str | os.PathLike) -> str:
 
 
 def read_shape(path: str | os.PathLike) -> ShapeRecords:
-    """Parse one shape file written by `write_shape`; a damaged or foreign file is a DatasetError naming it
-    (and the row, where one row is: a bad value, or a time that is not finite and positive)."""
-    lines = read_shape_text(path).splitlines()
+    """Parse one shape file written by `write_shape` (full or slim); a damaged or foreign file is a DatasetError
+    naming it (and the row, where one row is: a bad value, or a time that is not finite and positive)."""
+    return parse_shape_text(path, read_shape_text(path))
+
+
+def parse_shape_text(path: str | os.PathLike, text: str) -> ShapeRecords:
+    """Parse `text`, a shape file's text (`read_shape`; `path` names it in errors)."""
+    lines = text.splitlines()
     if not lines or not lines[0].startswith(_PREFIX):
         raise DatasetError(f"{path}: missing the '{_PREFIX.strip()}' header line")
     try:
@@ -175,7 +216,9 @@ def read_shape(path: str | os.PathLike) -> ShapeRecords:
 
 
 def _parse_trial(names: list[str], columns: list[str], row: list[str]) -> Trial:
-    params, stats = row[: len(names)], dict(zip(columns[len(names):], row[len(names):]))
+    # A slim file's SCREEN_COLUMNS read as empty cells.
+    params = row[: len(names)]
+    stats = {**dict.fromkeys(SCREEN_COLUMNS, ""), **dict(zip(columns[len(names):], row[len(names):]))}
     values = dict(zip(names, map(int, params)))
     config = Config(tuple((n, values[n]) for n in names if n not in ("num_warps", "num_stages")),
                     values["num_warps"], values["num_stages"])
@@ -209,6 +252,11 @@ def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
     if "time_us" not in columns:
         raise DatasetError(f"{path}: no time_us column")
     names = columns[: columns.index("time_us")]
+    present = [c for c in SCREEN_COLUMNS if c in columns]
+    if 0 < len(present) < len(SCREEN_COLUMNS):
+        missing = [c for c in SCREEN_COLUMNS if c not in present]
+        raise DatasetError(f"{path}: has the columns {', '.join(present)} but not {', '.join(missing)}: a shape file "
+                           f"has all of {', '.join(SCREEN_COLUMNS)} (full) or none (slim)")
     results = []
     for number, row in enumerate(rows[1:], start=1):
         try:
@@ -313,9 +361,9 @@ def write_manifest(root: str | os.PathLike, manifest: dict) -> None:
 
 
 def upgrade_format(root: str | os.PathLike) -> None:
-    """Rewrite the manifest of the dataset folder `root` in FORMAT where it is of format 1 (nothing where it is
-    current or there is no manifest): done before a `.csv.xz` is written there, so that format 1's readers refuse
-    the folder rather than miss that shape."""
+    """Rewrite the manifest of the dataset folder `root` in FORMAT where it is of an earlier format (nothing where it
+    is current or there is no manifest): done before a shape file is written there, so that an earlier format's
+    readers refuse the folder rather than miss that shape (format 1) or stop at a slim file as if it were damaged."""
     if (Path(root) / MANIFEST).is_file() and read_manifest(root)["format"] != FORMAT:
         update_manifest(root, lambda manifest: manifest)
 

@@ -34,6 +34,7 @@ from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
+    is_slim_text,
     open_dataset,
     read_manifest,
     read_shape,
@@ -87,6 +88,15 @@ class BackfillSummary:
         needing = f", needing none {self.not_needed}" if self.counts_not_needed else ""
         return (f"backfilled {self.done}, {self.already_label} {self.already}{needing}, failed ({self.failed_label}) "
                 f"{self.failed}, left {self.remaining}{budget}; {self.seconds:.0f} s")
+
+
+def _check_reencodes(path: Path, result: ShapeRecords) -> None:
+    """A DatasetError where `result`, the records read from the shape file `path`, does not encode to the file's own
+    text, in its own form (full or slim): a rewrite must leave every recorded value as it is. The rewrite itself is
+    a full file (a slim one's old rows then have empty screening cells)."""
+    text = read_shape_text(path)
+    if shape_text(result, slim=is_slim_text(text)) != text:
+        raise DatasetError(f"{path}: does not re-encode to its own text; not rewriting it")
 
 
 def backfilled_shape(result: ShapeRecords, extras: list[Config], passes: RetimePasses,
@@ -257,8 +267,7 @@ def _backfill_shape(root: str | Path, measurer: ExtrasMeasurer, entry: tuple, sk
     """Time one shape's `entry` (its file, records, configs to add and final configs; those in `skip`,
     quarantined, not run) and rewrite its file with the new rows; False where its final passes failed."""
     path, result, extras, finals = entry
-    if shape_text(result) != read_shape_text(path):  # the rewrite must leave every recorded byte as it is
-        raise DatasetError(f"{path}: does not re-encode to its own text; not rewriting it")
+    _check_reencodes(path, result)
     passes = measurer.measure_extras(result.shape, [c for c in extras if c not in skip],
                                      [c for c in finals if c not in skip], compiled)
     passes = replace(passes, errors={**passes.errors, **{c: QUARANTINED for c in extras if c in skip}})
@@ -375,8 +384,7 @@ def backfill_routes(root: str | Path, measurer: RoutesMeasurer, routes: Sequence
             stopped = True
             break
         t0 = now()
-        if shape_text(result) != read_shape_text(path):  # the rewrite must leave every recorded byte as it is
-            raise DatasetError(f"{path}: does not re-encode to its own text; not rewriting it")
+        _check_reencodes(path, result)
         reporter.phase(result.shape, f"timing {', '.join(untimed_routes(result, routes))} beside {measurer.baseline}")
         passes = measurer.measure_extras(result.shape, [], [], {})
         new = routes_backfilled_shape(result, measurer.baseline, passes, date)

@@ -18,13 +18,18 @@ from rooftune.eval.datasets.format import (
     DatasetError,
     ShapeRecords,
     Trial,
+    is_slim_text,
     open_dataset,
     read_dataset,
     read_manifest,
     read_shape,
+    read_shape_text,
+    shape_files,
     shape_id,
+    slim_records,
     write_shape,
 )
+from rooftune.eval.datasets.recompress import recompress_folder
 from rooftune.eval.sweeping.quarantine import QUARANTINED, ContextQuarantined, read_quarantine
 from rooftune.eval.scoring.replay import recorded_measure
 from rooftune.hwprofiles import load_profile
@@ -146,12 +151,12 @@ def test_backfill_appends_the_extras_on_the_dataset_scale(tmp_path):
 
 def test_a_format_1_dataset_is_backfilled_into_xz_files_its_gzip_ones_removed(tmp_path):
     """A shape file of format 1 (gzip) is rewritten as .csv.xz with every recorded row as it was, and its .csv.gz
-    removed (a folder with both is refused); a shape the backfill leaves alone stays gzip. The manifest is format 2
-    once an .xz file is there, so that format 1's readers, which list .csv.gz only, refuse the folder."""
+    removed (a folder with both is refused); a shape the backfill leaves alone stays gzip. The manifest is of the
+    current format once an .xz file is there, so that format 1's readers, which list .csv.gz only, refuse the folder."""
     old_sweep(tmp_path)
     texts = as_format_1(tmp_path)
     summary = backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer(), shapes=SHAPES[:2])
-    assert summary.done == 2 and read_manifest(tmp_path)["format"] == "rooftune-dataset-2"
+    assert summary.done == 2 and read_manifest(tmp_path)["format"] == "rooftune-dataset-3"
     assert sorted(p.name for p in (tmp_path / "shapes").iterdir()) == sorted(
         [f"{shape_id(s)}.csv.xz" for s in SHAPES[:2]] + [f"{shape_id(SHAPES[2])}.csv.gz"])
     for shape in SHAPES[:2]:
@@ -161,6 +166,23 @@ def test_a_format_1_dataset_is_backfilled_into_xz_files_its_gzip_ones_removed(tm
     assert [len(r.trials) > 0 for r in read_dataset(tmp_path)] == [True] * 3
     assert backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer()).done == 1  # the gzip one, read like the others
     assert not list((tmp_path / "shapes").glob("*.csv.gz"))
+
+
+def test_a_slim_dataset_is_backfilled_into_full_files_and_slimmed_again(tmp_path):
+    """A committed (slim) folder backfilled on the GPU machine: each rewrite is a full file, its recorded rows with
+    their values and empty screening cells, the new rows with theirs; `recompress --slim` then makes it slim."""
+    old_sweep(tmp_path)
+    recorded = {p.name: slim_records(read_shape(p)) for p in shape_files(tmp_path)}
+    recompress_folder(tmp_path, slim=True)
+    assert backfill_extras(tmp_path, PROFILE, FakeExtrasMeasurer()).done == 3
+    for path in shape_files(tmp_path):
+        assert not is_slim_text(read_shape_text(path))
+        old, new = recorded[path.name], read_shape(path)
+        assert new.trials[: len(old.trials)] == old.trials
+        assert all(t.screen_us is not None and t.rounds == 6 for t in new.trials[len(old.trials):] if t.ok)
+    full = read_dataset(tmp_path)
+    assert recompress_folder(tmp_path, slim=True).slimmed == 3
+    assert read_dataset(tmp_path) == [slim_records(r) for r in full]
 
 
 def test_backfill_resumes_after_a_kill_without_duplicates(tmp_path):

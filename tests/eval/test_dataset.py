@@ -1,5 +1,6 @@
 """The dataset format: round trip, atomic writes, deterministic bytes, resume compatibility, format 1's gzip files."""
 
+import csv
 import gzip
 import json
 import lzma
@@ -9,12 +10,14 @@ import pytest
 
 from rooftune.candidates import Config, GemmShape
 from rooftune.eval.datasets.format import (
+    FORMAT,
     DatasetError,
     ShapeRecords,
     Trial,
     compress_text,
     encode_shape,
     finished_ids,
+    is_slim_text,
     layout_release,
     open_dataset,
     read_dataset,
@@ -25,6 +28,7 @@ from rooftune.eval.datasets.format import (
     shape_id,
     shape_path,
     shape_text,
+    slim_records,
     to_records,
     write_shape,
 )
@@ -104,6 +108,44 @@ def test_bytes_are_deterministic(tmp_path):
     assert compress_text(read_shape_text(first)) == first.read_bytes()
 
 
+def test_a_slim_file_round_trips_without_the_screening_columns(tmp_path):
+    """A slim file (the committed form) has no compile_s, rounds, spread or screen_us column; it reads as the full
+    records with those None / 0 and every other value the same, and encodes back to its own bytes."""
+    full = sample_result()
+    path = tmp_path / "shapes" / "77x4096x4096-nk-bf16.csv.xz"
+    write_atomic(path, compress_text(shape_text(full, slim=True)))
+    text = read_shape_text(path)
+    assert text.splitlines()[1].endswith(",num_warps,num_stages,time_us,error,retime_us,retime2_us,retime_rounds,"
+                                         "in_space")
+    assert is_slim_text(text) and not is_slim_text(shape_text(full))
+    back = read_shape(path)
+    assert back == slim_records(full) != full
+    assert [(t.compile_s, t.rounds, t.spread, t.screen_us) for t in back.trials] == [(None, 0, None, None)] * 5
+    for kept in ("config", "time_us", "error", "retime_us", "retime2_us", "retime_rounds", "in_space"):
+        assert [getattr(t, kept) for t in back.trials] == [getattr(t, kept) for t in full.trials]
+    assert shape_text(back, slim=True) == text and slim_records(back) == back
+    assert to_records(back).meta["retime_us"] == to_records(full).meta["retime_us"]
+
+
+def test_a_full_file_still_reads_with_its_screening_columns(tmp_path):
+    path = write_shape(tmp_path, sample_result())  # what a sweep writes: full
+    assert not is_slim_text(read_shape_text(path))
+    back = read_shape(path)
+    assert back == sample_result() and back.trials[0].screen_us == 12.2 and back.trials[0].rounds == 7
+
+
+@pytest.mark.parametrize("dropped", [("screen_us",), ("compile_s", "rounds", "spread")])
+def test_a_file_with_some_screening_columns_and_not_the_others_is_refused(tmp_path, dropped):
+    rows = list(csv.reader(shape_text(sample_result()).splitlines()[1:]))
+    keep = [i for i, name in enumerate(rows[0]) if name not in dropped]
+    body = "".join(",".join(row[i] for i in keep) + "\n" for row in rows)
+    path = tmp_path / "s.csv.xz"
+    path.write_bytes(compress_text(shape_text(sample_result()).splitlines()[0] + "\n" + body))
+    with pytest.raises(DatasetError, match=f"s.csv.xz: has the columns .* but not {', '.join(dropped)}: .* "
+                                           "\\(full\\) or none \\(slim\\)"):
+        read_shape(path)
+
+
 def _as_gzip(path):
     """Format 1's file of the same shape: `<id>.csv.gz`, gzip of the same text (no time stamp, as format 1 wrote)."""
     old = path.with_name(path.name.replace(".csv.xz", ".csv.gz"))
@@ -125,13 +167,13 @@ def test_format_1_gzip_files_still_read(tmp_path):
     assert [r.shape for r in read_dataset(tmp_path)] == [sample_result().shape]
     assert read_manifest(tmp_path)["format"] == "rooftune-dataset-1" and open_dataset(tmp_path, card)
     write_shape(tmp_path, sample_result(GemmShape(1, 64, 64)))
-    assert read_manifest(tmp_path)["format"] == "rooftune-dataset-2"
+    assert read_manifest(tmp_path)["format"] == FORMAT == "rooftune-dataset-3"
     assert [p.name for p in shape_files(tmp_path)] == ["1x64x64-kn-bf16.csv.xz", "77x4096x4096-nk-bf16.csv.gz"]
     assert shape_path(tmp_path, "77x4096x4096-nk-bf16") == old and len(read_dataset(tmp_path)) == 2
     write_shape(tmp_path, sample_result())  # a rewrite (a backfill's) replaces the gzip file
     assert [p.name for p in shape_files(tmp_path)] == ["1x64x64-kn-bf16.csv.xz", "77x4096x4096-nk-bf16.csv.xz"]
-    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format": "rooftune-dataset-3"}))
-    with pytest.raises(DatasetError, match="format 'rooftune-dataset-3', expected one of rooftune-dataset-1, "):
+    (tmp_path / "manifest.json").write_text(json.dumps({**manifest, "format": "rooftune-dataset-4"}))
+    with pytest.raises(DatasetError, match="format 'rooftune-dataset-4', expected one of rooftune-dataset-1, "):
         read_dataset(tmp_path)
 
 

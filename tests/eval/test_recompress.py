@@ -1,5 +1,6 @@
 """The converter of format 1's gzip shape files to xz: the same text, verified before the gzip file goes; idempotent;
-resumable after a kill at any point; a shape with two files of different text refused."""
+resumable after a kill at any point; a shape with two files of different text refused. Its `--slim`: full files
+rewritten without the screening columns, every kept value verified, idempotent and resumable."""
 
 import json
 
@@ -13,10 +14,12 @@ from rooftune.eval.datasets import recompress
 from rooftune.eval.datasets.format import (
     DatasetError,
     compress_text,
+    is_slim_text,
     open_dataset,
     read_dataset,
     read_manifest,
     read_shape_text,
+    slim_records,
     write_shape,
 )
 from rooftune.eval.datasets.recompress import main, recompress_file, recompress_folder
@@ -47,7 +50,7 @@ def test_a_folder_converts_to_xz_files_of_the_same_text_and_a_second_run_changes
     after = _files(tmp_path)
     assert sorted(after) == sorted(f"{sid}.csv.xz" for sid in texts)
     assert {name[: -len(".csv.xz")]: read_shape_text(tmp_path / "shapes" / name) for name in after} == texts
-    assert read_dataset(tmp_path) == before and read_manifest(tmp_path)["format"] == "rooftune-dataset-2"
+    assert read_dataset(tmp_path) == before and read_manifest(tmp_path)["format"] == "rooftune-dataset-3"
     assert all(after[f"{sid}.csv.xz"] == compress_text(text) for sid, text in texts.items())  # as write_shape writes
     manifest = (tmp_path / "manifest.json").read_bytes()
     result = recompress_folder(tmp_path)
@@ -105,3 +108,65 @@ def test_a_folder_that_is_not_a_dataset_exits_2_naming_it(tmp_path, capsys):
     assert f"error: {tmp_path}: no manifest.json" in capsys.readouterr().err
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "rooftune-dataset-9"}))
     assert main([str(tmp_path)]) == 2 and "rooftune-dataset-9" in capsys.readouterr().err
+
+
+def _full_dataset(root):
+    """A dataset folder as a sweep writes it: full shape files, one xz and two of format 1's gzip (the text of each
+    shape's file, by id)."""
+    texts = _format_1_dataset(root)
+    recompress_file(root / "shapes" / f"{sorted(texts)[0]}.csv.gz")
+    return texts
+
+
+def test_slim_rewrites_every_shape_file_with_the_same_kept_values_and_a_second_run_changes_nothing(tmp_path, capsys):
+    texts = _full_dataset(tmp_path)
+    before = read_dataset(tmp_path)
+    assert not any(is_slim_text(text) for text in texts.values())
+    assert main(["--slim", str(tmp_path)]) == 0
+    assert "2 shapes .csv.gz -> .csv.xz" in (out := capsys.readouterr().out) and "3 made slim" in out
+    after = _files(tmp_path)
+    assert sorted(after) == sorted(f"{sid}.csv.xz" for sid in texts)
+    assert all(is_slim_text(read_shape_text(tmp_path / "shapes" / name)) for name in after)
+    assert read_dataset(tmp_path) == [slim_records(r) for r in before]
+    assert read_manifest(tmp_path)["format"] == "rooftune-dataset-3"
+    manifest = (tmp_path / "manifest.json").read_bytes()
+    result = recompress_folder(tmp_path, slim=True)
+    assert (result.converted, result.slimmed, result.already_slim) == (0, 0, 3)
+    assert _files(tmp_path) == after and (tmp_path / "manifest.json").read_bytes() == manifest
+    assert main(["--slim", str(tmp_path)]) == 0 and "none to make slim (3 already slim)" in capsys.readouterr().out
+
+
+def test_a_slim_run_killed_midway_is_finished_by_the_next(tmp_path, monkeypatch):
+    _full_dataset(tmp_path)
+    recompress_folder(tmp_path)
+    before = read_dataset(tmp_path)
+    real, calls = recompress.write_atomic, []
+
+    def killed_at_the_second(path, data):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(path, data)
+
+    monkeypatch.setattr(recompress, "write_atomic", killed_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        recompress_folder(tmp_path, slim=True)
+    monkeypatch.undo()
+    slim = [is_slim_text(read_shape_text(tmp_path / "shapes" / n)) for n in sorted(_files(tmp_path))]
+    assert slim == [True, False, False] and len(_files(tmp_path)) == 3
+    assert read_dataset(tmp_path)[1:] == before[1:]  # a folder of both kinds reads
+    result = recompress_folder(tmp_path, slim=True)
+    assert (result.slimmed, result.already_slim) == (2, 1)
+    assert read_dataset(tmp_path) == [slim_records(r) for r in before]
+
+
+def test_a_slim_form_that_does_not_read_the_same_is_refused_and_the_file_kept(tmp_path, monkeypatch):
+    _full_dataset(tmp_path)
+    recompress_folder(tmp_path)
+    before = _files(tmp_path)
+    # each shape's first config, 4 warps and 3 stages, its time 10.5 + i made 90.5 + i
+    monkeypatch.setattr(recompress, "shape_text",
+                        lambda result, slim: dataset_format.shape_text(result, slim).replace(",4,3,1", ",4,3,9"))
+    with pytest.raises(DatasetError, match="its slim form does not read as the same records; left as it was"):
+        recompress_folder(tmp_path, slim=True)
+    assert _files(tmp_path) == before
