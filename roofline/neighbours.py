@@ -154,6 +154,7 @@ class NeighbourTable:
 
     kernel: str
     profile: str
+    sm_count: int
     residual: str
     settings: VoteSettings
     neighbours: tuple[Neighbour, ...]
@@ -173,10 +174,19 @@ class NeighbourTable:
         points = np.stack([point(n.shape, profile) for n in self.neighbours])
         return [self.neighbours[i] for i in nearest(points, point(shape, profile), self.settings.k)]
 
+    def applies(self, configs: Sequence[Config], profile: HardwareProfile) -> bool:
+        """Whether the vote knows `configs` on `profile`: configs of its family's space (a user's list without the
+        space's parameters has no regret recorded), on the GPU its regrets were measured on (another one, an SM
+        partition of it, `--sms`, ranks its configs otherwise)."""
+        space = KERNELS[self.kernel].space
+        return (bool(configs) and (profile.name, profile.sm_count) == (self.profile, self.sm_count)
+                and set(configs[0].kernel_params()) == set(space.param_names))
+
     def vote(self, shape, configs: Sequence[Config], profile: HardwareProfile, prior_on: PriorOn) -> np.ndarray:
-        """vote(c) for each of `configs` of `shape`, the neighbours' corrected model being `prior_on`."""
-        if not configs:
-            return np.zeros(0)
+        """vote(c) for each of `configs` of `shape`, the neighbours' corrected model being `prior_on`; zeros where
+        the vote does not apply (`applies`)."""
+        if not self.applies(configs, profile):
+            return np.zeros(len(configs))
         columns = configs_to_columns(list(configs))
         rows = [misses(n, configs, self.predicted(n.shape, columns, profile, prior_on))
                 for n in self.nearest_to(shape, profile)]
@@ -210,7 +220,8 @@ def table_to_dict(table: NeighbourTable) -> dict:
     names = list(KERNELS[table.kernel].space.param_names)
     configs = list(dict.fromkeys(c for n in table.neighbours for c in n.regret))
     index = {c: i for i, c in enumerate(configs)}
-    return {"format": NEIGHBOURS_FORMAT, "kernel": table.kernel, "profile": table.profile, "residual": table.residual,
+    return {"format": NEIGHBOURS_FORMAT, "kernel": table.kernel, "profile": table.profile, "sm_count": table.sm_count,
+            "residual": table.residual,
             "settings": {"k": table.settings.k, "w_pick": table.settings.w_pick, "w_search": table.settings.w_search},
             "params": names + ["num_warps", "num_stages"],
             "configs": [[c[name] for name in names] + [c.num_warps, c.num_stages] for c in configs],
@@ -286,13 +297,15 @@ def table_from_dict(data: dict, origin: str) -> NeighbourTable:
     if kernel not in KERNELS or not has_vote(kernel):
         raise NeighbourError(f"{origin}: a table for kernel {kernel!r}; the vote has coordinates for "
                              f"{', '.join(k for k in KERNELS if has_vote(k))}")
-    if not isinstance(data.get("profile"), str) or not isinstance(data.get("residual"), str):
-        raise NeighbourError(f"{origin}: needs the 'profile' and 'residual' it was fitted for")
+    sms = data.get("sm_count")
+    if (not isinstance(data.get("profile"), str) or not isinstance(data.get("residual"), str)
+            or isinstance(sms, bool) or not isinstance(sms, int) or sms < 1):
+        raise NeighbourError(f"{origin}: needs the 'profile', its 'sm_count' and the 'residual' it was fitted for")
     if not isinstance(data.get("shapes"), list) or not data["shapes"] or not isinstance(data.get("fit", {}), dict):
         raise NeighbourError(f"{origin}: needs a non-empty 'shapes' list (and 'fit', where given, an object)")
     configs = _configs(data, kernel, origin)
     neighbours = tuple(_neighbour(entry, kernel, configs, origin) for entry in data["shapes"])
-    return NeighbourTable(kernel, data["profile"], data["residual"], _settings(data, origin), neighbours,
+    return NeighbourTable(kernel, data["profile"], sms, data["residual"], _settings(data, origin), neighbours,
                           dict(data.get("fit", {})))
 
 

@@ -326,6 +326,10 @@ class Residual:
             raise ValueError("the neighbour vote needs the profile and the configs as a list")
         return self.neighbours.vote(shape, configs, profile, self.prior_on)
 
+    def without_vote(self) -> Residual:
+        """This residual without its neighbour vote (what another GPU checks and ranks with)."""
+        return replace(self, neighbours=None, fit={**self.fit, "vote": None})
+
     def without_neighbour(self, shape) -> Residual:
         """This residual with `shape` left out of its vote, as a shape it was not fitted on would see it."""
         return self if self.neighbours is None else replace(self, neighbours=self.neighbours.without(shape))

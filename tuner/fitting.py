@@ -359,7 +359,7 @@ def neighbour_table(kernel: str, profile: HardwareProfile, data: list[Prepared],
                     residual: Residual, data_label: str) -> NeighbourTable:
     """The shipped vote: every training shape's entry, beside `residual` (its misses are measured against it)."""
     entries = tuple(e for e in (shape_neighbour(d) for d in data) if e is not None)
-    return NeighbourTable(kernel, profile.name, ranking_digest(residual), vote, entries,
+    return NeighbourTable(kernel, profile.name, profile.sm_count, ranking_digest(residual), vote, entries,
                           {"data": data_label, "shapes": len(entries), "top": TOP})
 
 
@@ -476,8 +476,10 @@ def check_plan(kernel: str, profile: HardwareProfile, manifest: dict, check: str
                        f"{manifest.get('space_version')}: fit a new residual instead")
     # A residual of another GPU checked on this one's data (an SM partition, a sibling GPU): where it ranks well,
     # it is written as this GPU's, so `tune --gpu` and `eval --gpu` of this profile use it. It must already rank
-    # under the data's release on its own GPU.
+    # under the data's release on its own GPU. Its neighbour vote stays behind: its regrets were measured there.
     other_gpu = residual.profile != profile.name
+    if other_gpu:
+        residual = residual.without_vote()
     why = residual.mismatch(manifest.get("space_version"), triton) if other_gpu else None
     if why:
         raise FitError(f"{source} was {why}: check it under that Triton on {residual.profile}'s own data first")

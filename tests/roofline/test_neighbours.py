@@ -48,7 +48,8 @@ def plain_residual(vote: VoteSettings | None = None, coefficients=None):
 
 def with_table(residual, shapes, vote: VoteSettings):
     entries = tuple(Neighbour(s, top_regrets(*measured(s))) for s in shapes)
-    table = NeighbourTable("gemm", PROFILE.name, ranking_digest(residual), vote, entries, {"data": "synthetic"})
+    table = NeighbourTable("gemm", PROFILE.name, PROFILE.sm_count, ranking_digest(residual), vote, entries,
+                           {"data": "synthetic"})
     return replace(residual, neighbours=table, fit={**residual.fit, "vote": asdict(vote)})
 
 
@@ -142,6 +143,7 @@ def _shape(d, value):
     (lambda d: d.update(residual="0" * 12), "fitted beside another residual"),
     (lambda d: d["settings"].update(k=3), "vote settings"),
     (lambda d: d.update(profile="NVIDIA A100"), "beside a residual of gemm on NVIDIA H200"),
+    (lambda d: d.update(sm_count=0), "its 'sm_count'"),
 ])
 def test_a_damaged_table_is_refused_on_load(tmp_path, change, message):
     path, table_path, data = _written(tmp_path)
@@ -160,3 +162,17 @@ def test_a_missing_table_is_an_error_and_a_stale_one_is_not_read(tmp_path):
     _written(tmp_path)
     write_residual(plain_residual(), path)  # refitted without a vote: the old table beside it is not read
     assert read_residual(path).neighbours is None
+
+
+def test_the_vote_applies_only_to_the_spaces_configs_on_its_own_gpu():
+    from rooftune.candidates import Config
+    from rooftune.hwprofiles.hwprobe import partition_profile
+
+    vote = VoteSettings(k=1, w_pick=1.0, w_search=1.0)
+    voted = with_table(plain_residual(vote), [A], vote)
+    configs = measured(B)[0]
+    assert np.abs(voted.vote(B, configs, PROFILE)).max() > 0
+    # an SM partition of the GPU (same name, fewer SMs) and a user's configs without the space's parameters: none
+    assert not np.any(voted.vote(B, configs, partition_profile(PROFILE, 66)))
+    assert not np.any(voted.vote(B, [Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8)], PROFILE))
+    assert not np.any(voted.vote(B, configs, load_profile("h200-sm66")))
