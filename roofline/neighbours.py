@@ -106,6 +106,12 @@ def has_vote(kernel: str) -> bool:
     return KERNELS[kernel].neighbours is not None
 
 
+def of_space(kernel: str, configs: Sequence[Config]) -> bool:
+    """Whether `configs` are configs of `kernel`'s space (its parameters): a vote records regrets of those only (a
+    user's list, another kernel's log, have no regret recorded)."""
+    return bool(configs) and set(configs[0].kernel_params()) == set(KERNELS[kernel].space.param_names)
+
+
 def point(shape, profile: HardwareProfile) -> np.ndarray:
     """`shape`'s coordinates in its family's neighbour space."""
     return load_implementation(kernel_of(shape).neighbours)(shape, profile)
@@ -178,9 +184,7 @@ class NeighbourTable:
         """Whether the vote knows `configs` on `profile`: configs of its family's space (a user's list without the
         space's parameters has no regret recorded), on the GPU its regrets were measured on (another one, an SM
         partition of it, `--sms`, ranks its configs otherwise)."""
-        space = KERNELS[self.kernel].space
-        return (bool(configs) and (profile.name, profile.sm_count) == (self.profile, self.sm_count)
-                and set(configs[0].kernel_params()) == set(space.param_names))
+        return (profile.name, profile.sm_count) == (self.profile, self.sm_count) and of_space(self.kernel, configs)
 
     def vote(self, shape, configs: Sequence[Config], profile: HardwareProfile, prior_on: PriorOn) -> np.ndarray:
         """vote(c) for each of `configs` of `shape`, the neighbours' corrected model being `prior_on`; zeros where

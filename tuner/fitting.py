@@ -46,6 +46,7 @@ from rooftune.roofline.neighbours import (
     has_vote,
     misses,
     nearest,
+    of_space,
     point,
     top_regrets,
 )
@@ -339,8 +340,8 @@ def choose_vote(kernel: str, data: list[Prepared], chosen: Candidate, cv: dict, 
     """`chosen` with the neighbour vote of `grid` whose CV objective beats it alone the most, with its CV and every
     (setting, objective) tried; `chosen` and `cv` as they are where none beats it or `kernel` has no coordinates."""
     tried, best = [], (chosen, objective(cv), cv)
-    if not has_vote(kernel) or len(fits) < 2:
-        return chosen, cv, tried
+    if not has_vote(kernel) or len(fits) < 2 or not all(of_space(kernel, d.source.configs) for d in data):
+        return chosen, cv, tried  # (another kernel's log, as the AutoHeuristic ones: no vote there)
     votes: dict[int, dict] = {}  # each shape's vote depends on k only
     for vote in grid:
         if vote.k not in votes:

@@ -165,3 +165,17 @@ def test_a_held_back_shapes_vote_comes_from_the_other_folds_only(monkeypatch):
         i, others = test[0], [d.source.shape for j, d in enumerate(data) if j not in test]
         distance = {s: float(((point(s, PROFILE) - point(data[i].source.shape, PROFILE)) ** 2).sum()) for s in others}
         assert voters[:3] == sorted(others, key=distance.get)[:3]
+
+
+def test_no_vote_is_tried_on_configs_outside_the_space():
+    """Another kernel's log (the AutoHeuristic ones: Inductor's template, without the space's parameters) has no
+    regret a vote could look up at tune time: cross-validation does not try one there."""
+    from types import SimpleNamespace
+
+    from rooftune.candidates import Config
+
+    theirs = [SimpleNamespace(source=SimpleNamespace(configs=(Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
+                                                                                     GROUP_M=8),)))] * 10
+    chosen = fitting.Candidate(RidgeSettings(1.0, 5.0), SearchSettings())
+    cv = {1: {"mean": 0.9, "p10": 0.8, "worst_decile_mean": 0.7}}
+    assert fitting.choose_vote("gemm", theirs, chosen, cv, [([0], None), ([1], None)], PROFILE) == (chosen, cv, [])
