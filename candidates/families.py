@@ -110,7 +110,9 @@ class KernelSpec:
     scorer of an engine's tables by the layer's time, where an engine runs one entry for several of the family's
     shapes, as vLLM runs one fused-MoE config for both GEMMs). `external_methods`: the eval methods that come from an
     outside library (an extra), left out with a note where it cannot run; `route` (roofline: its untuned route's
-    features, where a PyTorch op runs it). `twin(shape, config)`: the config the space holds for one the kernel runs
+    features, where a PyTorch op runs it) and `neighbours` (roofline: a shape's coordinates for the neighbour vote of
+    the zero-trial pick and the search's prior, `f(shape, profile) -> array`, where the family has one: its CV on
+    train gained). `twin(shape, config)`: the config the space holds for one the kernel runs
     alike that its legality drops as a twin (an engine's table may name either; fused MoE: the GROUP_SIZE_M twin, FP8's
     block BLOCK_SIZE_K too). `table_dtypes`: the dtypes of an engine's layer tables this family's shapes are tuned
     under (`TableDtype`; `tune moe --dtype`), where it has them."""
@@ -151,6 +153,7 @@ class KernelSpec:
     layers: str | None = None
     external_methods: tuple[str, ...] = ()
     route: str | None = None
+    neighbours: str | None = None
     twin: Callable[..., Config] = same_config
     table_dtypes: tuple[TableDtype, ...] = ()
 
@@ -163,7 +166,8 @@ class KernelSpec:
 # The layer each implementation field belongs to: its path points into that layer, which alone resolves it.
 IMPLEMENTATION_LAYERS = {"module": "kernels", "model": "roofline", "features": "roofline", "bench": "kernels",
                          "jobs": "kernels", "report": "eval", "backfill": "eval", "eval_methods": "tuner",
-                         "table": "tuner", "layers": "tuner", "route": "roofline"}
+                         "table": "tuner", "layers": "tuner", "route": "roofline",
+                         "neighbours": "roofline"}
 
 
 def load_implementation(path: str):
@@ -186,7 +190,7 @@ KERNELS: dict[str, KernelSpec] = {
         aliases=gemm_baseline_aliases, runtime_params=("GROUP_M",), probe_file="gemm_probe.csv.gz",
         ops="matmul, rooftune.linear", backfill="rooftune.eval.sweeping.backfill:backfill_gemm",
         external_methods=("tpe", "nvmmh"), route="rooftune.roofline.route:GEMM_ROUTE",
-        table="rooftune.tuner.llm.tables:gemm_table_entry"),
+        neighbours="rooftune.roofline.neighbours:gemm_point", table="rooftune.tuner.llm.tables:gemm_table_entry"),
     "attention": KernelSpec(
         "attention", "attention", AttentionShape, parse_attention_shape, ("dtype",), "1x32x4096x128", "BxHxSxD[xKV]",
         "BxHxSxD (batch, heads, seq, head_dim), or BxHxSxDxKV with KV key/value heads (grouped-query)",
@@ -198,7 +202,7 @@ KERNELS: dict[str, KernelSpec] = {
         "rooftune.tuner.search.methods:attention_eval_methods", header_optional=("kv_heads",),
         probe_file="attention_probe.csv.gz", ops="attention",
         backfill="rooftune.eval.sweeping.backfill:backfill_attention_routes",
-        route="rooftune.roofline.route:ATTENTION_ROUTE"),
+        route="rooftune.roofline.route:ATTENTION_ROUTE", neighbours="rooftune.roofline.neighbours:attention_point"),
     # One GEMM of a fused MoE layer (gate_up or down) at one token count, vLLM's kernel form and grid; its
     # baseline is torch's grouped GEMM over the same routed rows (kernels/harness/benches.py MoeBench).
     "moe": KernelSpec(

@@ -133,9 +133,13 @@ def fit_pick(data: Sequence[Prepared], coefficients: dict[str, float],
     if not xs:
         raise ValueError("no shape has two successful configs to fit the pick on")
     x, base, rel = np.concatenate(xs), np.concatenate(bases), np.concatenate(rels)
+    # A feature constant over every config of the data (attention's tma, wgmma, order_reverse on the H200) moves
+    # every config alike: its change is not identified, and scaled by a vanishing sd it ran off to ±1000.
+    varies = x.std(axis=0) > 1e-9
+    free, x = free[varies], x[:, varies]
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     shape_of = np.repeat(np.arange(len(sizes)), sizes)
-    sigma = x.std(axis=0) + 1e-9
+    sigma = x.std(axis=0)
     x_std = x / sigma
     tau = settings.temperature
 
@@ -151,7 +155,8 @@ def fit_pick(data: Sequence[Prepared], coefficients: dict[str, float],
         return float(value), grad
 
     result = scipy.optimize.minimize(loss, np.zeros(len(free)), jac=True, method="L-BFGS-B")
-    return {names[i]: float(v) for i, v in zip(free, result.x / sigma)}
+    unchanged = {n: 0.0 for n in names if is_pick_feature(n)}
+    return {**unchanged, **{names[i]: float(v) for i, v in zip(free, result.x / sigma)}}
 
 
 def make_residual(kernel: str, profile: HardwareProfile, coefficients: dict[str, float],

@@ -12,7 +12,8 @@ within one shape, so a constant per shape never matters and the residual carries
 The zero-trial pick (the first config rooftune runs, with nothing measured) ranks by the same terms
 plus a few of its own (`pick`: a change to the base features' coefficients, fitted for the budget-1
 score: roofline/fit.py `fit_pick`); the search's later rounds keep the ridge fit, whose corrected
-times are what its Gaussian process is calibrated on.
+times are what its Gaussian process is calibrated on. Where the residual has a neighbour table (a file beside it:
+roofline/neighbours.py), both also add the training shapes' vote on where the corrected model misses.
 
 A profile with no residual file runs the model alone. Which shipped file ranks under which Triton release:
 roofline/releases.py.
@@ -21,11 +22,13 @@ roofline/releases.py.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import os
+from pathlib import Path
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -44,7 +47,9 @@ from rooftune.hwprofiles import HardwareProfile, ProfileError, list_profiles, lo
 from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text
 from rooftune.outputs import write_atomic
+from rooftune.roofline import predict
 from rooftune.roofline.gemm import SPLIT_K_SUMS
+from rooftune.roofline.neighbours import NeighbourError, NeighbourTable, neighbours_file, read_table, write_table
 
 RESIDUAL_FORMAT = "rooftune-residual-1"
 # Bump when a feature's definition changes: a residual fitted on other features cannot be applied.
@@ -259,6 +264,7 @@ class Residual:
     strategy: dict[str, float] = field(default_factory=dict)   # the search's constants (tuner/search/gp.py)
     fit: dict = field(default_factory=dict)                    # data, settings, cross-validated scores
     pick: dict[str, float] = field(default_factory=dict)       # the zero-trial pick's change to coefficients
+    neighbours: NeighbourTable | None = None                   # the neighbour vote (roofline/neighbours.py)
 
     @property
     def tritons(self) -> tuple[str, ...]:
@@ -283,19 +289,50 @@ class Residual:
     def applies_to(self, space_version: str | None, triton: str | None = None) -> bool:
         return self.mismatch(space_version, triton) is None
 
-    def corrections(self, shape, configs, breakdown) -> tuple[np.ndarray, np.ndarray]:
+    def corrections(self, shape, configs, breakdown, profile: HardwareProfile | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """Additive corrections to log(predicted time) per config, from one pass over the features: the
-        search's, and the zero-trial pick's (the search's plus `pick`; the search's where it has none)."""
+        search's, and the zero-trial pick's (the search's plus `pick`; the search's where it has none). With a
+        neighbour table, each adds its weight times the vote (`vote`: needs `profile` and `configs` as a list)."""
         names, x = feature_set(self.kernel).compute(shape, configs, breakdown)
         search = x @ np.array([self.coefficients.get(n, 0.0) for n in names])
-        if not self.pick:
-            return search, search
-        coefficients = pick_coefficients(self.coefficients, self.pick)
-        return search, x @ np.array([coefficients.get(n, 0.0) for n in names])
+        pick = search
+        if self.pick:
+            coefficients = pick_coefficients(self.coefficients, self.pick)
+            pick = x @ np.array([coefficients.get(n, 0.0) for n in names])
+        if self.neighbours is None:
+            return search, pick
+        vote, settings = self.vote(shape, configs, profile), self.neighbours.settings
+        return search + settings.w_search * vote, pick + settings.w_pick * vote
 
-    def correction(self, shape, configs, breakdown, for_pick: bool = False) -> np.ndarray:
+    def correction(self, shape, configs, breakdown, for_pick: bool = False,
+                   profile: HardwareProfile | None = None) -> np.ndarray:
         """The search's correction, or `for_pick` the zero-trial pick's (`corrections`)."""
-        return self.corrections(shape, configs, breakdown)[1 if for_pick else 0]
+        return self.corrections(shape, configs, breakdown, profile)[1 if for_pick else 0]
+
+    def prior_on(self, shape, columns: dict, profile: HardwareProfile) -> tuple[np.ndarray, np.ndarray]:
+        """log(model µs) + the search's correction (no vote) of the configs `columns` on `shape`, and which can
+        launch: the corrected model a neighbour's miss is measured against."""
+        breakdown = predict(shape, columns, profile)
+        names, x = feature_set(self.kernel).compute(shape, columns, breakdown)
+        corrected = np.log(breakdown.time_us) + x @ np.array([self.coefficients.get(n, 0.0) for n in names])
+        return corrected, np.asarray(breakdown.fits, dtype=bool)
+
+    def vote(self, shape, configs, profile: HardwareProfile | None) -> np.ndarray:
+        """The neighbour vote on each of `configs` (a list) of `shape` (zeros without a table)."""
+        if self.neighbours is None:
+            return np.zeros(len(configs) if isinstance(configs, list) else len(next(iter(configs.values()))))
+        if profile is None or not isinstance(configs, list):
+            raise ValueError("the neighbour vote needs the profile and the configs as a list")
+        return self.neighbours.vote(shape, configs, profile, self.prior_on)
+
+    def without_vote(self) -> Residual:
+        """This residual without its neighbour vote (what another GPU checks and ranks with)."""
+        return replace(self, neighbours=None, fit={**self.fit, "vote": None})
+
+    def without_neighbour(self, shape) -> Residual:
+        """This residual with `shape` left out of its vote, as a shape it was not fitted on would see it."""
+        return self if self.neighbours is None else replace(self, neighbours=self.neighbours.without(shape))
 
     def contributions(self, shape, configs, breakdown, top: int = 5) -> list[list[tuple[str, float]]]:
         """Per config, the `top` largest terms of the correction (feature, coefficient · value), for `explain`."""
@@ -309,6 +346,14 @@ class Residual:
 def pick_coefficients(coefficients: dict[str, float], pick: dict[str, float]) -> dict[str, float]:
     """The zero-trial pick's coefficients: the search's plus the pick's change."""
     return {n: coefficients.get(n, 0.0) + pick.get(n, 0.0) for n in {**coefficients, **pick}}
+
+
+def ranking_digest(residual: Residual) -> str:
+    """Digest of the coefficients a neighbour table's misses were measured against (its features, coefficients,
+    pick change): a table fitted beside another residual is refused."""
+    ranking = {"features_version": residual.features_version, "coefficients": residual.coefficients,
+               "pick": residual.pick}
+    return hashlib.sha256(json.dumps(ranking, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def residual_to_dict(residual: Residual) -> dict:
@@ -407,6 +452,7 @@ def residual_file_name(kernel: str, profile: HardwareProfile) -> str:
 
 
 def read_residual(path: str | os.PathLike) -> Residual:
+    """The residual at `path`, with the neighbour table beside it where there is one (`with_neighbours`)."""
     path = check_input(path)  # a pipe or device: never opened (it would block)
     if not path.is_file():
         raise ResidualError(f"{path}: no such residual file")
@@ -414,10 +460,40 @@ def read_residual(path: str | os.PathLike) -> Residual:
         data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise ResidualError(f"{path}: not valid JSON ({exc})") from exc
-    return residual_from_dict(data, str(path))
+    return with_neighbours(residual_from_dict(data, str(path)), path)
+
+
+def with_neighbours(residual: Residual, path: Path) -> Residual:
+    """`residual` (read from `path`) with its neighbour table, where its fit record says it has one (`fit.vote`):
+    the file beside it (roofline/neighbours.py `neighbours_file`); a table there beside a residual without a vote
+    (an older fit's) is not read. ResidualError where the table is missing or cannot be used: damaged, of another
+    kernel or GPU, or fitted beside another residual (its misses were measured against other coefficients)."""
+    if not residual.fit.get("vote"):
+        return residual
+    table_path = neighbours_file(path)
+    if not check_input(table_path).is_file():
+        raise ResidualError(f"{path}: fitted with a neighbour vote, but its table {table_path} is missing; copy it "
+                            f"beside the residual, or refit (`rooftune fit {residual.kernel}`)")
+    try:
+        table = read_table(table_path)
+    except NeighbourError as exc:
+        raise ResidualError(f"{exc}; refit it (`rooftune fit {residual.kernel}`)") from None
+    if (table.kernel, table.profile) != (residual.kernel, residual.profile):
+        raise ResidualError(f"{table_path}: a neighbour table of {table.kernel} on {table.profile}, beside a residual "
+                            f"of {residual.kernel} on {residual.profile}")
+    if table.residual != ranking_digest(residual):
+        raise ResidualError(f"{table_path}: fitted beside another residual than {path} (its digest "
+                            f"{table.residual}, this one's {ranking_digest(residual)}); refit both together "
+                            f"(`rooftune fit {residual.kernel}`)")
+    if residual.fit["vote"] != asdict(table.settings):
+        raise ResidualError(f"{table_path}: its vote settings {asdict(table.settings)} are not the ones {path} "
+                            f"records ({residual.fit['vote']}); refit both together (`rooftune fit {residual.kernel}`)")
+    return replace(residual, neighbours=table)
 
 
 def write_residual(residual: Residual, path: str | os.PathLike) -> None:
-    """Write whole or not at all (rooftune/outputs.py: OutputError naming the path where it cannot be)."""
-
+    """Write whole or not at all (rooftune/outputs.py: OutputError naming the path where it cannot be), and its
+    neighbour table beside it where it has one."""
+    if residual.neighbours is not None:
+        write_table(residual.neighbours, neighbours_file(path))
     write_atomic(path, json.dumps(residual_to_dict(residual), indent=1, sort_keys=False) + "\n")

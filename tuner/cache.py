@@ -21,6 +21,7 @@ from rooftune.candidates import Trial, kernel_of, kernel_spec, parse_config, sha
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import file_digest, write_atomic
+from rooftune.roofline.neighbours import table_to_dict
 from rooftune.roofline.residual import residual_to_dict
 from rooftune.tuner.tune import TuneResult
 
@@ -54,6 +55,8 @@ def residual_digest(residual) -> str:
     if residual is None:
         return "model-only"
     ranking = {k: v for k, v in residual_to_dict(residual).items() if k != "fit"}
+    if residual.neighbours is not None:  # the vote moves the ranking too: its table, less its record of the fit
+        ranking["neighbours"] = {k: v for k, v in table_to_dict(residual.neighbours).items() if k != "fit"}
     return hashlib.sha256(json.dumps(ranking, sort_keys=True).encode()).hexdigest()[:12]
 
 

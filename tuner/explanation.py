@@ -67,7 +67,7 @@ def rank_configs(shape, configs: list, legal_count: int, profile, residual) -> R
     """Rank `configs` (the shape's `legal_count` legal configs first) by the model × `residual` (None: the model
     alone), as rooftune ranks them."""
     bd = roofline.predict(shape, configs_to_columns(configs), profile)
-    correction = residual.correction(shape, configs, bd) if residual else np.zeros(len(configs))
+    correction = residual.correction(shape, configs, bd, profile=profile) if residual else np.zeros(len(configs))
     factor = np.exp(centred(correction, over=legal_count))
     corrected = bd.time_us * factor  # the model alone without a residual
     return Ranking(configs, bd, factor, corrected, [int(i) for i in corrected.argsort(kind="stable")])
@@ -84,6 +84,11 @@ def config_terms(ranking: Ranking, shape, config: Config, profile, residual) -> 
         own = roofline.predict(shape, configs_to_columns([config]), profile)
         terms += [(f"  residual: {name}", f"×{np.exp(value):.4g}")
                   for name, value in residual.contributions(shape, [config], own)[0]]
+        if residual.neighbours is not None:
+            vote = float(residual.vote(shape, ranking.configs, profile)[i])
+            terms.append(("  neighbour vote", f"×{np.exp(residual.neighbours.settings.w_search * vote):.4g} in the "
+                                              f"search, ×{np.exp(residual.neighbours.settings.w_pick * vote):.4g} "
+                                              f"in the zero-trial pick (miss {vote:+.3f})"))
     return terms
 
 

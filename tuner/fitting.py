@@ -6,8 +6,11 @@ shapes are split into folds; for each candidate setting
 (ridge penalty, near-best weighting, with or without the zero-trial pick's own correction, search
 constants) the residual is fitted on the other folds and the search (tuner/search/gp.py, the code
 `rooftune tune` runs) is replayed on the held-back fold at every budget. The setting with the best
-score over budgets wins and is refitted on every training shape. Held-out data are refused: a dataset
-whose shape list is a held-out list never reaches here.
+score over budgets wins and is refitted on every training shape. Then, for a family with neighbour coordinates,
+the neighbour vote (roofline/neighbours.py) is cross-validated on the same folds beside the chosen setting: each
+held-back shape's neighbours are drawn from the other folds, their misses measured against that fold's residual.
+The vote's best setting is kept, with a table of every training shape, only where it beats the residual alone.
+Held-out data are refused: a dataset whose shape list is a held-out list never reaches here.
 """
 
 from __future__ import annotations
@@ -35,11 +38,25 @@ from rooftune.roofline.fit import (
     make_residual,
     prepare,
 )
+from rooftune.roofline.neighbours import (
+    TOP,
+    Neighbour,
+    NeighbourTable,
+    VoteSettings,
+    combine,
+    has_vote,
+    misses,
+    nearest,
+    of_space,
+    point,
+    top_regrets,
+)
 from rooftune.roofline.releases import check_source, shipped_residual_path
 from rooftune.roofline.residual import (
     Residual,
     ResidualError,
     pick_coefficients,
+    ranking_digest,
     read_residual,
     residual_file_name,
     triton_release,
@@ -57,6 +74,10 @@ RIDGE_GRID = (RidgeSettings(0.1, 5.0), RidgeSettings(1.0, 5.0))
 PICK_GRID = (None, PickSettings())
 # Round sizes are fixed rather than searched (tuner/search/gp.py): a live tune pays one compile latency per round.
 SEARCH_GRID = {"kappa": (1.0, 2.0), "length_scale": (1.0, 2.0), "prior_sd": (0.05, 0.1)}
+# The neighbour vote's settings, tried beside the chosen setting (the experiment that chose this grid:
+# experiments/knn_pick/README.md).
+VOTE_GRID = tuple(VoteSettings(k, w_pick, w_search) for k in (3, 5, 10) for w_pick in (0.5, 1.0)
+                  for w_search in (0.0, 0.5))
 
 
 class HeldOutError(ValueError):
@@ -129,9 +150,11 @@ def prior_log_us(d: Prepared, coefficients: dict[str, float]) -> np.ndarray:
 
 
 def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchSettings,
-                  budget: int = max(CV_BUDGETS), pick: dict[str, float] | None = None) -> list[Trial]:
+                  budget: int = max(CV_BUDGETS), pick: dict[str, float] | None = None,
+                  vote: np.ndarray | None = None, weights: VoteSettings | None = None) -> list[Trial]:
     """The search on one recorded shape (launchable configs only, as `rooftune tune` sees them), first
-    measuring the best by `coefficients` + `pick` where a pick correction is given."""
+    measuring the best by `coefficients` + `pick` where a pick correction is given; with a neighbour `vote` (one
+    value per config of the shape), its `weights` added to the search's and the pick's priors."""
     keep = np.flatnonzero(d.fits)
     configs = [d.source.configs[i] for i in keep]
     times = {c: d.source.time_us[i] for c, i in zip(configs, keep)}
@@ -140,8 +163,12 @@ def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchS
         return [Trial(c, float(times[c])) if math.isfinite(times[c]) else Trial(c, None, error="failed")
                 for c in batch]
 
-    first = int(np.argmin(prior_log_us(d, pick_coefficients(coefficients, pick))[keep])) if pick else None
-    return search(configs, prior_log_us(d, coefficients)[keep], measure, budget, settings, first)
+    prior = prior_log_us(d, coefficients)[keep]
+    own = prior_log_us(d, pick_coefficients(coefficients, pick))[keep] if pick else prior
+    if vote is not None:
+        prior, own = prior + weights.w_search * vote[keep], own + weights.w_pick * vote[keep]
+    first = int(np.argmin(own)) if not np.array_equal(own, prior) else None
+    return search(configs, prior, measure, budget, settings, first)
 
 
 def prefix_scores(d: Prepared, trials: list[Trial], budgets: Sequence[int]) -> list[float]:
@@ -159,6 +186,15 @@ class Candidate:
     ridge: RidgeSettings
     search: SearchSettings
     pick: PickSettings | None = None
+    vote: VoteSettings | None = None
+
+
+def describe(cand: Candidate) -> str:
+    """One line of a candidate setting, as `rooftune fit` lists them."""
+    vote = (f", vote of {cand.vote.k} (weight {cand.vote.w_pick:g} in the pick, {cand.vote.w_search:g} in the search)"
+            if cand.vote else "")
+    return (f"ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, pick {'own' if cand.pick else 'ridge'}, "
+            f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, prior sd {cand.search.prior_sd:g}{vote}")
 
 
 @dataclass(frozen=True)
@@ -211,17 +247,52 @@ def fold_fits(data: list[Prepared], ridge: RidgeSettings, pick: PickSettings | N
 
 
 def cross_validate(data: list[Prepared], candidate: Candidate, folds: int = FOLDS,
-                   budgets: Sequence[int] = CV_BUDGETS,
-                   fits: list[tuple[list[int], Fitted]] | None = None) -> dict[int, dict[str, float]]:
+                   budgets: Sequence[int] = CV_BUDGETS, fits: list[tuple[list[int], Fitted]] | None = None,
+                   votes: dict[int, np.ndarray] | None = None) -> dict[int, dict[str, float]]:
     """Per budget, summary (mean, p10, worst-decile mean) of held-back-fold scores. `fits`: the folds'
-    residuals where already fitted (`fold_fits` of the candidate's ridge and pick settings)."""
+    residuals where already fitted (`fold_fits` of the candidate's ridge and pick settings); `votes`: each
+    shape's neighbour vote from the other folds (`fold_votes` of the candidate's k), where it has a vote."""
     fits = fits if fits is not None else fold_fits(data, candidate.ridge, candidate.pick, folds)
     scores = np.zeros((len(data), len(budgets)))
     for test, fitted in fits:
         for i in test:
-            trials = replay_search(data[i], fitted.coefficients, candidate.search, pick=fitted.pick)
+            vote = votes[i] if candidate.vote is not None else None
+            trials = replay_search(data[i], fitted.coefficients, candidate.search, pick=fitted.pick, vote=vote,
+                                   weights=candidate.vote)
             scores[i] = prefix_scores(data[i], trials, budgets)
     return {b: summarize(scores[:, j]) for j, b in enumerate(budgets)}
+
+
+def shape_neighbour(d: Prepared) -> Neighbour | None:
+    """A training shape's entry in the vote: its TOP fastest launchable configs' regrets (None: none ran)."""
+    regret = top_regrets(d.source.configs, d.source.time_us, d.fits, TOP)
+    return Neighbour(d.source.shape, regret) if regret else None
+
+
+def predicted_regret(d: Prepared, coefficients: dict[str, float], configs: Sequence) -> np.ndarray:
+    """The corrected model's regret on recorded shape `d` of `configs` (NaN where `d` cannot launch one): what
+    NeighbourTable.predicted computes live, from the prepared features."""
+    prior = prior_log_us(d, coefficients)
+    relative = np.where(np.isfinite(prior), prior - prior[np.isfinite(prior)].min(), np.nan)
+    index = {c: i for i, c in enumerate(d.source.configs)}
+    return np.array([relative[index[c]] if c in index else np.nan for c in configs])
+
+
+def fold_votes(data: list[Prepared], fits: list[tuple[list[int], Fitted]], k: int,
+               profile: HardwareProfile) -> dict[int, np.ndarray]:
+    """Each held-back shape's vote (one value per config of it) by its `k` nearest shapes of the other folds, their
+    misses measured against the fold's residual (roofline/neighbours.py)."""
+    entries = [shape_neighbour(d) for d in data]
+    points = np.stack([point(d.source.shape, profile) for d in data])
+    out = {}
+    for test, fitted in fits:
+        pool = [j for j in range(len(data)) if j not in set(test) and entries[j] is not None]
+        for i in test:
+            configs = data[i].source.configs
+            near = [pool[n] for n in nearest(points[pool], points[i], k)]
+            rows = [misses(entries[j], configs, predicted_regret(data[j], fitted.coefficients, configs)) for j in near]
+            out[i] = combine(np.stack(rows)) if rows else np.zeros(len(configs))
+    return out
 
 
 def objective(cv: dict[int, dict[str, float]]) -> float:
@@ -244,15 +315,11 @@ class FitReport:
     chosen: Candidate
     cv: dict[int, dict[str, float]]
     tried: list[tuple[Candidate, float]]
+    tried_votes: list[tuple[Candidate, float]] = ()
 
 
-def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, data_label: str,
-               grid: list[Candidate] | None = None, progress=None) -> FitReport:
-    """Choose a setting by cross-validation, refit the residual on every shape, return it with the CV figures."""
-    if len(shapes) < 2:
-        raise FitError(f"{data_label}: fitting needs at least 2 shapes with measurements, got {len(shapes)}")
-    data = prepare(shapes, profile)
-    grid = grid or candidates_grid()
+def choose_setting(data: list[Prepared], grid: list[Candidate], progress=None):
+    """The grid's setting with the best CV objective: (it, its CV, every (setting, objective) tried, its folds' fits)."""
     tried, best = [], None
     fits: dict[tuple, list] = {}  # the folds' residuals depend on the ridge and pick settings only
     for cand in grid:
@@ -267,15 +334,64 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
         if progress:
             progress(cand, score)
     chosen, _, cv = best
+    return chosen, cv, tried, fits[(chosen.ridge, chosen.pick)]
+
+
+def choose_vote(kernel: str, data: list[Prepared], chosen: Candidate, cv: dict, fits: list, profile: HardwareProfile,
+                grid: Sequence[VoteSettings] = VOTE_GRID, progress=None):
+    """`chosen` with the neighbour vote of `grid` whose CV objective beats it alone the most, with its CV and every
+    (setting, objective) tried; `chosen` and `cv` as they are where none beats it or `kernel` has no coordinates."""
+    tried, best = [], (chosen, objective(cv), cv)
+    if not has_vote(kernel) or len(fits) < 2 or not all(of_space(kernel, d.source.configs) for d in data):
+        return chosen, cv, tried  # (another kernel's log, as the AutoHeuristic ones: no vote there)
+    votes: dict[int, dict] = {}  # each shape's vote depends on k only
+    for vote in grid:
+        if vote.k not in votes:
+            votes[vote.k] = fold_votes(data, fits, vote.k, profile)
+        cand = replace(chosen, vote=vote)
+        cv_vote = cross_validate(data, cand, fits=fits, votes=votes[vote.k])
+        tried.append((cand, objective(cv_vote)))
+        if tried[-1][1] > best[1]:
+            best = (cand, tried[-1][1], cv_vote)
+        if progress:
+            progress(cand, tried[-1][1])
+    return best[0], best[2], tried
+
+
+def neighbour_table(kernel: str, profile: HardwareProfile, data: list[Prepared], vote: VoteSettings,
+                    residual: Residual, data_label: str) -> NeighbourTable:
+    """The shipped vote: every training shape's entry, beside `residual` (its misses are measured against it)."""
+    entries = tuple(e for e in (shape_neighbour(d) for d in data) if e is not None)
+    return NeighbourTable(kernel, profile.name, profile.sm_count, ranking_digest(residual), vote, entries,
+                          {"data": data_label, "shapes": len(entries), "top": TOP})
+
+
+def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, data_label: str,
+               grid: list[Candidate] | None = None, progress=None,
+               vote_grid: Sequence[VoteSettings] | None = None) -> FitReport:
+    """Choose a setting by cross-validation, then the neighbour vote beside it; refit the residual on every shape,
+    return it (with its neighbour table where the vote gained) and the CV figures."""
+    if len(shapes) < 2:
+        raise FitError(f"{data_label}: fitting needs at least 2 shapes with measurements, got {len(shapes)}")
+    data = prepare(shapes, profile)
+    grid = grid or candidates_grid()
+    chosen, alone, tried, fits = choose_setting(data, grid, progress)
+    chosen, cv, tried_votes = choose_vote(kernel, data, chosen, alone, fits, profile,
+                                          VOTE_GRID if vote_grid is None else vote_grid, progress)
     fitted = fit_residual(data, chosen.ridge, chosen.pick)
     fit = {"data": data_label, "shapes": len(shapes), "folds": FOLDS, "fold_seed": FOLD_SEED,
            "folds_by": "shape" if fold_groups([s.shape for s in shapes]) is None else "layer",
            "ridge": chosen.ridge.ridge, "near_best_weight": chosen.ridge.near_best_weight,
            "pick": None if chosen.pick is None else asdict(chosen.pick),
-           "settings_tried": len(grid),
+           "vote": None if chosen.vote is None else asdict(chosen.vote),
+           "settings_tried": len(grid), "votes_tried": len(tried_votes),
            "cv": {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in cv.items()}}
+    if chosen.vote is not None:
+        fit["cv_without_vote"] = {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in alone.items()}
     residual = make_residual(kernel, profile, fitted.coefficients, chosen.search.to_dict(), fit, fitted.pick)
-    return FitReport(residual, chosen, cv, tried)
+    if chosen.vote is not None:
+        residual = replace(residual, neighbours=neighbour_table(kernel, profile, data, chosen.vote, residual, data_label))
+    return FitReport(residual, chosen, cv, tried, tried_votes)
 
 
 def fitted_residual(report: FitReport, shapes: list[FitShape], manifest: dict) -> Residual:
@@ -332,8 +448,8 @@ def fit_against_model(report: FitReport, residual: Residual, records, profile: H
 
 def check_residual(residual: Residual, records, profile: HardwareProfile, triton: str) -> ResidualCheck:
     """Replay `rooftune`'s search on `records` (training data measured under Triton `triton`) with
-    `residual` and with the model alone, at every CV budget."""
-    methods = {"residual": rooftune_strategy(residual), "model": rooftune_strategy(None)}
+    `residual` (each shape left out of its neighbour vote) and with the model alone, at every CV budget."""
+    methods = {"residual": rooftune_strategy(residual, leave_own_out=True), "model": rooftune_strategy(None)}
     means = {name: {} for name in methods}
     for budget in CV_BUDGETS:
         summary = evaluate(records, budget, profile, methods)["methods"]
@@ -363,8 +479,10 @@ def check_plan(kernel: str, profile: HardwareProfile, manifest: dict, check: str
                        f"{manifest.get('space_version')}: fit a new residual instead")
     # A residual of another GPU checked on this one's data (an SM partition, a sibling GPU): where it ranks well,
     # it is written as this GPU's, so `tune --gpu` and `eval --gpu` of this profile use it. It must already rank
-    # under the data's release on its own GPU.
+    # under the data's release on its own GPU. Its neighbour vote stays behind: its regrets were measured there.
     other_gpu = residual.profile != profile.name
+    if other_gpu:
+        residual = residual.without_vote()
     why = residual.mismatch(manifest.get("space_version"), triton) if other_gpu else None
     if why:
         raise FitError(f"{source} was {why}: check it under that Triton on {residual.profile}'s own data first")

@@ -40,11 +40,13 @@ class RouteRow:
 
 
 def route_rows(records, profile: HardwareProfile, residual, baseline: str) -> list[RouteRow]:
-    """A RouteRow per shape with a recorded `baseline` time and a successful recorded zero-trial pick."""
+    """A RouteRow per shape with a recorded `baseline` time and a successful recorded zero-trial pick (each shape
+    left out of the residual's neighbour vote: the pick a shape it was not fitted on gets)."""
     rows = []
     for r in records:
         library_us = r.baselines_us.get(baseline)
-        picked = zero_trial(r.shape, r.candidate_configs(), profile, residual)
+        own_out = residual.without_neighbour(r.shape) if residual is not None else None
+        picked = zero_trial(r.shape, r.candidate_configs(), profile, own_out)
         trial = r.lookup().get(picked[0]) if picked is not None else None
         if library_us is None or trial is None or not trial.ok:
             continue

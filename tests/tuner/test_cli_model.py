@@ -24,6 +24,26 @@ def test_explain_gemm_top_and_named_config():
     assert "dominant" in result.output and "waves" in result.output
 
 
+def test_explain_shows_the_neighbour_votes_part():
+    """The shipped GEMM residual carries a neighbour vote: explain names the training shapes that vote and a named
+    config's share of it; the model alone has none."""
+    from rooftune.roofline.releases import load_residual
+    from rooftune.hwprofiles import load_profile
+    from rooftune.candidates import GemmShape
+
+    config = "BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,PERSISTENT=0,FIXUP=0,BLOCK_N2=0,num_warps=8,num_stages=3"
+    result = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3", "--config", config])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    table = load_residual("gemm", load_profile("h200")).neighbours
+    nearest = [str(n.shape) for n in table.nearest_to(GemmShape(4096, 4096, 4096), load_profile("h200"))]
+    assert f"nearest training shapes; weight {table.settings.w_search:g} in the search" in text
+    assert ", ".join(nearest) in text and "neighbour vote" in text and "in the search, ×" in text
+    assert "pick (miss " in text  # the named config's share of the vote (a table cell: it wraps)
+    alone = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--residual", "none"])
+    assert alone.exit_code == 0 and "neighbour vote" not in alone.output
+
+
 def test_explain_fills_in_what_the_shape_leaves_one_value_and_asks_for_the_rest():
     # M = 8 with SPLIT_K 4: split-K sums in the GEMM kernel there, and no persistent tiles
     decode = runner.invoke(app, ["explain", "gemm", "--shape", "8x4096x4096", "--layout", "nk", "--config",

@@ -102,7 +102,7 @@ def _fake_fit(kernel, shapes, profile, data, progress=None):
     from rooftune.roofline.residual import GEMM_FEATURES_VERSION, Residual
 
     residual = Residual("gemm", profile.name, GEMM_FEATURES_VERSION, {}, {}, {"data": data})
-    return SimpleNamespace(residual=residual, chosen=SimpleNamespace(ridge="ridge", pick=None, search="search"),
+    return SimpleNamespace(residual=residual, chosen=SimpleNamespace(ridge="ridge", pick=None, search="search", vote=None),
                            cv={20: {"mean": 0.99, "p10": 0.95, "worst_decile_mean": 0.9}})
 
 

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from rooftune.eval.datasets.readers import load_records
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline.fit import RidgeSettings
+from rooftune.roofline.neighbours import VoteSettings
 from rooftune.roofline.residual import read_residual
 from rooftune.tuner import fitting
 from rooftune.tuner.cli.app import app
@@ -29,6 +31,7 @@ def test_held_out_datasets_are_refused():
         fitting.refuse_held_out({"shapes_file": "shapes_train.json", "shapes_files": ["shapes_heldout_b.json"]}, "x")
     result = runner.invoke(app, ["fit", "gemm", "--data", str(HELDOUT), "--out", "/tmp/never.json"])
     assert result.exit_code == 2 and "held-out" in " ".join(result.output.split())
+    assert not Path("/tmp/never.json").exists() and not Path("/tmp/neighbours-never.json").exists()
 
 
 _OPENED: list[str] = []
@@ -44,10 +47,12 @@ sys.addaudithook(_audit)  # audit hooks stay for the process; it records only wh
 
 
 def test_fit_reads_training_data_only_and_writes_a_usable_residual(tmp_path, monkeypatch):
-    """The whole `rooftune fit gemm` run (one CV setting, to keep it short) opens no file of the
-    held-out set, and what it writes is a residual that `eval` takes."""
+    """The whole `rooftune fit gemm` run (one CV setting and one vote, to keep it short) opens no file of the
+    held-out set, and what it writes is a residual, with its neighbour table of training shapes beside it, that
+    `eval` takes."""
     one = [fitting.Candidate(RidgeSettings(0.1, 5.0), SearchSettings())]
     monkeypatch.setattr(fitting, "candidates_grid", lambda: one)
+    monkeypatch.setattr(fitting, "VOTE_GRID", (VoteSettings(5, 0.5, 0.5),))
     out = tmp_path / "residual.json"
     _OPENED.clear()
     _AUDITING[0] = True
@@ -62,6 +67,11 @@ def test_fit_reads_training_data_only_and_writes_a_usable_residual(tmp_path, mon
     assert residual.fit["data"] == str(TRAIN) and residual.fit["shapes"] == 120
     assert set(residual.fit["cv"]) == {"1", "5", "10", "20"} and len(residual.fit["static_list"]) == 20
     assert residual.strategy == SearchSettings().to_dict()
+    # the vote gains in CV on train: its table is written beside the residual, every entry a training shape
+    train_shapes = {r.shape for r in load_records(TRAIN)}
+    assert residual.fit["vote"] == {"k": 5, "w_pick": 0.5, "w_search": 0.5} and residual.fit["cv_without_vote"]
+    assert len(residual.neighbours.neighbours) == 120 and {n.shape for n in residual.neighbours.neighbours} == train_shapes
+    assert residual.fit["cv"]["1"]["mean"] > residual.fit["cv_without_vote"]["1"]["mean"]
     summary = tmp_path / "s.json"
     probe = REPO.parent / "shared" / "datasets" / "h200-probe"
     if probe.is_dir():  # eval takes the written residual
@@ -72,12 +82,19 @@ def test_fit_reads_training_data_only_and_writes_a_usable_residual(tmp_path, mon
 
 
 def test_cross_validation_chooses_by_its_objective(monkeypatch):
-    shapes = fitting.fit_shapes_from_records(__import__("rooftune.eval.datasets.readers", fromlist=["x"]).load_records(TRAIN)[:12])
+    shapes = fitting.fit_shapes_from_records(load_records(TRAIN)[:12])
     grid = [fitting.Candidate(RidgeSettings(0.1, 5.0), SearchSettings(kappa=k)) for k in (0.5, 2.0)]
-    report = fitting.fit_kernel("gemm", shapes, PROFILE, "train[:12]", grid=grid)
+    votes = [VoteSettings(3, 0.5, 0.0), VoteSettings(3, 1.0, 0.5)]
+    report = fitting.fit_kernel("gemm", shapes, PROFILE, "train[:12]", grid=grid, vote_grid=votes)
     scores = dict((c.search.kappa, s) for c, s in report.tried)
     assert report.chosen.search.kappa == max(scores, key=scores.get)
-    assert fitting.objective(report.cv) == pytest.approx(max(scores.values()))
+    # the vote is kept only where it beats the chosen setting alone, the best of those tried
+    alone, voted = max(scores.values()), dict((c.vote, s) for c, s in report.tried_votes)
+    assert [c.search.kappa for c, _ in report.tried_votes] == [report.chosen.search.kappa] * 2
+    best = max(voted, key=voted.get)
+    assert report.chosen.vote == (best if voted[best] > alone else None)
+    assert fitting.objective(report.cv) == pytest.approx(max(alone, *voted.values()))
+    assert (report.residual.neighbours is not None) == (report.chosen.vote is not None)
 
 
 def test_the_fits_prior_is_the_one_tune_ranks_by(synthetic):
@@ -131,3 +148,37 @@ def test_moe_folds_keep_a_layer_together_and_other_kernels_fold_by_shape():
     assert max(len(f) for f in folds) == 3  # dealt one shape at a time
     one_layer = fitting.fold_assignment(prepared(moe[:6]))  # a single layer cannot be left out: by shape
     assert len(one_layer) == fitting.FOLDS
+
+
+def test_a_held_back_shapes_vote_comes_from_the_other_folds_only(monkeypatch):
+    """Cross-validating the vote: a held-back shape's neighbours are training shapes of the other folds, never of
+    its own (which its CV score must not see), and the nearest of those."""
+    from rooftune.roofline.fit import prepare
+    from rooftune.roofline.neighbours import point
+
+    data = prepare(fitting.fit_shapes_from_records(load_records(TRAIN)[:15]), PROFILE)
+    fits = fitting.fold_fits(data, RidgeSettings(1.0, 5.0), None)
+    voters, real = [], fitting.misses
+    monkeypatch.setattr(fitting, "misses", lambda n, c, p: voters.append(n.shape) or real(n, c, p))
+    for test, fitted in fits:
+        voters.clear()
+        votes = fitting.fold_votes(data, [(test, fitted)], 3, PROFILE)
+        held = {data[i].source.shape for i in test}
+        assert set(votes) == set(test) and len(voters) == 3 * len(test) and not held & set(voters)
+        i, others = test[0], [d.source.shape for j, d in enumerate(data) if j not in test]
+        distance = {s: float(((point(s, PROFILE) - point(data[i].source.shape, PROFILE)) ** 2).sum()) for s in others}
+        assert voters[:3] == sorted(others, key=distance.get)[:3]
+
+
+def test_no_vote_is_tried_on_configs_outside_the_space():
+    """Another kernel's log (the AutoHeuristic ones: Inductor's template, without the space's parameters) has no
+    regret a vote could look up at tune time: cross-validation does not try one there."""
+    from types import SimpleNamespace
+
+    from rooftune.candidates import Config
+
+    theirs = [SimpleNamespace(source=SimpleNamespace(configs=(Config.make(4, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
+                                                                                     GROUP_M=8),)))] * 10
+    chosen = fitting.Candidate(RidgeSettings(1.0, 5.0), SearchSettings())
+    cv = {1: {"mean": 0.9, "p10": 0.8, "worst_decile_mean": 0.7}}
+    assert fitting.choose_vote("gemm", theirs, chosen, cv, [([0], None), ([1], None)], PROFILE) == (chosen, cv, [])

@@ -42,6 +42,7 @@ def test_the_partition_profile_is_probed_inside_the_partition_that_sms_66_gets()
 def test_the_partition_uses_the_full_chips_residual_as_checked_on_its_train_subset(kernel, shipped_triton):
     residual, full = load_residual(kernel, SM66), load_residual(kernel, FULL)
     assert residual.coefficients == full.coefficients and residual.profile == FULL.name
+    assert residual.neighbours is None and full.neighbours is not None  # the vote's regrets are the full chip's
     check = residual.fit["gpu_checks"]["h200-sm66"]
     assert check["ranks_well"] and check["data"].endswith(f"h200-sm66/{kernel}/train")
     chosen, note = residual_choice(kernel_spec(kernel), SM66, "3.6.0")
@@ -71,7 +72,7 @@ def test_fit_check_on_another_gpu_refuses_a_misranking_residual(part_train, tmp_
     full = shipped_residual_path("gemm", FULL, "3.6")
     data = json.loads(full.read_text())
     data["coefficients"] = {k: -40 * v for k, v in data["coefficients"].items()}
-    data["pick"] = {}
+    data["pick"], data["fit"]["vote"] = {}, None  # (its neighbour vote was measured against other coefficients)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     out = tmp_path / "x.json"

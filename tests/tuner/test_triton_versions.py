@@ -113,7 +113,7 @@ def test_fit_check_writes_nothing_where_the_residual_ranks_worse(train_under_39,
     bad = tmp_path / "bad.json"
     data = json.loads(shipped_residual_path("gemm", PROFILE, "3.6").read_text())
     data["coefficients"] = {k: -40 * v for k, v in shipped.coefficients.items()}  # a residual that misranks
-    data["pick"] = {}
+    data["pick"], data["fit"]["vote"] = {}, None  # (its neighbour vote was measured against other coefficients)
     bad.write_text(json.dumps(data))
     out = tmp_path / "out.json"
     result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200",
@@ -187,6 +187,7 @@ def test_fit_check_shipped_checks_the_newest_other_release_in_place(train_under_
     data["fit"]["triton"] = ["3.7"]
     (shipped_root / "triton-3.7").mkdir()
     (shipped_root / "triton-3.7" / "gemm-NVIDIA_H200.json").write_text(json.dumps(data))
+    shutil.copy(shipped_root / "triton-3.6" / "neighbours-gemm-NVIDIA_H200.json", shipped_root / "triton-3.7")
     space = kernel_of(SHAPE).space.version
     assert choose_residual("gemm", PROFILE, space, "3.9.0")[0] is None
     result = runner.invoke(app, ["fit", "gemm", "--data", str(train_under_39), "--gpu", "h200", "--check", "shipped"])

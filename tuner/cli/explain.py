@@ -70,11 +70,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     console = Console()
     _print_ranking(console, f"{kernel} {shape} on {profile.name}: top {top} of {len(legal)} legal configs", shape,
                    ranking, top, residual)
-    best = ranking.order[0]
-    pick = zero_trial_pick(shape, list(legal.configs), profile, residual) if residual and residual.pick else None
-    if pick is not None and pick != configs[best]:
-        console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction): "
-                      f"{config_label(pick)}, rank {ranking.order.index(configs.index(pick)) + 1} here")
+    _print_pick(console, shape, list(legal.configs), ranking, profile, residual)
     console.print(untuned_line(kernel, shape, list(legal.configs), profile, residual))
     if named is not None:
         _print_named(console, space, shape, named, ranking, profile, residual)
@@ -86,6 +82,23 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
                         title=f"{shape} on {profile.name}: {len(points.times_us)} recorded configs\n"
                               + "score (best time ÷ pick's time): " + ", ".join(points.scores))
         console.print(f"wrote {plot}")
+
+
+def _print_pick(console: Console, shape, legal: list, ranking, profile, residual) -> None:
+    """The neighbours that vote (where the residual has a table), and the zero-trial pick where it is not the
+    ranking's first (a pick correction, or a vote weighed apart in the pick)."""
+    if residual is None:
+        return
+    table = residual.neighbours
+    if table is not None:
+        near = ", ".join(str(n.shape) for n in table.nearest_to(shape, profile))
+        console.print(f"neighbour vote (where the model × residual missed on the {table.settings.k} nearest training "
+                      f"shapes; weight {table.settings.w_search:g} in the search, {table.settings.w_pick:g} in the "
+                      f"zero-trial pick): {near}")
+    pick = zero_trial_pick(shape, legal, profile, residual) if residual.pick or table is not None else None
+    if pick is not None and pick != ranking.configs[ranking.order[0]]:
+        console.print(f"zero-trial pick (what `tune` runs first, by the residual's pick correction and the vote): "
+                      f"{config_label(pick)}, rank {ranking.order.index(ranking.configs.index(pick)) + 1} here")
 
 
 def _check_plot_options(plot: Path | None, data: Path | None) -> None:

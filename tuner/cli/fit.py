@@ -29,6 +29,7 @@ from rooftune.tuner.fitting import (
     SHIPPED,
     check_plan,
     check_residual,
+    describe,
     fit_kernel,
     fit_shapes_from_records,
     fit_target,
@@ -142,15 +143,11 @@ def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Con
     console.print(f"{len(shapes)} training shapes from {data}"
                   + (f" ({left_out} left out: no config of their space ran successfully)" if left_out else ""))
     report = fit_kernel(kernel, shapes, profile, str(data),
-                        progress=lambda cand, score: console.print(
-                            f"  ridge {cand.ridge.ridge:g}, weight {cand.ridge.near_best_weight:g}, "
-                            f"pick {'own' if cand.pick else 'ridge'}, "
-                            f"κ {cand.search.kappa:g}, length {cand.search.length_scale:g}, "
-                            f"prior sd {cand.search.prior_sd:g}: CV objective {score:.4f}"))
+                        progress=lambda cand, score: console.print(f"  {describe(cand)}: CV objective {score:.4f}"))
     residual = fitted_residual(report, shapes, manifest)
     against = fit_against_model(report, residual, records, profile)
     console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
-                  f"{report.chosen.search}")
+                  f"{report.chosen.search}, {report.chosen.vote or 'no neighbour vote'}")
     for budget, s in report.cv.items():
         console.print(f"  CV at {budget:>2} configs: mean {s['mean']:.3f}, p10 {s['p10']:.3f}, "
                       f"worst-decile mean {s['worst_decile_mean']:.3f} (the model alone: mean "

@@ -53,15 +53,15 @@ def model_ranking(shape, candidates: list[Config], profile: HardwareProfile) -> 
 def _terms(shape, candidates: list[Config], profile: HardwareProfile,
            residual) -> tuple[list[Config], np.ndarray, np.ndarray, np.ndarray]:
     """The launchable candidates, log(model µs) of each, and the residual's search and zero-trial-pick
-    corrections (zeros where `residual` is None), from one evaluation of the model."""
+    corrections (zeros where `residual` is None; with its neighbour vote where it has one), from one evaluation of
+    the model."""
 
     if not candidates:
         return [], np.zeros(0), np.zeros(0), np.zeros(0)
-    columns = configs_to_columns(candidates)
-    bd = predict(shape, columns, profile)
-    search, pick = (residual.corrections(shape, columns, bd) if residual is not None
-                    else (np.zeros(len(candidates)),) * 2)
+    bd = predict(shape, configs_to_columns(candidates), profile)
     keep = np.flatnonzero(bd.fits)
+    search, pick = (residual.corrections(shape, candidates, bd, profile) if residual is not None
+                    else (np.zeros(len(candidates)),) * 2)
     return ([candidates[i] for i in keep], np.log(bd.time_us)[keep], np.asarray(search, dtype=float)[keep],
             np.asarray(pick, dtype=float)[keep])
 
@@ -109,18 +109,22 @@ def zero_trial_pick(shape, candidates: list[Config], profile: HardwareProfile, r
 MODEL_ONLY_SEARCH = SearchSettings(kappa=0.0)
 
 
-def rooftune_strategy(residual, settings: SearchSettings | None = None) -> Strategy:
+def rooftune_strategy(residual, settings: SearchSettings | None = None, leave_own_out: bool = False) -> Strategy:
     """The product: the zero-trial pick first, then Gaussian-process rounds (tuner/search/gp.py) on the
-    corrected model, with the search constants fitted beside the residual (MODEL_ONLY_SEARCH without one)."""
+    corrected model, with the search constants fitted beside the residual (MODEL_ONLY_SEARCH without one).
+    `leave_own_out`: each shape is left out of the residual's neighbour vote, as a shape it was not fitted on
+    (replays on training shapes, which are their own nearest neighbours)."""
     if settings is None:
         settings = SearchSettings.from_dict(residual.strategy) if residual is not None else MODEL_ONLY_SEARCH
 
     def strategy(shape, candidates, measure, budget, profile):
-        configs, log_model, correction, pick = _terms(shape, candidates, profile, residual)
+        ranking = residual.without_neighbour(shape) if leave_own_out and residual is not None else residual
+        configs, log_model, correction, pick = _terms(shape, candidates, profile, ranking)
         annotate = getattr(measure, "annotate", None)
         if annotate is not None:  # `tune` keeps each trial's prediction beside its measurement
             annotate(dict(zip(configs, shown_us(log_model, correction).tolist())))
-        first = int(np.argmin(log_model + pick)) if residual is not None and residual.pick and configs else None
+        # The pick has its own ranking where the residual has a pick change or a vote weighed apart from the search's.
+        first = int(np.argmin(log_model + pick)) if configs and not np.array_equal(pick, correction) else None
         return search(configs, log_model + correction, measure, budget, settings, first)
 
     strategy.__name__ = "rooftune"
