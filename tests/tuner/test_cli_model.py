@@ -24,7 +24,7 @@ def test_explain_gemm_top_and_named_config():
     assert "dominant" in result.output and "waves" in result.output
 
 
-def test_explain_shows_the_neighbour_votes_part():
+def test_explain_shows_the_neighbour_votes_part(shipped_triton):
     """The shipped GEMM residual carries a neighbour vote: explain names the training shapes that vote and a named
     config's share of it; the model alone has none."""
     from rooftune.roofline.releases import load_residual
