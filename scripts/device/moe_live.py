@@ -4,7 +4,8 @@ then, on a CPU, each table scored on the layer's recorded ground truth as vLLM r
 nearest M key, on both GEMMs), beside vLLM's shipped table and the sweep's own time for the same table.
 
     python3 scripts/device/moe_live.py tune --layer 128,8,2048,768 [--layer ...] --out DIR [--budget 20]
-        [--gemm both|split]                                                                              # GPU
+        [--gemm both|split] [--dtype fp8_w8a8 | --block-shape 128,128]                                   # GPU
+    python3 scripts/device/moe_live.py check DIR/moe_live.json --data datasets/h200/moe_fp8/heldout         # FP8
     python3 scripts/device/moe_live.py check DIR/moe_live.json [--data datasets/h200/moe/heldout]          # CPU
 
 A layer is E,TOPK,HIDDEN,INTERMEDIATE[,TP]. `tune` writes DIR/moe_live.json (per layer: wall seconds, exit code,
@@ -50,15 +51,21 @@ def layer_key(layer) -> str:
     return ",".join(map(str, layer))
 
 
-def tune_layer(layer, out_dir: Path, budget: int, gpu: str, gemm: str = "both") -> dict:
+def fp8_args(dtype: str | None, block_shape: str | None) -> tuple[str, ...]:
+    """`rooftune tune moe`'s arguments for an FP8 layer: `--dtype fp8_w8a8` (per-tensor scales) or `--block-shape
+    128,128` (block scales, which implies the dtype); none for bf16."""
+    return ("--block-shape", block_shape) if block_shape else ("--dtype", dtype) if dtype else ()
+
+
+def tune_layer(layer, out_dir: Path, budget: int, gpu: str, gemm: str = "both", quant: tuple[str, ...] = ()) -> dict:
     """`rooftune tune moe` for one layer in a fresh process (empty Triton cache, no tune cache): wall seconds, exit
-    code, the table it wrote and the log's tail."""
+    code, the table it wrote and the log's tail. `quant`: the tune's FP8 arguments (`fp8_args`), none for bf16."""
     experts, topk, hidden, intermediate, tp = layer
     tables = out_dir / "tables" / layer_key(layer).replace(",", "x")
     with tempfile.TemporaryDirectory() as fresh:
         cmd = [sys.executable, "-m", "rooftune.tuner.cli.app", "tune", "moe", "--experts", str(experts), "--topk",
                str(topk), "--hidden", str(hidden), "--intermediate", str(intermediate), "--tp", str(tp),
-               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--out", str(tables), "--gemm", gemm]
+               "--budget", str(budget), "--gpu", gpu, "--cache", "none", "--out", str(tables), "--gemm", gemm, *quant]
         t0 = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TRITON_CACHE_DIR": fresh})
         wall_s = time.perf_counter() - t0
@@ -92,13 +99,12 @@ def score_table(records, table: dict, profile, down_table: dict | None = None) -
         up = score_table([r for r in records if r.shape.gemm != "down"], table, profile)
         return {**up, **score_table([r for r in records if r.shape.gemm == "down"], down_table, profile)}
     from rooftune.tuner.evaluation import replay
-    from rooftune.tuner.llm.moe_tables import config_of, table_file_name
+    from rooftune.tuner.llm.moe_tables import config_of, shape_table_name
     from rooftune.tuner.search.vllm import vllm_shipped
 
     if not records:
         return {}
-    s = records[0].shape
-    name = table_file_name(s.experts, s.intermediate, profile.name)
+    name = shape_table_name(records[0].shape, profile.name)  # an FP8 layer's carries its dtype (and block shape)
     entries = {int(m): config_of(e) for m, e in table.items() if m != "triton_version"}
     scores: dict[str, list[float]] = {}
     for r, sc in zip(records, replay(records, vllm_shipped({name: entries}), 1, profile)):
@@ -173,6 +179,8 @@ def main(argv=None) -> int:
     t.add_argument("--budget", type=int, default=20)
     t.add_argument("--gpu", default="h200")
     t.add_argument("--gemm", choices=("both", "split"), default="both")
+    t.add_argument("--dtype", choices=("fp8_w8a8",), help="an FP8 layer with per-tensor scales")
+    t.add_argument("--block-shape", help="an FP8 layer with block scales (128,128)")
     c = sub.add_parser("check")
     c.add_argument("state", type=Path)
     c.add_argument("--data", type=Path, default=HELD_OUT)
@@ -187,7 +195,8 @@ def main(argv=None) -> int:
     for layer in args.layer:
         if layer_key(layer) in state["layers"]:
             continue
-        state["layers"][layer_key(layer)] = run = tune_layer(layer, args.out, args.budget, args.gpu, args.gemm)
+        state["layers"][layer_key(layer)] = run = tune_layer(layer, args.out, args.budget, args.gpu, args.gemm,
+                                                             fp8_args(args.dtype, args.block_shape))
         write_atomic(path, json.dumps(state, indent=1) + "\n")
         print(f"{layer_key(layer)}: {run['wall_s']:.1f} s, exit {run['rc']}, table {run['table_file']}", flush=True)
     return 0

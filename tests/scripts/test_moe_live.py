@@ -9,6 +9,7 @@ import pytest
 from script_module import load_script
 
 from rooftune.eval.datasets import readers
+from rooftune.hwprofiles import load_profile
 
 live = load_script("scripts/device/moe_live.py")
 TRAIN = Path(__file__).resolve().parents[2] / "datasets/h200/moe/train"
@@ -59,3 +60,26 @@ def test_a_table_of_each_m_s_recorded_best_scores_one_on_its_gemm():
     assert all(0 < s <= 1 for s in row["scores"]["down"]) and 0 < row["vllm_mean"] <= 1
     assert row["mean"] == pytest.approx((18 + sum(row["scores"]["down"])) / 36)  # over both GEMMs, as vLLM's
     assert row["sweep_s"] == pytest.approx(live.sweep_seconds(records)) and row["sweep_s"] > 0
+
+
+def test_an_fp8_layer_is_tuned_with_its_scales_and_scored_against_its_own_table(monkeypatch, tmp_path):
+    """`--block-shape 128,128` reaches the tune; `check` on FP8 data looks the layer's table up under its FP8 name
+    (vLLM's `...,dtype=fp8_w8a8,block_shape=[128,128].json`): each M's recorded best as the table scores 1.0."""
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        return SimpleNamespace(returncode=0, stdout="ok", stderr="")
+
+    monkeypatch.setattr(live.subprocess, "run", fake_run)
+    live.main(["tune", "--layer", "256,8,7168,2048,8", "--out", str(tmp_path), "--block-shape", "128,128"])
+    assert calls[0][-2:] == ["--block-shape", "128,128"]
+    assert live.fp8_args("fp8_w8a8", None) == ("--dtype", "fp8_w8a8") and live.fp8_args(None, None) == ()
+    heldout = TRAIN.parents[1] / "moe_fp8/heldout"
+    records = [r for r in live.layer_records(readers.load_records(heldout), (256, 8, 7168, 2048, 8))
+               if r.shape.gemm == "gate_up" and r.shape.tokens <= 8]
+    best = {r.shape.tokens: min((t for t in r.trials if t.ok and t.in_space), key=lambda t: t.time_us).config
+            for r in records}
+    table = {str(m): {**dict(c.params), "num_warps": c.num_warps, "num_stages": c.num_stages} for m, c in best.items()}
+    scores = live.score_table(records, table, load_profile("h200"))
+    assert len(records) == 4 and scores["gate_up"] == pytest.approx([1.0] * 4)
