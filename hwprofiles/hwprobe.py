@@ -40,11 +40,13 @@ L2_LATENCY_NS_ESTIMATE = 500.0
 DRAM_LATENCY_NS_ESTIMATE = 900.0
 # The dependent MMA group latency (see HardwareProfile): the H200's cross-validated figure.
 MMA_LATENCY_CLOCKS_ESTIMATE = 256.0
+# The smallest piece of a row DRAM reads at full rate (HardwareProfile.dram_piece_bytes): the L2 line.
+DRAM_PIECE_BYTES = 128
 # Fields a probe does not measure (CUDA limit tables, architecture constants, estimates); every other
 # field of a probed profile has a source that starts with "probed".
 UNPROBED_FIELDS = frozenset({"regs_per_thread_max", "max_ctas_per_sm", "smem_bytes_per_clock",
                              "fp32_lanes_per_sm", "sfu_ops_per_clock", "l2_latency_ns", "dram_latency_ns",
-                             "mma_latency_clocks"})
+                             "mma_latency_clocks", "dram_piece_bytes"})
 
 
 class NoGpuError(RuntimeError):
@@ -522,7 +524,7 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
         smem_bytes_per_clock=SMEM_BYTES_PER_CLOCK, fp32_lanes_per_sm=FP32_LANES_PER_SM.get(cc, 128),
         sfu_ops_per_clock=SFU_OPS_PER_CLOCK, l2_latency_ns=L2_LATENCY_NS_ESTIMATE,
         dram_latency_ns=DRAM_LATENCY_NS_ESTIMATE, mma_latency_clocks=MMA_LATENCY_CLOCKS_ESTIMATE,
-        compute_capability=cc, **measured)
+        dram_piece_bytes=DRAM_PIECE_BYTES, compute_capability=cc, **measured)
     how = {
         "sm_count": partition[1] if sms else read,
         "sm_clock_mhz": f"probed {date}: pynvml max SM clock (not locked)",
@@ -536,6 +538,7 @@ def profile_fields(props, nvml: dict, measured: dict, *, name: str | None, sms: 
         "l2_latency_ns": "estimate, not measured by hwprobe: effective pipelined L2 load latency",
         "dram_latency_ns": "estimate, not measured by hwprobe: effective pipelined DRAM load latency",
         "mma_latency_clocks": "estimate, not measured by hwprobe: the H200's cross-validated figure",
+        "dram_piece_bytes": "architecture: the L2 line (128 bytes on NVIDIA GPUs since Fermi), not measured",
         "max_ctas_per_sm": f"CUDA limit table for compute capability {cc[0]}.{cc[1]}",
         "dram_bw_gbps": f"probed {date}: 2 GiB device copy, bytes read + written",
         "l2_bw_gbps": f"probed {date}: 8 programs per SM re-reading an L2-resident buffer (L2/4), bytes read",

@@ -62,6 +62,10 @@ class HardwareProfile:
     launch_overhead_us: float
     compute_capability: tuple[int, int]
     fp8_tflops: float | None = None  # optional: a GPU without FP8 tensor cores (A100) has none
+    # The smallest piece of a row that DRAM reads at full rate: a tile reading each row in shorter pieces (FP8 with
+    # BLOCK_SIZE_K 64) pays for whole ones (roofline/moe.py `short_row_cost`). The L2 line, 128 bytes on NVIDIA GPUs
+    # since Fermi (the default where a profile has none); its effect was checked on the FP8 fused-MoE training data.
+    dram_piece_bytes: int = 128
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     meta: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -79,14 +83,16 @@ class HardwareProfile:
 
 _INT_FIELDS = {"sm_count", "smem_per_sm_bytes", "smem_per_block_bytes", "regs_per_sm",
                "regs_per_thread_max", "max_threads_per_sm", "max_ctas_per_sm", "l2_bytes", "smem_bytes_per_clock",
-               "fp32_lanes_per_sm", "sfu_ops_per_clock"}
+               "fp32_lanes_per_sm", "sfu_ops_per_clock", "dram_piece_bytes"}
 _FLOAT_FIELDS = {"sm_clock_mhz", "mem_clock_mhz", "dram_bw_gbps", "l2_bw_gbps", "bf16_tflops",
                  "fp16_tflops", "tf32_tflops", "fp32_tflops", "launch_overhead_us", "l2_latency_ns",
                  "dram_latency_ns", "mma_latency_clocks", "fp8_tflops"}
 # Above this no field of any GPU's profile lies (the largest, l2_bytes, is ~1e8 today); larger numbers are a typo
 # or a unit slip, and near float's range they overflow the model's arithmetic to inf.
 PLAUSIBLE_LIMIT = 1e12
-_OPTIONAL = ("fp8_tflops",)  # numbers a profile may lack (a GPU without FP8 matrix units); None when absent
+# Numbers a profile may lack: fp8_tflops (a GPU without FP8 matrix units; None when absent), dram_piece_bytes (its
+# default when absent).
+_OPTIONAL = ("fp8_tflops", "dram_piece_bytes")
 _REQUIRED = [f.name for f in dataclasses.fields(HardwareProfile) if f.name not in ("sources", "meta", *_OPTIONAL)]
 
 

@@ -56,10 +56,6 @@ from rooftune.roofline.lowering import WGMMA_MIN_COMPUTE_CAPABILITY, lower_dot, 
 from rooftune.roofline.occupancy import THREADS_PER_WARP, ctas_per_sm, load_latency_s, smem_bytes_per_sm_s, wave_split
 
 INDEX_BYTES = 4    # a row id (int32) or a routing weight (fp32)
-# A row of A or W read from DRAM in pieces shorter than this costs as whole pieces (`short_row_cost`): chosen on
-# the FP8 training data (datasets/h200/moe_fp8/train: the model alone's pick 0.873 -> 0.941; 256 scored 0.936),
-# where BLOCK_SIZE_K 64 (64-byte pieces) was predicted fastest and ran ~1.7x slower than BLOCK_SIZE_K 128-256.
-DRAM_PIECE_BYTES = 128
 # How A and B reach shared memory: the gathered rows through cp.async (16-byte aligned rows), else through
 # registers. Never TMA: a tile's rows are not one box of A.
 LOAD_PATHS = ("cp.async, gathered rows", "registers, gathered rows")
@@ -230,11 +226,13 @@ def moe_weight_passes(routing: MoeRouting, t: MoeTiling, concurrent: np.ndarray,
     return (experts * passes).sum(axis=0), (experts * waiting).sum(axis=0)
 
 
-def short_row_cost(bk: np.ndarray, elem: int) -> np.ndarray:
+def short_row_cost(bk: np.ndarray, elem: int, profile: HardwareProfile) -> np.ndarray:
     """DRAM bytes moved per operand byte where a tile reads each row of A and W in pieces of BLOCK_SIZE_K · bytes:
-    a piece shorter than DRAM_PIECE_BYTES costs as a whole one (FP8 with BLOCK_SIZE_K 64: 64-byte pieces, twice
-    the bytes' time); 1 from DRAM_PIECE_BYTES up, so bf16 (BLOCK_SIZE_K ≥ 64: 128-byte pieces) is unchanged."""
-    return np.maximum(1.0, DRAM_PIECE_BYTES / (np.asarray(bk) * elem))
+    a piece shorter than the profile's `dram_piece_bytes` costs as a whole one (FP8 with BLOCK_SIZE_K 64 on 128:
+    64-byte pieces, twice the bytes' time); 1 from there up, so bf16 (BLOCK_SIZE_K ≥ 64: 128-byte pieces) is
+    unchanged. Checked on the FP8 training data (datasets/h200/moe_fp8/train: the model alone's pick 0.873 -> 0.941;
+    256 there scored 0.936), where BLOCK_SIZE_K 64 was predicted fastest and ran ~1.7x slower than 128-256."""
+    return np.maximum(1.0, profile.dram_piece_bytes / (np.asarray(bk) * elem))
 
 
 def moe_traffic(shape: MoeShape, routing: MoeRouting, t: MoeTiling, r: GemmResidency,
@@ -272,7 +270,7 @@ def moe_traffic(shape: MoeShape, routing: MoeRouting, t: MoeTiling, r: GemmResid
     a_passes = np.where(rows_live * g.bm * k * elem <= reuse_cap, 1, cdiv(g.tiles_n, cols_live))
     by = MoeBytes(weights=passes * float(weight_bytes), weight_passes=passes, gathered=a_once * a_passes,
                   out=np.full(g.bm.shape, float(rows) * n * out_elem))
-    dram_operands = (by.weights + by.gathered) * short_row_cost(g.bk, elem)
+    dram_operands = (by.weights + by.gathered) * short_row_cost(g.bk, elem, profile)
     return GemmTraffic(
         flops_iter=it.flops_iter, transpose_iter=it.transpose_iter, smem_iter=it.smem_iter, l2_total=l2_total,
         l2_iter=l2_total / cta_iters, dram_operands=dram_operands, dram_iter=dram_operands / cta_iters,

@@ -18,7 +18,8 @@ halves), and C in bf16 (`out_dtype`). Then, composed here:
 Per-tensor scales add one multiply per accumulator element after the loop (negligible, not modelled).
 Two FP8 effects live in the MoE model itself (roofline/moe.py), as they change its residency and traffic: block
 scales hold the partial product beside the accumulator (`rescaled_partials`: twice the tile's registers), and
-one-byte rows read in BLOCK_SIZE_K pieces under 128 bytes cost as whole pieces (`short_row_cost`).
+one-byte rows read in BLOCK_SIZE_K pieces under the profile's `dram_piece_bytes` cost as whole pieces
+(`short_row_cost`).
 No constant is fitted here: every number is the profile's or the kernel's.
 """
 

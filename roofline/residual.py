@@ -26,9 +26,9 @@ import hashlib
 import json
 import math
 import os
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 

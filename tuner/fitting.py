@@ -286,7 +286,8 @@ def fold_votes(data: list[Prepared], fits: list[tuple[list[int], Fitted]], k: in
     points = np.stack([point(d.source.shape, profile) for d in data])
     out = {}
     for test, fitted in fits:
-        pool = [j for j in range(len(data)) if j not in set(test) and entries[j] is not None]
+        held_back = set(test)
+        pool = [j for j in range(len(data)) if j not in held_back and entries[j] is not None]
         for i in test:
             configs = data[i].source.configs
             near = [pool[n] for n in nearest(points[pool], points[i], k)]

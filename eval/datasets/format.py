@@ -302,10 +302,12 @@ def finished_ids(root: str | os.PathLike) -> set[str]:
 
 def shape_path(root: str | os.PathLike, sid: str) -> Path:
     """The file of the finished shape `sid` in the dataset folder `root` (either suffix); a DatasetError where it
-    has none."""
-    found = [p for p in shape_files(root) if shape_file_id(p) == sid]
+    has none, or one of each."""
+    found = [p for p in (Path(root) / SHAPES_DIR / f"{sid}{suffix}" for suffix in SHAPE_SUFFIXES) if p.is_file()]
     if not found:
         raise DatasetError(f"{Path(root) / SHAPES_DIR}: no file of shape {sid}")
+    if len(found) > 1:
+        raise DatasetError(f"shape {sid} has two files, {found[0]} and {found[1]}: keep one")
     return found[0]
 
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "device"))
-from moe_live import layer_figures, layer_records  # noqa: E402
+from moe_live import layer_figures, layer_records, score_table  # noqa: E402
 
 from rooftune.eval.datasets import readers  # noqa: E402
 from rooftune.hwprofiles import load_profile  # noqa: E402
@@ -21,13 +21,8 @@ for line in Path("datasets/h200/moe_fp8/live/deepseek_v3_tp8_block_tune.log").re
                              "num_warps": w, "num_stages": s}
 profile = load_profile("h200")
 records = layer_records(readers.load_records(Path("datasets/h200/moe_fp8/heldout")), (256, 8, 7168, 2048, 8))
-from rooftune.tuner.llm.moe_tables import config_of  # noqa: E402
-
 print(f"{len(table)} entries, {len(records)} recorded shapes")
-scores = {}
-for r in records:  # the entry at the shape's own M (the live table has every M of the sweep)
-    entry, lookup = config_of(table[str(r.shape.tokens)]), r.lookup()
-    scores.setdefault(r.shape.gemm, []).append(r.best_candidate_us / lookup[entry].time_us)
+scores = score_table(records, table, profile)  # the entry at the nearest M, as vLLM looks it up
 for gemm, v in scores.items():
     print(f"{gemm}: mean {statistics.fmean(v):.3f}, worst {min(v):.3f}")
 print({k: round(v, 3) for k, v in layer_figures(records, table, profile).items()})

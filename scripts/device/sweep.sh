@@ -33,8 +33,12 @@ unpacked=/tmp/.prebuilt_$(basename "${PREBUILT:-none}")
 if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ] && [ ! -f "$unpacked" ]; then
   python3 -m rooftune.kernels.harness.prebuild unpack "$PREBUILT" | tail -1 && touch "$unpacked"
 fi
-listed=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))))" "$S")
-done_=$(ls "$D/shapes" 2>/dev/null | grep -c 'csv\.[gx]z$')
+# the list's shapes, and how many of them the folder holds (it may hold other lists' too: INTO)
+progress() { python3 -c "import sys; from rooftune.candidates import KERNELS, shape_id
+from rooftune.eval.datasets.format import finished_ids
+ids = {shape_id(s) for s in KERNELS[sys.argv[1]].load_list(sys.argv[2])}
+print(len(ids & finished_ids(sys.argv[3])), len(ids))" "$K" "$S" "$D"; }
+read -r done_ listed < <(progress)
 if [ -z "${BACKFILL:-}" ] && [ "$done_" -ge "$listed" ]; then
   echo "sweep $K $L: all $listed shapes there"
 else
@@ -43,6 +47,6 @@ else
     --max-minutes "$(python3 -c "print(($l - 25) / 60)")" > "$OUT/sweep_${F}_$L.log" 2>&1
   echo "sweep $K $L rc=$? (3: a config killed the CUDA context, quarantined: call again)"
   grep -v "measuring" "$OUT/sweep_${F}_$L.log" | tail -2
-  echo "$(ls "$D/shapes" 2>/dev/null | grep -c 'csv\.[gx]z$') of $listed shapes done"
+  echo "$(progress | cut -d' ' -f1) of $listed shapes done"
 fi
 if [ -d "$D" ]; then tar czf "$OUT/${F}_${INTO:-$L}.tgz" --exclude='*.tmp' --exclude='.manifest.lock' "$D"; fi

@@ -138,8 +138,9 @@ def test_rows_read_in_pieces_under_128_bytes_cost_as_whole_pieces():
     pieces; bf16's smallest BLOCK_SIZE_K (64, 128 bytes) is unchanged."""
     from rooftune.roofline.moe import short_row_cost
 
-    assert short_row_cost(np.array([64, 128, 256]), 1).tolist() == [2.0, 1.0, 1.0]
-    assert short_row_cost(np.array([64]), 2).tolist() == [1.0]
+    assert H200.dram_piece_bytes == 128
+    assert short_row_cost(np.array([64, 128, 256]), 1, H200).tolist() == [2.0, 1.0, 1.0]
+    assert short_row_cost(np.array([64]), 2, H200).tolist() == [1.0]
     shape = MoeFp8Shape(8, 2, 4096, 14336, 16, quant="w8a8")  # decode: the weights' bytes bound it
     times = {}
     for bk in (64, 128):

@@ -25,6 +25,18 @@ def _fakes(tmp_path):
     return {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out)}, log, out
 
 
+def _finished(done: Path, shapes_list: Path, kernel: str) -> int:
+    """Every shape of `shapes_list` written as finished in the shapes folder `done` (empty files: the scripts count
+    names), in either format: xz, or format 1's gzip; returns how many."""
+    from rooftune.candidates import KERNELS, shape_id
+
+    ids = sorted({shape_id(s) for s in KERNELS[kernel].load_list(shapes_list)})
+    done.mkdir(parents=True)
+    for i, sid in enumerate(ids):
+        (done / f"{sid}.csv.{'xz' if i % 2 else 'gz'}").write_bytes(b"")
+    return len(ids)
+
+
 def _partition_tree(tmp_path) -> Path:
     """A checkout's worth of what partition.sh reads: the scripts, the partition's lists, GEMM train swept."""
     import shutil
@@ -39,10 +51,8 @@ def _partition_tree(tmp_path) -> Path:
             shutil.copy(ROOT / "datasets" / "h200-sm66" / kernel / f"shapes_{split}.json",
                         tree / "datasets" / "h200-sm66" / kernel / f"shapes_{split}.json")
     done = tree / "datasets" / "h200-sm66" / "gemm" / "train" / "shapes"
-    done.mkdir(parents=True)
-    for i in range(24):  # finished in either format: xz, or format 1's gzip; a temp file is not a finished shape
-        (done / f"s{i}.csv.{'xz' if i % 2 else 'gz'}").write_bytes(b"")
-    (done / ".s0.csv.xz.k2j1.tmp").write_bytes(b"")
+    assert _finished(done, tree / "datasets" / "h200-sm66" / "gemm" / "shapes_train.json", "gemm") == 24
+    (done / ".s0.csv.xz.k2j1.tmp").write_bytes(b"")  # a temp file is not a finished shape
     return tree
 
 
@@ -135,9 +145,7 @@ def _release_tree(tmp_path, version: str | None) -> Path:
                     ignore=shutil.ignore_patterns("triton-*"))
     listed = len(json.loads((tree / "datasets/h200/releases/gemm/shapes_train.json").read_text()))
     done = tree / "datasets/h200/releases/triton-3.9/gemm/train/shapes"
-    done.mkdir(parents=True)
-    for i in range(listed):
-        (done / f"s{i}.csv.{'xz' if i % 2 else 'gz'}").write_bytes(b"")
+    assert _finished(done, tree / "datasets/h200/releases/gemm/shapes_train.json", "gemm") == listed
     if version is not None:
         package = tmp_path / "pack" / "triton"
         package.mkdir(parents=True)
@@ -181,3 +189,27 @@ def test_sweep_sh_with_lists_never_falls_back_to_the_full_list(tmp_path):
                          timeout=120)
     assert run.returncode == 2 and "no list datasets/h200/releases/attention/shapes_train.json" in run.stdout
     assert not log.exists()
+
+
+def test_sweep_sh_into_a_folder_of_other_lists_counts_only_its_own_list(tmp_path):
+    """INTO= sweeps a list into a folder that may hold other lists' shapes: as many finished shapes of another list
+    as this one has is not "all there", and the moe-fp8 kernel's folder is moe_fp8."""
+    import shutil
+
+    env, log, out = _fakes(tmp_path)
+    tree = tmp_path / "tree"
+    (tree / "scripts" / "device").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "device" / "sweep.sh", tree / "scripts" / "device" / "sweep.sh")
+    lists = tree / "datasets" / "h200" / "moe_fp8"
+    lists.mkdir(parents=True)
+    entries = json.loads((ROOT / "datasets/h200/moe_fp8/shapes_train.json").read_text())
+    (lists / "shapes_part.json").write_text(json.dumps(entries[:3]))
+    (lists / "shapes_other.json").write_text(json.dumps(entries[3:7]))
+    _finished(lists / "train" / "shapes", lists / "shapes_other.json", "moe-fp8")
+    run = subprocess.run(["bash", "scripts/device/sweep.sh", "moe-fp8", "part", "100"], cwd=tree,
+                         env={**env, "INTO": "train"}, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "all 3 shapes there" not in run.stdout and "0 of 3 shapes done" in run.stdout
+    assert log.read_text().startswith("sweep moe-fp8 --shapes datasets/h200/moe_fp8/shapes_part.json "
+                                      "--out datasets/h200/moe_fp8/train ")
+    assert (out / "moe_fp8_train.tgz").is_file()
