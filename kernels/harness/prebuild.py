@@ -24,7 +24,7 @@ On the GPU machine, from the repository (same Python and triton as the builder):
     python -m rooftune.kernels.harness.prebuild unpack OUT.tar.xz            # into triton.knobs.cache.dir
     python -m rooftune.kernels.harness.prebuild unpack OUT.tar.gz --cache DIR
 
-An archive named *.xz is xz (a sixth of the gzip's size for GEMM binaries: what a device call can carry),
+An archive named *.xz is xz (a fifth of the gzip's size for GEMM binaries: what a device call can carry),
 else gzip; `unpack` reads either.
 
 Not `tar xzf` alone: Triton's group files (`__grp__*.json`) list their children by absolute path,
