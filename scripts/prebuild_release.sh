@@ -36,18 +36,21 @@ fi
 export PYTHONPATH=$TRI${PYTHONPATH:+:$PYTHONPATH} TRITON_BACKENDS_IN_TREE=1 TRITON_DEFAULT_FP_FUSION=1 \
   TRITON_PTXAS_PATH=$PTXAS TRITON_PTXAS_BLACKWELL_PATH=$PTXAS
 probe=$("$PY" -c 'import os, sys, triton, rooftune.kernels as k
-print("%d.%d" % sys.version_info[:2], triton.__version__, os.path.dirname(os.path.dirname(os.path.realpath(k.__file__))))' 2>&1) \
+tree = os.path.dirname(os.path.dirname(os.path.realpath(k.__file__)))
+print("%d.%d" % sys.version_info[:2], triton.__version__, tree)' 2>&1) \
   || { echo "$PY cannot import triton and rooftune: $(tail -1 <<< "$probe")"; exit 2; }
 read -r python triton tree <<< "$(tail -1 <<< "$probe")"
 want=${DEVICE_PYTHON:-3.12}
 [ "$python" = "$want" ] || { echo "$PY is Python $python, not the GPU machine's $want: nothing built"; exit 2; }
 case "$triton" in "$R".*) ;; *) echo "Triton $triton imported, not $R: nothing built"; exit 2 ;; esac
 [ "$tree" = "$(pwd -P)" ] || { echo "$PY imports rooftune from $tree, not this checkout (pip install --no-deps -e .)"; exit 2; }
-echo "Triton $triton ($TRI), Python $python, ptxas $PTXAS: $("$PTXAS" --version | grep -E '^(Cuda compilation|Build )' | paste -sd';' | sed 's/;/; /')"
+version=$("$PTXAS" --version | grep -E '^(Cuda compilation|Build )' | paste -sd';' | sed 's/;/; /')
+echo "Triton $triton ($TRI), Python $python, ptxas $PTXAS: $version"
 
 mkdir -p .tcache
 OUT_TAR=.tcache/$TAG.tar.xz
 TIMEFORMAT="CPU time: %U s user + %S s system, %R s wall"
 time "$PY" -m rooftune.kernels.harness.prebuild build --kernel "$K" --shapes "$S" --gpu h200 \
   --cache "${CACHE:-/tmp/rooftune_prebuild/$TAG}" --tar "$OUT_TAR" ${WORKERS:+--workers "$WORKERS"} || exit $?
-echo "$OUT_TAR: $(stat -c %s "$OUT_TAR") bytes; the device call carries it: PREBUILT=$OUT_TAR bash scripts/device/release.sh $R 540"
+echo "$OUT_TAR: $(stat -c %s "$OUT_TAR") bytes; the device call carries it:" \
+  "PREBUILT=$OUT_TAR bash scripts/device/release.sh $R 540"

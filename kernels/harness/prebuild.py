@@ -16,8 +16,8 @@ workers whose environment lacks it (and whose TRITON_CACHE_DIR is the cache bein
 The key's CUDA backend part is `ptxas --version` of the ptxas Triton calls (TRITON_PTXAS_PATH, and under
 3.9 TRITON_PTXAS_BLACKWELL_PATH from sm_90 on), and its environment part holds Triton's cache-invalidating
 variables (under 3.9 TRITON_DEFAULT_FP_FUSION): the builder sets those as the GPU machine does. The archive's
-PREBUILD.json records all of it (`compile_environment`), and `unpack` warns of each difference, each of
-which means the binaries recompile there.
+PREBUILD.json records all of it (`compile_environment`) and the kernel modules' source digests, and
+`unpack` warns of each difference, each of which means binaries recompile there.
 
 On the GPU machine, from the repository (same Python and triton as the builder):
 
@@ -70,6 +70,7 @@ from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
 from rooftune.kernels import gemm
 from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.offline import InterpreterActive, interpreter_active, offline_target
+from rooftune.outputs import file_digest
 
 MANIFEST = "PREBUILD.json"  # tar member: where and with what the cache was built
 GROUP_PREFIX = "__grp__"
@@ -296,6 +297,14 @@ def fp_fusion() -> bool:
     return bool(language.default_fp_fusion and not getattr(language, "force_disable_fp_fusion", False))
 
 
+def kernel_sources() -> dict[str, str]:
+    """Each registered kernel module's source digest: a binary's key holds its jitted functions' source, so an
+    archive built from other sources is not found for the kernels that changed."""
+    import importlib.util
+
+    return {spec.module: file_digest(importlib.util.find_spec(spec.module).origin) for spec in KERNELS.values()}
+
+
 def compile_environment(archs: Sequence[int]) -> dict:
     """What of this process's Triton enters a binary's key besides the kernel and its config: the triton key's
     hash, the ptxas of each arch (`ptxas_key`), the cache-invalidating environment and the default fp fusion."""
@@ -323,6 +332,11 @@ def environment_warnings(built_with: dict) -> list[str]:
     if "fp_fusion" in built_with and built_with["fp_fusion"] != fp_fusion():
         warnings.append(f"built with fp fusion {'on' if built_with['fp_fusion'] else 'off'}, here "
                         f"{'on' if fp_fusion() else 'off'}: the binaries will recompile")
+    changed = sorted(m for m, digest in built_with.get("kernel_sources", {}).items()
+                     if kernel_sources().get(m, digest) != digest)
+    if changed:
+        warnings.append(f"kernel sources changed since the build ({', '.join(changed)}): where a jitted function "
+                        "changed, its binaries will recompile (rebuild the archive from this tree)")
     return warnings
 
 
@@ -343,8 +357,8 @@ def pack(cache_dir: str | os.PathLike, tar_path: str | os.PathLike) -> int:
     """Write `cache_dir`'s binaries, metadata and group files (no IR or PTX: a cache hit reads only a
     group's files that exist) to the tar.xz or tar.gz `tar_path` (`_open_for_writing`), paths relative to
     `cache_dir`, with a PREBUILD.json naming the build's cache dir, targets, triton, Python and what else
-    keys the binaries (`compile_environment`). Group files list only packed children. Returns the number
-    of cache entries packed; unpack with `unpack` (module docstring)."""
+    keys the binaries (`compile_environment`, `kernel_sources`). Group files list only packed children.
+    Returns the number of cache entries packed; unpack with `unpack` (module docstring)."""
     cache = Path(cache_dir).resolve()
     entries = sorted(d for d in cache.iterdir() if d.is_dir() and any(d.glob(f"{GROUP_PREFIX}*.json")))
     archs = set()
@@ -364,7 +378,8 @@ def pack(cache_dir: str | os.PathLike, tar_path: str | os.PathLike) -> int:
                 _add_bytes(tar, name, json.dumps({"child_paths": kept}).encode())
         archs = sorted(archs - {None})
         manifest = {"cache_dir": str(cache), "archs": archs, "entries": len(entries),
-                    "triton": triton.__version__, "python": platform.python_version(), **compile_environment(archs)}
+                    "triton": triton.__version__, "python": platform.python_version(), **compile_environment(archs),
+                    "kernel_sources": kernel_sources()}
         _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode())
     return len(entries)
 

@@ -283,9 +283,9 @@ def test_pack_and_unpack_round_trip_in_xz_and_gzip(tmp_path, capsys, suffix, mag
     tar = tmp_path / f"cache{suffix}"
     assert pb.pack(built, tar) == 3
     assert tar.read_bytes()[:len(magic)] == magic
-    with tarfile.open(tar) as t:
-        manifest = json.load(t.extractfile(pb.MANIFEST))
-    assert manifest["archs"] == [90] and manifest["entries"] == 3
+    manifest = manifest_of(tar)
+    assert manifest["archs"] == [90] and manifest["entries"] == 3 and manifest["kernel_sources"] == pb.kernel_sources()
+    assert set(manifest["kernel_sources"]) >= {"rooftune.kernels.gemm", "rooftune.kernels.moe"}
     assert manifest["ptxas"] == {"90": pb.ptxas_key(90)} and manifest["cache_env"] == pb.cache_env()
     assert manifest["fp_fusion"] is pb.fp_fusion() and manifest["triton_key_sha256"] == pb.triton_key_sha256()
 
@@ -298,6 +298,11 @@ def test_pack_and_unpack_round_trip_in_xz_and_gzip(tmp_path, capsys, suffix, mag
     assert {n: d for n, d in contents(moved).items() if "__grp__" not in n} == expected
     for group in moved.glob("*/__grp__k.json"):
         assert json.loads(group.read_text())["child_paths"] == {n: str(group.parent / n) for n in ("k.cubin", "k.json")}
+
+
+def manifest_of(tar: Path) -> dict:
+    with tarfile.open(tar) as t:
+        return json.load(t.extractfile(pb.MANIFEST))
 
 
 PTXAS_88 = ("ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release 13.0, V13.0.88\n"
@@ -328,6 +333,10 @@ def test_unpack_warns_of_each_way_this_triton_keys_the_binaries_otherwise(tmp_pa
     assert "{'TRITON_DEFAULT_FP_FUSION': 'true'}, here {}" in warnings[1]
     assert "built with fp fusion on, here off" in warnings[2]
     assert "3 difference(s) from the build: these binaries will recompile" in captured.out
+    edited = {**manifest_of(tar)["kernel_sources"], "rooftune.kernels.moe": "0"}
+    monkeypatch.setattr(pb, "kernel_sources", lambda: edited)
+    assert pb.unpack(tar, tmp_path / "edited").warnings[-1].startswith(
+        "kernel sources changed since the build (rooftune.kernels.moe): where a jitted function changed")
     monkeypatch.setattr(pb, "ptxas_key", lambda arch: None)  # no ptxas found here
     assert "here no ptxas: its binaries will recompile" in pb.unpack(tar, tmp_path / "none").warnings[0]
 

@@ -282,7 +282,8 @@ def _prebuild_tree(tmp_path, version: str | None = "3.9.0", own_rooftune: bool =
     builds = tmp_path / "build.log"
     py = tmp_path / "py"
     py.write_text(f'#!/bin/bash\nif [ "$1 $2" = "-m rooftune.kernels.harness.prebuild" ]; then\n'
-                  f'  echo "${{@:3}} | $TRITON_PTXAS_BLACKWELL_PATH $TRITON_DEFAULT_FP_FUSION ${{PYTHONPATH%%:*}}" >> {builds}\n'
+                  f'  echo "${{@:3}} | $TRITON_PTXAS_BLACKWELL_PATH $TRITON_DEFAULT_FP_FUSION ${{PYTHONPATH%%:*}}"'
+                  f' >> {builds}\n'
                   f'  echo built > "${{@: -1}}"; exit 0\nfi\nexec {sys.executable} "$@"\n')
     py.chmod(0o755)
     env = {**os.environ, "PY": str(py), "PTXAS": str(_fake_ptxas(tmp_path / "nvcc")), "TRITON_UNPACK":
@@ -311,8 +312,8 @@ def test_prebuild_release_builds_the_lists_binaries_under_the_packed_triton_into
     run = _prebuild(tree, {**env, "CACHE": str(tmp_path / "c"), "WORKERS": "2"}, "3.9", "moe", "heldout")
     assert run.returncode == 0, run.stdout + run.stderr
     assert builds.read_text().splitlines()[1].startswith(
-        f"build --kernel moe --shapes datasets/h200/releases/moe/shapes_heldout.json --gpu h200 --cache {tmp_path / 'c'} "
-        "--tar .tcache/r39_moe_heldout.tar.xz --workers 2 | ")
+        "build --kernel moe --shapes datasets/h200/releases/moe/shapes_heldout.json --gpu h200 --cache "
+        f"{tmp_path / 'c'} --tar .tcache/r39_moe_heldout.tar.xz --workers 2 | ")
 
 
 @pytest.mark.parametrize("args, env_change, tree_change, said", [
