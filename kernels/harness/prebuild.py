@@ -485,7 +485,7 @@ def _unpack(args: argparse.Namespace) -> None:
     done = unpack(args.tar, args.cache)
     for warning in done.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    verdict = ("keyed as built (triton, ptxas, environment): cache hits" if not done.warnings
+    verdict = ("keyed as built (triton, ptxas, environment, kernels): cache hits" if not done.warnings
                else f"{len(done.warnings)} difference(s) from the build: these binaries will recompile")
     print(f"unpacked {done.files} files ({done.groups} binaries) into {done.cache_dir}; {verdict}")
 

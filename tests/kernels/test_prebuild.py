@@ -292,7 +292,7 @@ def test_pack_and_unpack_round_trip_in_xz_and_gzip(tmp_path, capsys, suffix, mag
     moved = tmp_path / "moved"
     pb.main(["unpack", str(tar), "--cache", str(moved)])
     captured = capsys.readouterr()
-    assert captured.out.strip().endswith("keyed as built (triton, ptxas, environment): cache hits")
+    assert captured.out.strip().endswith("keyed as built (triton, ptxas, environment, kernels): cache hits")
     assert captured.err == ""
     expected = {name: data for name, data in contents(built).items() if not name.endswith((".ttir", "grp__k.json"))}
     assert {n: d for n, d in contents(moved).items() if "__grp__" not in n} == expected
