@@ -13,10 +13,19 @@ decoration time, and an interpreted kernel compiles nothing. `prebuild` therefor
 workers whose environment lacks it (and whose TRITON_CACHE_DIR is the cache being built);
 `offline_target` raises `InterpreterActive` where it is set.
 
+The key's CUDA backend part is `ptxas --version` of the ptxas Triton calls (TRITON_PTXAS_PATH, and under
+3.9 TRITON_PTXAS_BLACKWELL_PATH from sm_90 on), and its environment part holds Triton's cache-invalidating
+variables (under 3.9 TRITON_DEFAULT_FP_FUSION): the builder sets those as the GPU machine does. The archive's
+PREBUILD.json records all of it (`compile_environment`) and the kernel modules' source digests, and
+`unpack` warns of each difference, each of which means binaries recompile there.
+
 On the GPU machine, from the repository (same Python and triton as the builder):
 
-    python -m rooftune.kernels.harness.prebuild unpack OUT.tar.gz            # into triton.knobs.cache.dir
+    python -m rooftune.kernels.harness.prebuild unpack OUT.tar.xz            # into triton.knobs.cache.dir
     python -m rooftune.kernels.harness.prebuild unpack OUT.tar.gz --cache DIR
+
+An archive named *.xz is xz (a fifth of the gzip's size for GEMM binaries: what a device call can carry),
+else gzip; `unpack` reads either.
 
 Not `tar xzf` alone: Triton's group files (`__grp__*.json`) list their children by absolute path,
 and `unpack` rewrites those paths from the build's cache dir to the one it unpacks into.
@@ -31,6 +40,7 @@ import io
 import json
 import os
 import platform
+import subprocess
 import sys
 import tarfile
 import time
@@ -60,6 +70,7 @@ from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
 from rooftune.kernels import gemm
 from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.offline import InterpreterActive, interpreter_active, offline_target
+from rooftune.outputs import file_digest
 
 MANIFEST = "PREBUILD.json"  # tar member: where and with what the cache was built
 GROUP_PREFIX = "__grp__"
@@ -246,10 +257,87 @@ def prebuild(jobs: Sequence[BinaryJob], cache_dir: str | os.PathLike, *, workers
 # --- carrying it to the GPU machine -------------------------------------------------------------------
 
 def triton_key_sha256() -> str:
-    """What must match between builder and GPU machine for a cache hit (module docstring)."""
+    """What must match between builder and GPU machine for a cache hit (module docstring): `triton_key()`,
+    Triton's version and the hashes of its compiler's sources and of libtriton.so."""
     from triton.runtime.cache import triton_key
 
     return hashlib.sha256(triton_key().encode()).hexdigest()
+
+
+def ptxas_key(arch: int) -> str | None:
+    """The CUDA backend's part of a binary's cache key for `arch` (`ptxas --version` of the ptxas Triton calls
+    for it, then the arch); None where Triton finds no ptxas."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    try:
+        return make_backend(GPUTarget("cuda", arch, 32)).hash()
+    except (RuntimeError, OSError, subprocess.SubprocessError):
+        return None
+
+
+def ptxas_release(key: str | None) -> str:
+    """A `ptxas_key` in one line: its release and build."""
+    if key is None:
+        return "no ptxas"
+    lines = [line.strip() for line in key.splitlines() if line.startswith(("Cuda compilation tools", "Build "))]
+    return "; ".join(lines) or key.strip()
+
+
+def cache_env() -> dict[str, str]:
+    """Triton's cache-invalidating environment variables as set here (part of every binary's key)."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+
+    return dict(sorted(get_cache_invalidating_env_vars().items()))
+
+
+def fp_fusion() -> bool:
+    """Whether a kernel launched without `enable_fp_fusion` fuses multiplies and adds (an option in its key)."""
+    language = triton.knobs.language
+    return bool(language.default_fp_fusion and not getattr(language, "force_disable_fp_fusion", False))
+
+
+def kernel_sources() -> dict[str, str]:
+    """Each registered kernel module's source digest: a binary's key holds its jitted functions' source, so an
+    archive built from other sources is not found for the kernels that changed."""
+    import importlib.util
+
+    return {spec.module: file_digest(importlib.util.find_spec(spec.module).origin) for spec in KERNELS.values()}
+
+
+def compile_environment(archs: Sequence[int]) -> dict:
+    """What of this process's Triton enters a binary's key besides the kernel and its config: the triton key's
+    hash, the ptxas of each arch (`ptxas_key`), the cache-invalidating environment and the default fp fusion."""
+    return {"triton_key_sha256": triton_key_sha256(), "ptxas": {str(arch): ptxas_key(arch) for arch in archs},
+            "cache_env": cache_env(), "fp_fusion": fp_fusion()}
+
+
+def environment_warnings(built_with: dict) -> list[str]:
+    """How this process would key binaries otherwise than the build that `built_with` (an archive's PREBUILD.json)
+    records, one line per difference: each means the archive's binaries are not found here and recompile. A
+    field the manifest lacks (an archive from before it was recorded) is not compared."""
+    warnings = []
+    if built_with.get("triton_key_sha256") != triton_key_sha256():
+        warnings.append(f"built with triton {built_with.get('triton')} on Python {built_with.get('python')}, whose "
+                        f"cache keys differ from this triton's ({triton.__version__} on Python "
+                        f"{platform.python_version()}): these binaries will not be found")
+    for arch, built in sorted(built_with.get("ptxas", {}).items()):
+        here = ptxas_key(int(arch))
+        if here != built:
+            warnings.append(f"built with another ptxas for sm_{arch}: {ptxas_release(built)}; here "
+                            f"{ptxas_release(here)}: its binaries will recompile")
+    if "cache_env" in built_with and built_with["cache_env"] != cache_env():
+        warnings.append(f"built under Triton's cache-invalidating variables {built_with['cache_env']}, here "
+                        f"{cache_env()} (TRITON_DEFAULT_FP_FUSION=1 as the build?): the binaries will recompile")
+    if "fp_fusion" in built_with and built_with["fp_fusion"] != fp_fusion():
+        warnings.append(f"built with fp fusion {'on' if built_with['fp_fusion'] else 'off'}, here "
+                        f"{'on' if fp_fusion() else 'off'}: the binaries will recompile")
+    changed = sorted(m for m, digest in built_with.get("kernel_sources", {}).items()
+                     if kernel_sources().get(m, digest) != digest)
+    if changed:
+        warnings.append(f"kernel sources changed since the build ({', '.join(changed)}): where a jitted function "
+                        "changed, its binaries will recompile (rebuild the archive from this tree)")
+    return warnings
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -258,15 +346,23 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def _open_for_writing(tar_path: str | os.PathLike) -> tarfile.TarFile:
+    """xz at preset 9 where the name ends in .xz (.tar.xz, .txz), else gzip."""
+    if str(tar_path).endswith(".xz"):
+        return tarfile.open(tar_path, "w:xz", preset=9)
+    return tarfile.open(tar_path, "w:gz")
+
+
 def pack(cache_dir: str | os.PathLike, tar_path: str | os.PathLike) -> int:
     """Write `cache_dir`'s binaries, metadata and group files (no IR or PTX: a cache hit reads only a
-    group's files that exist) to the tar.gz `tar_path`, paths relative to `cache_dir`, with a PREBUILD.json
-    naming the build's cache dir, targets, triton and Python. Group files list only packed children.
+    group's files that exist) to the tar.xz or tar.gz `tar_path` (`_open_for_writing`), paths relative to
+    `cache_dir`, with a PREBUILD.json naming the build's cache dir, targets, triton, Python and what else
+    keys the binaries (`compile_environment`, `kernel_sources`). Group files list only packed children.
     Returns the number of cache entries packed; unpack with `unpack` (module docstring)."""
     cache = Path(cache_dir).resolve()
     entries = sorted(d for d in cache.iterdir() if d.is_dir() and any(d.glob(f"{GROUP_PREFIX}*.json")))
     archs = set()
-    with tarfile.open(tar_path, "w:gz") as tar:
+    with _open_for_writing(tar_path) as tar:
         for entry in entries:
             for path in sorted(entry.iterdir()):
                 if not path.name.endswith(PACKED_SUFFIXES):
@@ -280,9 +376,10 @@ def pack(cache_dir: str | os.PathLike, tar_path: str | os.PathLike) -> int:
                 children = json.loads(path.read_text())["child_paths"]
                 kept = {c: p for c, p in children.items() if c.endswith(PACKED_SUFFIXES) and Path(p).is_file()}
                 _add_bytes(tar, name, json.dumps({"child_paths": kept}).encode())
-        manifest = {"cache_dir": str(cache), "archs": sorted(archs - {None}), "entries": len(entries),
-                    "triton": triton.__version__, "python": platform.python_version(),
-                    "triton_key_sha256": triton_key_sha256()}
+        archs = sorted(archs - {None})
+        manifest = {"cache_dir": str(cache), "archs": archs, "entries": len(entries),
+                    "triton": triton.__version__, "python": platform.python_version(), **compile_environment(archs),
+                    "kernel_sources": kernel_sources()}
         _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode())
     return len(entries)
 
@@ -294,16 +391,18 @@ class UnpackSummary:
     groups: int
     built_with: dict  # the archive's PREBUILD.json
     same_triton: bool  # this triton makes the builder's cache keys: its binaries will be hits here
+    warnings: tuple[str, ...] = ()  # each way this process keys binaries otherwise (`environment_warnings`)
 
 
 def unpack(tar_path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> UnpackSummary:
-    """Extract a `pack` archive into `cache_dir` (default: Triton's, `triton.knobs.cache.dir`) and point
-    its group files there."""
+    """Extract a `pack` archive (tar.gz or tar.xz) into `cache_dir` (default: Triton's, `triton.knobs.cache.dir`)
+    and point its group files there; the summary says whether its binaries will be found here."""
     cache = Path(cache_dir if cache_dir is not None else triton.knobs.cache.dir).resolve()
     try:
-        tar = tarfile.open(tar_path, "r:gz")
+        tar = tarfile.open(tar_path, "r:*")
     except (OSError, tarfile.TarError) as exc:
-        raise PrebuildError(f"{tar_path}: not a readable tar.gz ({exc})") from None
+        reason = str(exc).splitlines()[0]  # r:* lists each compression's failure, one a line
+        raise PrebuildError(f"{tar_path}: not a readable tar.gz or tar.xz ({reason})") from None
     with tar:
         try:
             built_with = json.load(tar.extractfile(MANIFEST))
@@ -326,7 +425,8 @@ def unpack(tar_path: str | os.PathLike, cache_dir: str | os.PathLike | None = No
         temp.write_text(json.dumps({"child_paths": {c: p for c, p in moved.items() if Path(p).is_file()}}))
         os.replace(temp, group)  # a Triton reading the cache meanwhile sees the old or the new file
     return UnpackSummary(str(cache), len(members), len(groups), built_with,
-                         built_with.get("triton_key_sha256") == triton_key_sha256())
+                         built_with.get("triton_key_sha256") == triton_key_sha256(),
+                         tuple(environment_warnings(built_with)))
 
 
 # --- command line -------------------------------------------------------------------------------------
@@ -383,10 +483,11 @@ def _build(args: argparse.Namespace) -> None:
 
 def _unpack(args: argparse.Namespace) -> None:
     done = unpack(args.tar, args.cache)
-    print(f"unpacked {done.files} files ({done.groups} binaries) into {done.cache_dir}")
-    if not done.same_triton:
-        print(f"warning: built with triton {done.built_with.get('triton')} on Python {done.built_with.get('python')}, "
-              "whose cache keys differ from this triton's: these binaries will not be found", file=sys.stderr)
+    for warning in done.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    verdict = ("keyed as built (triton, ptxas, environment, kernels): cache hits" if not done.warnings
+               else f"{len(done.warnings)} difference(s) from the build: these binaries will recompile")
+    print(f"unpacked {done.files} files ({done.groups} binaries) into {done.cache_dir}; {verdict}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -400,11 +501,11 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--arch", type=int, help="compute capability as an integer, e.g. 90 (default: the profile's)")
     build.add_argument("--cache", required=True, help="the Triton cache dir to build into")
     build.add_argument("--workers", type=int, help="compile processes (default: one per core)")
-    build.add_argument("--tar", help="then pack the cache into this .tar.gz")
+    build.add_argument("--tar", help="then pack the cache into this .tar.xz (xz, preset 9) or .tar.gz")
     build.add_argument("--max-configs", type=int, help="only the first N configs of each shape (a smoke test)")
     build.set_defaults(run=_build)
     unpacking = commands.add_parser("unpack", help="extract a packed cache and point its group files there")
-    unpacking.add_argument("tar", help="the .tar.gz that `build --tar` wrote")
+    unpacking.add_argument("tar", help="the .tar.xz or .tar.gz that `build --tar` wrote")
     unpacking.add_argument("--cache", help="the Triton cache dir (default: triton.knobs.cache.dir)")
     unpacking.set_defaults(run=_unpack)
     args = parser.parse_args(argv)

@@ -6,11 +6,14 @@
 # in order: GEMM train, MoE train (the fits read them first), GEMM held-out, MoE held-out; ORDER="gemm heldout" (pairs
 # of KERNEL LIST) sweeps others. Stops, sweeping nothing, where the Triton imported is not RELEASE (a pack that did not
 # load: the sweep would file the machine's own Triton's times as RELEASE's). Comes back in $OUT: one KERNEL_LIST.tgz
-# (the dataset folder) and sweep log per list touched, at most 8 files.
-# usage (repository root, on the GPU machine): bash scripts/device/release.sh RELEASE SECONDS
+# (the dataset folder) and sweep log per list touched, at most 8 files. PREBUILT (archives of
+# scripts/prebuild_release.sh, space-separated, carried) is passed to sweep.sh, which unpacks each once per machine.
+# usage (repository root, on the GPU machine): [PREBUILT="ARCHIVE ..."] bash scripts/device/release.sh RELEASE SECONDS
 #   e.g. bash scripts/device/release.sh 3.9 540        (carry .triton39; 3.7: .triton37)
+#        PREBUILT=.tcache/r39_gemm_train.tar.xz bash scripts/device/release.sh 3.9 540   (carry that archive too)
 set -u
 R=$1; T=$2; end=$((SECONDS + T))
+CUDA_BIN=${CUDA_BIN:-/usr/local/cuda/bin}   # the machine's CUDA: its ptxas keys the binaries (prebuilt or not)
 PACK=.triton${R//./}/triton.tar.xz
 [ -f "$PACK" ] || { echo "no $PACK: pack Triton $R first and carry its folder (scripts/device/README.md)"; exit 2; }
 TRI=${TRITON_UNPACK:-/tmp/tri$R}
@@ -18,14 +21,17 @@ if [ ! -f "$TRI/.unpacked" ]; then   # once per machine: a warm machine's next c
   mkdir -p "$TRI" && tar xJf "$PACK" -C "$TRI" && touch "$TRI/.unpacked"
 fi
 export PYTHONPATH=$TRI${PYTHONPATH:+:$PYTHONPATH} TRITON_BACKENDS_IN_TREE=1 \
-  TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas \
-  TRITON_CUOBJDUMP_PATH=/usr/local/cuda/bin/cuobjdump TRITON_NVDISASM_PATH=/usr/local/cuda/bin/nvdisasm \
+  TRITON_PTXAS_PATH=$CUDA_BIN/ptxas TRITON_PTXAS_BLACKWELL_PATH=$CUDA_BIN/ptxas \
+  TRITON_CUOBJDUMP_PATH=$CUDA_BIN/cuobjdump TRITON_NVDISASM_PATH=$CUDA_BIN/nvdisasm \
   TRITON_DEFAULT_FP_FUSION=1
 got=$(python3 -c "import triton; print(triton.__version__)" 2>&1 | tail -1)
 case "$got" in
   "$R".*) echo "Triton $got" ;;
   *) echo "Triton $got imported, not $R: nothing swept"; exit 2 ;;
 esac
+# what a prebuild must have used for its binaries to be hits here (scripts/prebuild_release.sh)
+ptxas=$("$CUDA_BIN/ptxas" --version 2>/dev/null | grep -E '^(Cuda compilation tools|Build )' | paste -sd';' | sed 's/;/; /')
+echo "ptxas $CUDA_BIN/ptxas: ${ptxas:-not found}"
 LISTS=datasets/h200/releases; ROOT=$LISTS/triton-$R
 set -- ${ORDER:-gemm train moe train gemm heldout moe heldout}
 while [ $# -ge 2 ]; do

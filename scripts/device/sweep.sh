@@ -11,7 +11,8 @@
 #   the training list swept into the training folder, which a later call with the whole list completes);
 # LISTS: the folder holding KERNEL/shapes_LIST.json when it is not DATASET_ROOT (e.g. LISTS=datasets/h200/releases
 #   with DATASET_ROOT datasets/h200/releases/triton-3.9: one committed list swept under each release);
-# PREBUILT: a prebuild archive to unpack first (e.g. PREBUILT=.tcache/moe.tar.gz, carried with the call);
+# PREBUILT: prebuild archives to unpack first, space-separated (e.g. PREBUILT=".tcache/r39_gemm_train.tar.xz
+#   .tcache/r39_moe_train.tar.xz", carried with the call), each once per machine;
 # GPUS: sweep on these GPUs at once (e.g. GPUS=0,1 on a machine of two H200s: `rooftune sweep --gpus`);
 # BACKFILL: instead of sweeping, backfill the finished shapes (legal, extras or routes: `--backfill-legal`, ...), e.g.
 #   BACKFILL=legal GPU=h200-sm66 SMS=66 bash scripts/device/sweep.sh gemm heldout 240 datasets/h200-sm66
@@ -27,12 +28,16 @@ else S=$ROOT/$F/shapes_$L.json; [ -f "$S" ] || S=datasets/h200/$F/shapes_$L.json
 D=$ROOT/$F/${INTO:-$L}
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
-# PREBUILT: a `prebuild build --tar` archive carried with the call (its binaries then cost no GPU time)
-# (once per archive and machine: a second call on a warm machine, or a second archive, still finds its own)
-unpacked=/tmp/.prebuilt_$(basename "${PREBUILT:-none}")
-if [ -n "${PREBUILT:-}" ] && [ -f "$PREBUILT" ] && [ ! -f "$unpacked" ]; then
-  python3 -m rooftune.kernels.harness.prebuild unpack "$PREBUILT" | tail -1 && touch "$unpacked"
-fi
+# PREBUILT: `prebuild build --tar` archives carried with the call (their binaries then cost no GPU time), each
+# unpacked once per machine (a second call on a warm machine finds it; the mark names the archive and its size);
+# unpack warns where this Triton, ptxas or environment keys binaries otherwise than the build did
+for archive in ${PREBUILT:-}; do
+  [ -f "$archive" ] || { echo "no prebuild archive $archive: its binaries compile here"; continue; }
+  mark=${TMPDIR:-/tmp}/.prebuilt_$(basename "$archive")_$(stat -c %s "$archive")
+  [ -f "$mark" ] && continue
+  python3 -m rooftune.kernels.harness.prebuild unpack "$archive" | tail -1
+  [ "${PIPESTATUS[0]}" -eq 0 ] && touch "$mark"
+done
 # the list's shapes, and how many of them the folder holds (it may hold other lists' too: INTO)
 progress() { python3 -c "import sys; from rooftune.candidates import KERNELS, shape_id
 from rooftune.eval.datasets.format import finished_ids

@@ -1,6 +1,7 @@
 """Building a GPU's Triton cache on the CPU: one job per binary, compiles for sm_90 in spawned workers
 (outside this process's interpreter), failures as data, cache hits on a rebuild, pack and unpack
-into another dir, and the CLI's errors."""
+into another dir (gzip or xz), the warnings where the unpacking Triton would key binaries otherwise, and the
+CLI's errors."""
 
 import json
 import tarfile
@@ -132,6 +133,7 @@ def test_build_rebuild_pack_unpack(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "default"))
     done = pb.unpack(tar)
     assert done.cache_dir == str((tmp_path / "default").resolve()) and done.groups == 3 and done.same_triton
+    assert done.warnings == () and manifest["ptxas"] == {"90": pb.ptxas_key(90)} and manifest["ptxas"]["90"]
 
 
 def run_cli(argv, capsys) -> str:
@@ -253,3 +255,103 @@ def test_moe_binaries_one_per_specialization_and_tile_compiled_by_the_cli(tmp_pa
     out = capsys.readouterr().out
     assert "1 shapes -> 2 binaries for sm_90" in out and "compiled 2 of 2, failed 0" in out
     assert {p.name for p in (tmp_path / "c").glob("*/*.cubin")} == {"_moe_kernel.cubin"}
+
+
+def fake_cache(root: Path, entries: int = 3) -> Path:
+    """A Triton cache as a build leaves it, without compiling: per entry a binary, its metadata (sm_90), IR that
+    `pack` leaves out, and the group file naming the three by absolute path."""
+    for i in range(entries):
+        entry = root / f"KEY{i}"
+        entry.mkdir(parents=True)
+        (entry / "k.cubin").write_bytes(bytes(range(256)) * 64 + bytes([i]))
+        (entry / "k.json").write_text(json.dumps({"name": "k", "target": {"backend": "cuda", "arch": 90}}))
+        (entry / "k.ttir").write_text("module {}")
+        children = {name: str(entry / name) for name in ("k.cubin", "k.json", "k.ttir")}
+        (entry / "__grp__k.json").write_text(json.dumps({"child_paths": children}))
+    return root
+
+
+def contents(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("suffix, magic", [(".tar.xz", b"\xfd7zXZ\x00"), (".tar.gz", b"\x1f\x8b")])
+def test_pack_and_unpack_round_trip_in_xz_and_gzip(tmp_path, capsys, suffix, magic):
+    """The archive's compression follows its name; unpack reads either into another dir, binaries and metadata
+    byte for byte, group files pointing there, and says the binaries are keyed as built."""
+    built = fake_cache(tmp_path / "built")
+    tar = tmp_path / f"cache{suffix}"
+    assert pb.pack(built, tar) == 3
+    assert tar.read_bytes()[:len(magic)] == magic
+    manifest = manifest_of(tar)
+    assert manifest["archs"] == [90] and manifest["entries"] == 3 and manifest["kernel_sources"] == pb.kernel_sources()
+    assert set(manifest["kernel_sources"]) >= {"rooftune.kernels.gemm", "rooftune.kernels.moe"}
+    assert manifest["ptxas"] == {"90": pb.ptxas_key(90)} and manifest["cache_env"] == pb.cache_env()
+    assert manifest["fp_fusion"] is pb.fp_fusion() and manifest["triton_key_sha256"] == pb.triton_key_sha256()
+
+    moved = tmp_path / "moved"
+    pb.main(["unpack", str(tar), "--cache", str(moved)])
+    captured = capsys.readouterr()
+    assert captured.out.strip().endswith("keyed as built (triton, ptxas, environment, kernels): cache hits")
+    assert captured.err == ""
+    expected = {name: data for name, data in contents(built).items() if not name.endswith((".ttir", "grp__k.json"))}
+    assert {n: d for n, d in contents(moved).items() if "__grp__" not in n} == expected
+    for group in moved.glob("*/__grp__k.json"):
+        assert json.loads(group.read_text())["child_paths"] == {n: str(group.parent / n) for n in ("k.cubin", "k.json")}
+
+
+def manifest_of(tar: Path) -> dict:
+    with tarfile.open(tar) as t:
+        return json.load(t.extractfile(pb.MANIFEST))
+
+
+PTXAS_88 = ("ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release 13.0, V13.0.88\n"
+            "Build cuda_13.0.r13.0/compiler.36424714_0\n-90")
+
+
+def test_unpack_warns_of_each_way_this_triton_keys_the_binaries_otherwise(tmp_path, capsys, monkeypatch):
+    """Built with one ptxas, fp fusion on and TRITON_DEFAULT_FP_FUSION set; unpacked where each differs: a warning
+    per difference on stderr naming both sides, and the summary line says the binaries will recompile."""
+    monkeypatch.setattr(pb, "ptxas_key", lambda arch: PTXAS_88)
+    monkeypatch.setattr(pb, "cache_env", lambda: {"TRITON_DEFAULT_FP_FUSION": "true"})
+    monkeypatch.setattr(pb, "fp_fusion", lambda: True)
+    tar = tmp_path / "cache.tar.xz"
+    pb.pack(fake_cache(tmp_path / "built"), tar)
+    assert pb.unpack(tar, tmp_path / "same").warnings == ()
+
+    monkeypatch.setattr(pb, "ptxas_key", lambda arch: PTXAS_88.replace("V13.0.88", "V13.0.48"))
+    monkeypatch.setattr(pb, "cache_env", lambda: {})
+    monkeypatch.setattr(pb, "fp_fusion", lambda: False)
+    pb.main(["unpack", str(tar), "--cache", str(tmp_path / "other")])
+    captured = capsys.readouterr()
+    warnings = captured.err.splitlines()
+    assert len(warnings) == 3 and all(w.startswith("warning: ") for w in warnings)
+    assert warnings[0] == ("warning: built with another ptxas for sm_90: Cuda compilation tools, release 13.0, "
+                           "V13.0.88; Build cuda_13.0.r13.0/compiler.36424714_0; here Cuda compilation tools, "
+                           "release 13.0, V13.0.48; Build cuda_13.0.r13.0/compiler.36424714_0: its binaries will "
+                           "recompile")
+    assert "{'TRITON_DEFAULT_FP_FUSION': 'true'}, here {}" in warnings[1]
+    assert "built with fp fusion on, here off" in warnings[2]
+    assert "3 difference(s) from the build: these binaries will recompile" in captured.out
+    edited = {**manifest_of(tar)["kernel_sources"], "rooftune.kernels.moe": "0"}
+    monkeypatch.setattr(pb, "kernel_sources", lambda: edited)
+    assert pb.unpack(tar, tmp_path / "edited").warnings[-1].startswith(
+        "kernel sources changed since the build (rooftune.kernels.moe): where a jitted function changed")
+    monkeypatch.setattr(pb, "ptxas_key", lambda arch: None)  # no ptxas found here
+    assert "here no ptxas: its binaries will recompile" in pb.unpack(tar, tmp_path / "none").warnings[0]
+
+
+def test_an_archive_of_another_triton_or_an_older_manifest(tmp_path):
+    """Another triton's keys: not the same triton, and said; a manifest from before the ptxas and environment were
+    recorded is compared on its triton key alone."""
+    built = fake_cache(tmp_path / "built", entries=1)
+    for name, manifest, warned in [("old", {"triton_key_sha256": pb.triton_key_sha256()}, False),
+                                   ("other", {"triton_key_sha256": "0" * 64, "triton": "3.6.0", "python": "3.12.1"},
+                                    True)]:
+        tar = tmp_path / f"{name}.tar.xz"
+        with tarfile.open(tar, "w:xz") as t:
+            t.add(built / "KEY0" / "k.cubin", arcname="KEY0/k.cubin")
+            pb._add_bytes(t, pb.MANIFEST, json.dumps(manifest).encode())
+        done = pb.unpack(tar, tmp_path / name)
+        assert done.same_triton is not warned and len(done.warnings) == warned
+    assert done.warnings[0].startswith("built with triton 3.6.0 on Python 3.12.1, whose cache keys differ")

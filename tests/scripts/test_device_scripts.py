@@ -1,5 +1,7 @@
-"""The device scripts' shell logic on the CPU, with `rooftune` and pip faked on PATH: which lists a partition call
-or a Triton release's call sweeps, with which profile, partition or Triton, and what it packs for the next call."""
+"""The device scripts' shell logic on the CPU, with `rooftune`, pip and the prebuild faked on PATH: which lists a
+partition call or a Triton release's call sweeps, with which profile, partition or Triton, which prebuilt archives it
+unpacks, and what it packs for the next call; and the CPU side's prebuild of a release list (its checks and its
+build's command line)."""
 
 import json
 import os
@@ -17,12 +19,17 @@ def _fakes(tmp_path):
     bin_.mkdir()
     log = tmp_path / "rooftune.log"
     (bin_ / "rooftune").write_text(f'#!/bin/bash\necho "$@" >> {log}\n')
-    (bin_ / "python3").write_text(f'#!/bin/bash\n[ "$1 $2" = "-m pip" ] && exit 0\nexec {sys.executable} "$@"\n')
+    (bin_ / "python3").write_text(f'#!/bin/bash\n[ "$1 $2" = "-m pip" ] && exit 0\n'
+                                  f'[ "$1 $2" = "-m rooftune.kernels.harness.prebuild" ] && '
+                                  f'{{ echo "$3 $4" >> {tmp_path / "unpack.log"}; echo "unpacked $4"; exit 0; }}\n'
+                                  f'exec {sys.executable} "$@"\n')
     for f in bin_.iterdir():
         f.chmod(0o755)
     out = tmp_path / "out"
     out.mkdir()
-    return {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out)}, log, out
+    (tmp_path / "tmp").mkdir()  # the machine's /tmp: the unpacked archives' marks
+    return ({**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out), "TMPDIR": str(tmp_path / "tmp")},
+            log, out)
 
 
 def _finished(done: Path, shapes_list: Path, kernel: str) -> int:
@@ -171,6 +178,51 @@ def test_a_release_call_sweeps_the_shared_lists_into_the_releases_folder_under_t
     assert (out / "gemm_train.tgz").is_file()
 
 
+PTXAS_VERSION = ("ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release 13.0, V13.0.88\n"
+                 "Build cuda_13.0.r13.0/compiler.36424714_0")
+
+
+def _fake_ptxas(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "ptxas").write_text(f"#!/bin/bash\nprintf '{PTXAS_VERSION}\\n'\n")
+    (folder / "ptxas").chmod(0o755)
+    return folder / "ptxas"
+
+
+def test_a_release_call_unpacks_each_prebuilt_archive_once_per_machine(tmp_path):
+    """PREBUILT names several archives: each is unpacked before the first sweep and not again on a warm machine
+    (in the call's other lists' sweeps or the next call) unless it changed; a missing one is said and skipped. The
+    call says the ptxas it compiles with, which a prebuild must match."""
+    env, log, out = _fakes(tmp_path)
+    tree = _release_tree(tmp_path, "3.9.0")
+    (tree / ".tcache").mkdir()
+    for name in ("r39_gemm_train", "r39_moe_train"):
+        (tree / ".tcache" / f"{name}.tar.xz").write_bytes(b"binaries")
+    cuda = _fake_ptxas(tmp_path / "cuda" / "bin").parent
+    env = {**env, "TRITON_UNPACK": str(tmp_path / "tri"), "CUDA_BIN": str(cuda),
+           "PREBUILT": ".tcache/r39_gemm_train.tar.xz .tcache/missing.tar.xz .tcache/r39_moe_train.tar.xz"}
+    unpacks = tmp_path / "unpack.log"
+
+    def call():
+        run = subprocess.run(["bash", "scripts/device/release.sh", "3.9", "500"], cwd=tree, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        return run.stdout
+
+    first = call()
+    assert (f"ptxas {cuda}/ptxas: Cuda compilation tools, release 13.0, V13.0.88; "
+            "Build cuda_13.0.r13.0/compiler.36424714_0") in first
+    assert "no prebuild archive .tcache/missing.tar.xz: its binaries compile here" in first
+    assert first.index("unpacked .tcache/r39_moe_train.tar.xz") < first.index("sweep gemm train: all 60 shapes there")
+    assert unpacks.read_text().splitlines() == ["unpack .tcache/r39_gemm_train.tar.xz",
+                                                "unpack .tcache/r39_moe_train.tar.xz"]
+    call()  # a warm machine: both there already
+    assert len(unpacks.read_text().splitlines()) == 2
+    (tree / ".tcache" / "r39_moe_train.tar.xz").write_bytes(b"rebuilt binaries")
+    call()
+    assert unpacks.read_text().splitlines()[2:] == ["unpack .tcache/r39_moe_train.tar.xz"]
+
+
 @pytest.mark.parametrize("version", ["3.6.0", None])
 def test_a_release_call_sweeps_nothing_without_that_releases_triton(tmp_path, version):
     env, log, out = _fakes(tmp_path)
@@ -213,3 +265,69 @@ def test_sweep_sh_into_a_folder_of_other_lists_counts_only_its_own_list(tmp_path
     assert log.read_text().startswith("sweep moe-fp8 --shapes datasets/h200/moe_fp8/shapes_part.json "
                                       "--out datasets/h200/moe_fp8/train ")
     assert (out / "moe_fp8_train.tgz").is_file()
+
+
+def _prebuild_tree(tmp_path, version: str | None = "3.9.0", own_rooftune: bool = True) -> tuple[Path, dict, Path]:
+    """What scripts/prebuild_release.sh reads: the release lists and the packed "Triton" (_release_tree), and, where
+    `own_rooftune`, a rooftune package of this checkout's layout (rooftune/kernels a link to kernels/); with a Python
+    that fakes `prebuild build` (its arguments, environment and archive) and a fake ptxas."""
+    tree = _release_tree(tmp_path, version)
+    (tree / "scripts" / "prebuild_release.sh").write_text((ROOT / "scripts" / "prebuild_release.sh").read_text())
+    if own_rooftune:
+        (tree / "kernels").mkdir()
+        (tree / "kernels" / "__init__.py").write_text("")
+        (tree / "rooftune").mkdir()
+        (tree / "rooftune" / "__init__.py").write_text("")
+        (tree / "rooftune" / "kernels").symlink_to("../kernels")
+    builds = tmp_path / "build.log"
+    py = tmp_path / "py"
+    py.write_text(f'#!/bin/bash\nif [ "$1 $2" = "-m rooftune.kernels.harness.prebuild" ]; then\n'
+                  f'  echo "${{@:3}} | $TRITON_PTXAS_BLACKWELL_PATH $TRITON_DEFAULT_FP_FUSION ${{PYTHONPATH%%:*}}"'
+                  f' >> {builds}\n'
+                  f'  echo built > "${{@: -1}}"; exit 0\nfi\nexec {sys.executable} "$@"\n')
+    py.chmod(0o755)
+    env = {**os.environ, "PY": str(py), "PTXAS": str(_fake_ptxas(tmp_path / "nvcc")), "TRITON_UNPACK":
+           str(tmp_path / "tri"), "DEVICE_PYTHON": f"{sys.version_info[0]}.{sys.version_info[1]}"}
+    return tree, env, builds
+
+
+def _prebuild(tree, env, *args):
+    return subprocess.run(["bash", "scripts/prebuild_release.sh", *args], cwd=tree, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_prebuild_release_builds_the_lists_binaries_under_the_packed_triton_into_tcache(tmp_path):
+    tree, env, builds = _prebuild_tree(tmp_path)
+    run = _prebuild(tree, env, "3.9", "gemm", "train")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith(f"Triton 3.9.0 ({tmp_path / 'tri'}), Python {env['DEVICE_PYTHON']}, ptxas "
+                                 f"{env['PTXAS']}: Cuda compilation tools, release 13.0, V13.0.88; Build ")
+    assert builds.read_text() == (
+        "build --kernel gemm --shapes datasets/h200/releases/gemm/shapes_train.json --gpu h200 --cache "
+        f"/tmp/rooftune_prebuild/r39_gemm_train --tar .tcache/r39_gemm_train.tar.xz | {env['PTXAS']} 1 "
+        f"{tmp_path / 'tri'}\n")
+    assert (tree / ".tcache" / "r39_gemm_train.tar.xz").read_text() == "built\n"
+    assert "CPU time: " in run.stderr
+    assert run.stdout.rstrip().endswith("PREBUILT=.tcache/r39_gemm_train.tar.xz bash scripts/device/release.sh 3.9 540")
+    run = _prebuild(tree, {**env, "CACHE": str(tmp_path / "c"), "WORKERS": "2"}, "3.9", "moe", "heldout")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert builds.read_text().splitlines()[1].startswith(
+        "build --kernel moe --shapes datasets/h200/releases/moe/shapes_heldout.json --gpu h200 --cache "
+        f"{tmp_path / 'c'} --tar .tcache/r39_moe_heldout.tar.xz --workers 2 | ")
+
+
+@pytest.mark.parametrize("args, env_change, tree_change, said", [
+    (("3.9", "gemm"), {}, {}, "usage: "),
+    (("3.9", "gemm", "nope"), {}, {}, "no list datasets/h200/releases/gemm/shapes_nope.json"),
+    (("3.7", "gemm", "train"), {}, {}, "no .triton37/triton.tar.xz: pack Triton 3.7 first"),
+    (("3.9", "gemm", "train"), {}, {"version": "3.6.0"}, "Triton 3.6.0 imported, not 3.9: nothing built"),
+    (("3.9", "gemm", "train"), {"DEVICE_PYTHON": "3.0"}, {}, "not the GPU machine's 3.0: nothing built"),
+    (("3.9", "gemm", "train"), {"PTXAS": "/nonexistent/ptxas"}, {}, "no ptxas: PTXAS=PATH, or pip install"),
+    (("3.9", "gemm", "train"), {}, {"own_rooftune": False}, "not this checkout (pip install --no-deps -e .)"),
+])
+def test_prebuild_release_builds_nothing_where_the_keys_would_not_be_the_devices(tmp_path, args, env_change,
+                                                                                  tree_change, said):
+    tree, env, builds = _prebuild_tree(tmp_path, **tree_change)
+    run = _prebuild(tree, {**env, **env_change}, *args)
+    assert run.returncode == 2 and said in run.stdout, run.stdout + run.stderr
+    assert not builds.exists() and not (tree / ".tcache").exists()
