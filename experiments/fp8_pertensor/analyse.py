@@ -23,12 +23,12 @@ from rooftune.roofline.residual import pick_coefficients
 from rooftune.tuner.fitting import (
     fit_shapes_from_records,
     fold_fits,
-    fold_group,
     prefix_scores,
     prepare,
     prior_log_us,
     replay_search,
 )
+from rooftune.tuner import fitting
 from rooftune.tuner.search.gp import SearchSettings
 
 DATA = "datasets/h200/moe_fp8/train"
@@ -88,7 +88,7 @@ def bias_by_param(data, priors, members, top: int = 30) -> None:
             err -= err.mean()
             for c, e in zip(fastest, err):
                 groups.setdefault(d.source.configs[c][name], []).append(e)
-        print(f"  {SHORT[name]:3s} " + "  ".join(f"{v}: {np.mean(e):+.3f} ({len(e)})" for v, e in sorted(groups.items())))
+        print(f"    {SHORT[name]:3s} " + "  ".join(f"{v}: {np.mean(e):+.3f} ({len(e)})" for v, e in sorted(groups.items())))
 
 
 def main() -> None:
@@ -96,9 +96,12 @@ def main() -> None:
     ap.add_argument("--data", default=DATA)
     ap.add_argument("--worst", type=int, default=12)
     ap.add_argument("--cv-only", action="store_true")
+    ap.add_argument("--fold-seed", type=int, default=fitting.FOLD_SEED,
+                    help="which layers share a fold (6 layers in 5 folds): another seed shows the folds' noise")
     args = ap.parse_args()
     if "heldout" in args.data:
         sys.exit("training data only")
+    fitting.FOLD_SEED = args.fold_seed
     start = time.time()
     profile = load_profile("h200")
     data = prepare(fit_shapes_from_records(load_records(args.data)), profile)
@@ -148,10 +151,19 @@ def main() -> None:
             b = int(np.nanargmin(np.where(d.fits, d.source.time_us, np.nan)))
             diff.update(SHORT[k] for k in PARAMS if d.source.configs[picks[i]][k] != d.source.configs[b][k])
         print(f"  {quant:5s} ({len(by[quant])} shapes) " + ", ".join(f"{k} {v}" for k, v in diff.most_common()))
-    print("\nthe pick's prior - measured log time over each shape's 30 fastest configs (centred), by parameter value:")
+    ridge = {i: prior_log_us(data[i], ridge_of[i]) for i in every}
+    model = {i: np.where(data[i].fits, data[i].log_predicted, np.inf) for i in every}
+    print("\nprior - measured log time over each shape's 30 fastest configs (centred), by parameter value; the pick's "
+          "prior (its own correction), the ridge fit's, the model alone's; by layout and M class:")
     for quant in ("w8a8", "block"):
-        print(f" {quant}")
-        bias_by_param(data, priors, by[quant])
+        for lo, hi in ((1, 16), (24, 128), (192, 4096)):
+            members = [i for i in by[quant] if lo <= shapes[i].tokens <= hi]
+            loss = (1 - scores[members, 0]).sum() / (1 - scores[by[quant], 0]).sum()
+            print(f" {quant} M {lo}-{hi}: {len(members)} shapes, mean {scores[members, 0].mean():.4f} at 1 config, "
+                  f"{loss:.0%} of the layout's summed loss")
+            for tag, prior in (("pick", priors), ("ridge", ridge), ("model", model)):
+                print(f"  {tag}")
+                bias_by_param(data, prior, members)
 
     for quant in ("w8a8", "block"):
         members = by[quant]
