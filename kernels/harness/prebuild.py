@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -300,8 +301,6 @@ def fp_fusion() -> bool:
 def kernel_sources() -> dict[str, str]:
     """Each registered kernel module's source digest: a binary's key holds its jitted functions' source, so an
     archive built from other sources is not found for the kernels that changed."""
-    import importlib.util
-
     return {spec.module: file_digest(importlib.util.find_spec(spec.module).origin) for spec in KERNELS.values()}
 
 
