@@ -248,6 +248,12 @@ def test_the_live_commands_default_to_the_profile_of_the_gpu_the_driver_names(mo
     result = runner.invoke(app, ["tune", "gemm", "--shape", "64x64x64", "--gpu", "h200", "--cache", "none"])
     text = " ".join(result.output.split())
     assert "--gpu h200 is NVIDIA H200, but this GPU is NVIDIA A100-SXM4-80GB" in text
+    # ... but a sweep, which records the profile's GPU's ground truth, refuses before it writes
+    result = runner.invoke(app, ["sweep", "gemm", "--shapes", str(shapes), "--out", str(tmp_path / "d"),
+                                 "--gpu", "h200"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "but this GPU is NVIDIA A100-SXM4-80GB: a sweep records" in text, text
+    assert not (tmp_path / "d").exists()
     # a profile of an SM partition of this GPU (hwprobe --sms) is this GPU's: no warning
     names["name"] = "NVIDIA H200"
     partition = tmp_path / "h200_66.json"

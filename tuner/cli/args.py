@@ -146,22 +146,28 @@ def new_gpu_steps(name: str) -> str:
             f"(docs/datasets.md, 'Adding a GPU')")
 
 
-def check_this_gpu(profile, gpu: str) -> None:
-    """Warn where an explicit --gpu is not a profile of the GPU NVML sees (its legality and model are used).
-    A profile of an SM partition of this GPU (`rooftune hwprobe --sms N`: named "NVIDIA H200 (66 SMs)", or as
-    `--name` says, its `meta.gpu` this GPU's name) is one."""
+def check_this_gpu(profile, gpu: str, *, records: bool = False) -> None:
+    """Warn where an explicit --gpu is not a profile of the GPU NVML sees (its legality and model are used); with
+    `records` (a command that writes ground truth for the profile's GPU: a sweep) refuse instead, since another
+    GPU's times would enter that GPU's dataset. A profile of an SM partition of this GPU (`rooftune hwprobe --sms
+    N`: named "NVIDIA H200 (66 SMs)", or as `--name` says, its `meta.gpu` this GPU's name) is one."""
     name = hwprobe.nvml_gpu_name()
-    if name is not None and not profile.name.startswith(name.strip()) and profile.meta.get("gpu") != name.strip():
-        warn(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: legality and the model follow --gpu")
+    if name is None or profile.name.startswith(name.strip()) or profile.meta.get("gpu") == name.strip():
+        return
+    if records:
+        fail(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: a sweep records ground truth for its "
+             f"profile's GPU, so it runs only on that GPU (here: the profile of this GPU, --gpu left out, into "
+             f"a folder of its own)")
+    warn(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: legality and the model follow --gpu")
 
 
-def live_gpu(gpu: str | None):
+def live_gpu(gpu: str | None, *, records: bool = False):
     """The profile of a command that runs on this machine's GPU: --gpu's (warned where NVML names another
-    GPU), else `gpu_of_this_machine`'s."""
+    GPU; refused with `records`, see `check_this_gpu`), else `gpu_of_this_machine`'s."""
     if gpu is None:
         return load_gpu(gpu_of_this_machine())
     profile = load_gpu(gpu)
-    check_this_gpu(profile, gpu)
+    check_this_gpu(profile, gpu, records=records)
     return profile
 
 

@@ -118,7 +118,7 @@ def _sweep(kernel: str, shapes: str, out: str, gpu: str | None, sms: int | None,
     shard_of, gpu_list = parse_shard(shard), None if gpus is None else parse_counts(gpus, "--gpus", least=0)
     if backfilling and (shard_of or gpu_list):
         fail(f"{backfilling} runs on one GPU: drop --shard and --gpus")
-    profile = live_gpu(gpu)
+    profile = live_gpu(gpu, records=True)  # ground truth only from the profile's own GPU
     check_sms(sms, profile)
     check_output(out, "--out", folder=True)
     run = (load_implementation(KERNELS[kernel].backfill) if backfilling
