@@ -36,6 +36,13 @@ SUBPARTITIONS_PER_SM = 4
 # An operand reused across waves stays in L2 only if it leaves room for the operand that streams
 # through it under LRU: roughly half the cache.
 L2_REUSE_FRACTION = 0.5
+# Reuse through L2 counts once per L2 partition the reusing CTAs run on: the H100 / H200 L2 is two partitions,
+# each caching what its own SMs load, and concurrent CTAs far apart in launch order land on either. On the
+# H200 training sweep, GROUP_M 1 of a config reads B up to 1.6x slower than GROUP_M 8 where 2 or 3 tile rows
+# share one wave (48x8192x28672, 32x256 tiles, all 128 CTAs resident: 182 us against 115), and GROUP_M 8 is
+# 5-10% slower on 10009x176x2824, whose A rows it shares between CTAs 8 apart. Chosen by cross-validation on
+# the training shapes (1.5, 2, 3 tried): experiments/gemm_groupm.
+L2_SHARING_PARTITIONS = 2.0
 # Units that run concurrently (tensor cores, smem, L2, DRAM, the load pipeline) never overlap
 # perfectly: a warp that waits on one stalls issue to the others. Combining the per-iteration
 # terms with a p-norm, p = 4, charges a term equal to the largest about 19% extra (2^(1/4)).
@@ -171,13 +178,23 @@ def _smem_read_bytes_per_k16(bm, bn, warps, wgmma, elem, tensor: bool, a_reads=1
     return np.where(wgmma, wgmma_bytes, sync_bytes)
 
 
+def partitions_spanned(placements) -> np.ndarray:
+    """Expected L2 partitions (of L2_SHARING_PARTITIONS, p) that `placements` independently placed groups of
+    CTAs reusing one operand stripe run on: p·(1 − (1 − 1/p)^placements); 1 for one placement."""
+    p = L2_SHARING_PARTITIONS
+    return p * (1.0 - (1.0 - 1.0 / p) ** np.maximum(np.asarray(placements, dtype=float), 1.0))
+
+
 def _dram_operand_bytes(shape: GemmShape, bm, bn, group_m, concurrent, k_split, elem, profile) -> np.ndarray:
     """A and B bytes read from DRAM for one K split, with L2 reuse from the tile visiting order.
 
     Tiles are visited in groups of GROUP_M tile rows, column by column inside a group. B is swept
     once per group of concurrently resident tile rows, max(GROUP_M, CTAs in flight / tile columns),
     unless all of B stays in L2; A is read once if a group's A stripe stays in L2, else once per
-    wave of tile columns."""
+    wave of tile columns. Each sweep is read once per L2 partition its concurrent sharers run on
+    (`partitions_spanned`): sharers that are consecutive programs count as one placement (a B column's
+    rows inside a group; an A row's columns without grouping), sharers further apart each as their own
+    (a B column's rows_live rows without grouping; an A row's cols_live columns, GROUP_M apart, with it)."""
     tiles_m, tiles_n = cdiv(shape.m, bm), cdiv(shape.n, bn)
     a_bytes = shape.m * k_split * elem
     b_bytes = shape.n * k_split * elem
@@ -187,7 +204,10 @@ def _dram_operand_bytes(shape: GemmShape, bm, bn, group_m, concurrent, k_split, 
     b_passes = np.where(b_bytes <= reuse_cap, 1, cdiv(tiles_m, rows_live))
     a_stripe = np.minimum(rows_live * bm, shape.m) * k_split * elem
     a_passes = np.where(a_stripe <= reuse_cap, 1, cdiv(tiles_n, cols_live))
-    return a_bytes * a_passes + b_bytes * b_passes
+    grouped = np.minimum(group_m, tiles_m) > 1
+    b_spread = partitions_spanned(np.where(grouped, cdiv(rows_live, np.minimum(group_m, tiles_m)), rows_live))
+    a_spread = partitions_spanned(np.where(grouped, cols_live, 1))
+    return a_bytes * a_passes * a_spread + b_bytes * b_passes * b_spread
 
 
 @dataclass(frozen=True)

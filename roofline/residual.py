@@ -54,8 +54,10 @@ from rooftune.roofline.neighbours import NeighbourError, NeighbourTable, neighbo
 RESIDUAL_FORMAT = "rooftune-residual-1"
 # Bump when a feature's definition changes: a residual fitted on other features cannot be applied.
 # The features are the model's own breakdown, so a change of what a term means bumps them too
-# (attention-features-2: the attention model's chain, occupancy and K/V traffic terms of 2026-12).
-GEMM_FEATURES_VERSION = "gemm-features-1"
+# (attention-features-2: the attention model's chain, occupancy and K/V traffic terms of 2026-12; gemm-features-2:
+# the memory terms count an operand sweep once per L2 partition its readers span, roofline/gemm.py
+# `partitions_spanned`).
+GEMM_FEATURES_VERSION = "gemm-features-2"
 ATTENTION_FEATURES_VERSION = "attention-features-2"
 MOE_FEATURES_VERSION = "moe-features-1"
 MOE_FP8_FEATURES_VERSION = "moe-fp8-features-1"

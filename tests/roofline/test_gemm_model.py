@@ -87,6 +87,21 @@ def test_group_m_reduces_dram_traffic_when_b_exceeds_l2():
     assert grouped["l2_bytes"] == plain["l2_bytes"]
 
 
+def test_sharers_far_apart_in_launch_order_read_their_operand_once_per_l2_partition():
+    # Two tile rows, all 128 CTAs in one wave: without grouping a B column's two CTAs are 32 programs apart
+    # (either L2 partition), with GROUP_M 8 consecutive (one), which then puts an A row's 32 CTAs 2 apart
+    # (A read about twice).
+    shape = GemmShape(48, 8192, 28672)
+    plain, grouped = (one(shape, cfg(bm=32, bn=256, bk=128, sk=2, w=4, s=4, gm=g)) for g in (1, 8))
+    a_bytes, b_bytes = 48 * 28672 * 2, 8192 * 28672 * 2
+    assert plain["dram_bytes"] - grouped["dram_bytes"] == pytest.approx(0.5 * b_bytes - a_bytes, rel=1e-3)
+    assert plain["time_us"] > grouped["time_us"]
+    # Tall and narrow: grouping puts an A row's two CTAs GROUP_M programs apart, so GROUP_M 8 reads A more.
+    tall = GemmShape(10009, 176, 2824)
+    plain, grouped = (one(tall, cfg(bm=256, bn=128, gm=g)) for g in (1, 8))
+    assert grouped["dram_bytes"] > plain["dram_bytes"]
+
+
 def test_decode_is_memory_bound_and_reads_b_once():
     shape = GemmShape(1, 28672, 8192)
     b = one(shape, cfg(bm=16, bn=64, bk=128, w=4, s=4, gm=1))
