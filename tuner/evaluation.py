@@ -116,23 +116,26 @@ def op_versus_library(records: list[ShapeRecords], profile: HardwareProfile, res
                       tuned_scores=None) -> dict:
     """The op-vs-library figure (eval/scoring/metrics.py `versus_library`: library µs ÷ op µs per shape) over the
     `records` with a recorded library time. `untuned`: the op's untuned path, the library's time where `route`
-    (None: no route, the kernel always) sends it there, else the zero-trial pick's recorded time (`failed`: shapes
-    whose pick has no successful record, left out). `tuned`, given `tuned_scores` (the `rooftune` method's score per
+    sends it there (None: no route, the library always), else the zero-trial pick's recorded time (`failed`: shapes
+    whose pick has no successful record, left out). `pick`: the zero-trial pick always ($ROOFTUNE_KERNEL_ONLY=1, or
+    the untuned op before any route). `tuned`, given `tuned_scores` (the `rooftune` method's score per
     shape, in the records' order, as `evaluate` returns them): the faster of the library and the tune's pick, as a
     tuned op routes to whichever its tune timed faster."""
-    out, untuned, failed = {}, [], 0
+    out = {}
     with_library = [(i, r) for i, r in enumerate(records) if kernel_of(r.shape).baseline in r.baselines_us]
-    for _, r in with_library:
-        library_us = r.baselines_us[kernel_of(r.shape).baseline]
-        choice = untuned_choice(r.shape, r.candidate_configs(), profile, residual, route)
-        trial = None if choice is None or choice.library else r.lookup().get(choice.pick)
-        if choice is not None and choice.library:
-            untuned.append(1.0)
-        elif trial is not None and trial.ok:
-            untuned.append(library_us / trial.time_us)
-        else:
-            failed += 1
-    out["untuned"] = {**versus_library(untuned, LOW), "failed": failed}
+    for path, kernel_only in (("untuned", False), ("pick", True)):
+        ratios, failed = [], 0
+        for _, r in with_library:
+            library_us = r.baselines_us[kernel_of(r.shape).baseline]
+            choice = untuned_choice(r.shape, r.candidate_configs(), profile, residual, route, kernel_only)
+            trial = None if choice is None or choice.library else r.lookup().get(choice.pick)
+            if choice is not None and choice.library:
+                ratios.append(1.0)
+            elif trial is not None and trial.ok:
+                ratios.append(library_us / trial.time_us)
+            else:
+                failed += 1
+        out[path] = {**versus_library(ratios, LOW), "failed": failed}
     if tuned_scores is not None:
         tuned = []
         for i, r in with_library:

@@ -1,5 +1,5 @@
 """The untuned route applied: which an untuned op runs, the kernel's zero-trial pick or the library's op, by the
-shipped route (roofline/route.py; fitted by tuner/route_fit.py)."""
+shipped route (roofline/route.py; fitted by tuner/route_fit.py); the library's op where no shipped route applies."""
 
 from __future__ import annotations
 
@@ -59,13 +59,17 @@ def route_choice(spec, profile: HardwareProfile, residual, triton: str | None,
 def untuned_choice(shape, candidates: list[Config], profile: HardwareProfile, residual, route: Route | None,
                    kernel_only: bool = False, why_none: str = "no route") -> UntunedChoice | None:
     """The zero-trial pick among `candidates` and whether `route` sends the op to the library instead (never with
-    `kernel_only`); None where no candidate can launch."""
+    `kernel_only`); without a route (another GPU, Triton release or residual than any route was fitted beside) the
+    library, as nothing recorded there says the pick beats it. None where no candidate can launch."""
     picked = zero_trial(shape, candidates, profile, residual)
     if picked is None:
         return None
     pick, model_us = picked
-    if route is None:
-        return UntunedChoice(pick, False, None, f"the kernel's zero-trial pick ({why_none})")
+    if route is None:  # nothing recorded here says the pick beats the library: never risk losing to it untuned
+        if kernel_only:
+            return UntunedChoice(pick, False, None, f"the kernel: $ROOFTUNE_KERNEL_ONLY ({why_none})")
+        return UntunedChoice(pick, True, None, f"the library: {why_none}, so nothing says the kernel's zero-trial "
+                                               "pick beats it (a tune times both)")
     gain = route.gain(route_features(shape, model_us, profile))
     predicted = f"predicted library ÷ pick {math.exp(gain):.3f}, the kernel kept above {math.exp(route.margin):.3f}"
     if kernel_only:

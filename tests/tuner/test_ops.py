@@ -70,8 +70,12 @@ def zero_trial():
     return zero_trial_pick(SHAPE, legal(), PROFILE, shipped_residual(kernel_of(SHAPE), PROFILE))
 
 
-def test_without_a_cache_entry_the_op_runs_the_zero_trial_pick(launched):
-    a, b = inputs()
+def test_without_a_cache_entry_or_a_route_the_op_runs_the_library_or_with_kernel_only_the_zero_trial_pick(
+        launched, monkeypatch):
+    a, b = inputs()  # fp16 on the interpreter's profile: no shipped route applies, nothing says the pick wins
+    out = rooftune.matmul(a, b)
+    assert launched == [] and torch.equal(out, torch.matmul(a, b))
+    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")
     out = rooftune.matmul(a, b)
     assert launched == [zero_trial()]
     assert relative_error(out.float(), a.float() @ b.float()) < 1e-2
@@ -214,16 +218,17 @@ def test_a_short_attention_sequence_gets_the_smallest_blocks():
     short = AttentionShape(2, 2, 19, 32, dtype="fp16")
     configs = legal_configs(kernel_of(short).space, short, PROFILE).configs
     assert configs and {(c["BLOCK_M"], c["BLOCK_N"]) for c in configs} == {(64, 32)}
-    assert ops.choose_config(short, PROFILE, ops.cache_path(), tune=False) in configs
+    assert ops.choose_config(short, PROFILE, ops.cache_path(), tune=False, kernel_only=True) in configs
 
 
-def test_a_tune_without_a_gpu_runs_the_zero_trial_pick_with_one_warning(cache, launched, monkeypatch):
+def test_a_tune_without_a_gpu_runs_the_untuned_choice_with_one_warning(cache, launched, monkeypatch):
     from rooftune.hwprofiles.hwprobe import NoGpuError
 
     def no_gpu(*args, **kw):
         raise NoGpuError("no CUDA GPU is visible")
 
     monkeypatch.setattr(ops, "tune_shape", no_gpu)
+    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")  # the kernel's pick, not the library (no route applies here)
     a, b = inputs()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # Python's own filter: each message once per place
@@ -231,7 +236,7 @@ def test_a_tune_without_a_gpu_runs_the_zero_trial_pick_with_one_warning(cache, l
         rooftune.matmul(a, b, tune=True)
         rooftune.matmul(a[:, :40], b[:40], tune=True)  # a second shape: no second warning
     assert [str(w.message) for w in caught] == ["rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); "
-                                                 "the op runs the zero-trial pick"]
+                                                 "the op runs its untuned choice"]
     assert launched[0] == zero_trial() and len(launched) == 2 and not cache.exists()
 
 

@@ -94,8 +94,10 @@ def test_the_untuned_op_follows_the_route_unless_kernel_only(tmp_path, monkeypat
     kept = ops.choose_config(library, PROFILE, cache, tune=False, kernel_only=True)
     assert kept != LIBRARY_ROUTE and kept in legal_configs(kernel_of(library).space, library, PROFILE).configs
     assert ops.choose_config(kernel, PROFILE, cache, tune=False) != LIBRARY_ROUTE
-    monkeypatch.setattr(ops, "installed_triton", lambda: "9.9.0")  # a release the route was not fitted under
-    assert ops.choose_config(library, PROFILE, cache, tune=False) != LIBRARY_ROUTE
+    monkeypatch.setattr(ops, "installed_triton", lambda: "9.9.0")  # a release no route was fitted under:
+    for shape in (library, kernel):  # nothing says the pick beats the library there, so the library runs
+        assert ops.choose_config(shape, PROFILE, cache, tune=False) == LIBRARY_ROUTE
+        assert ops.choose_config(shape, PROFILE, cache, tune=False, kernel_only=True) != LIBRARY_ROUTE
 
 
 def test_explain_says_what_the_untuned_op_runs(monkeypatch):
@@ -108,6 +110,11 @@ def test_explain_says_what_the_untuned_op_runs(monkeypatch):
     monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")
     out = runner.invoke(app, ["explain", "gemm", "--shape", "3359x1536x1536", "--layout", "nk", "--gpu", "h200"])
     assert "untuned op runs the kernel: $ROOFTUNE_KERNEL_ONLY" in " ".join(out.output.split())
+    monkeypatch.delenv("ROOFTUNE_KERNEL_ONLY")
+    monkeypatch.setattr(explain, "installed_triton", lambda: "9.9.0")  # no route fitted under it: the library
+    out = runner.invoke(app, ["explain", "gemm", "--shape", "16x50257x768", "--layout", "nk", "--gpu", "h200"])
+    assert "untuned op runs the library: no route is fitted for gemm on NVIDIA H200 under Triton 9.9" in " ".join(
+        out.output.split())
 
 
 def test_route_files_round_trip_and_bad_ones_are_named():
@@ -137,9 +144,13 @@ def test_the_op_versus_library_figure_on_a_tiny_dataset():
     assert figures["untuned"] == pytest.approx({"geomean": 1.25 ** (2 / 3), "p10": 1.05, "min": 1.0, "below": 0,
                                                 "n": 3, "failed": 0})
     assert figures["tuned"] == pytest.approx({"geomean": 1.25 ** (1 / 3), "p10": 1.0, "min": 1.0, "below": 0, "n": 3})
-    without = op_versus_library(records, PROFILE, None, None)["untuned"]  # no route: the kernel everywhere
-    assert without["geomean"] == pytest.approx(1.25 ** (1 / 3)) and without["min"] == 0.8 and without["below"] == 1
-    assert "tuned" not in without
+    # the zero-trial pick always (the kernel everywhere): 1.25, 0.8, 1.25
+    assert figures["pick"] == pytest.approx({"geomean": 1.25 ** (1 / 3), "p10": 0.89, "min": 0.8, "below": 1, "n": 3,
+                                             "failed": 0})
+    without = op_versus_library(records, PROFILE, None, None)  # no route: the library everywhere untuned
+    assert without["untuned"] == pytest.approx({"geomean": 1.0, "p10": 1.0, "min": 1.0, "below": 0, "n": 3,
+                                                "failed": 0})
+    assert without["pick"] == figures["pick"] and "tuned" not in without
     assert math.isnan(versus_library([])["geomean"]) and versus_library([])["n"] == 0
 
 

@@ -188,8 +188,8 @@ def _versus_library(console: Console, kernel: str, records, profile, residual, s
     figures = op_versus_library(scored, profile, residual, route, tuned)
     console.print(f"{spec.baseline_label} ÷ rooftune's op (above 1: the op is faster; untuned: {why}):")
     for path, f in figures.items():
-        label = "untuned" if path == "untuned" else f"tuned within {budget}"
-        console.print(f"  {label:>16}: geometric mean {figure(f['geomean'])}, p10 {figure(f['p10'])}, min "
+        label = {"untuned": "untuned", "pick": "zero-trial pick always"}.get(path, f"tuned within {budget}")
+        console.print(f"  {label:>22}: geometric mean {figure(f['geomean'])}, p10 {figure(f['p10'])}, min "
                       f"{figure(f['min'])}, {f['below']} of {f['n']} below 0.97")
     return figures
 

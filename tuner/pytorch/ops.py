@@ -8,14 +8,16 @@ Where it is: $ROOFTUNE_CACHE, else ~/.cache/rooftune/tune.json ($XDG_CACHE_HOME 
 The GPU's profile: $ROOFTUNE_PROFILE (a shipped name or a JSON path), else the shipped profile for
 the GPU's driver name (hwprofiles/shipped.py); CPU tensors run in Triton's interpreter, which has no
 GPU to name, and get INTERPRETER_PROFILE's configs; a tune asked for there (`tune=True`, $ROOFTUNE_TUNE=1) has
-no GPU to time on, so they run the zero-trial pick, with one warning.
+no GPU to time on, so they run the untuned choice below, with one warning.
 
 Where the tune (cached or on first use) timed the library's own op (cuBLAS through torch.matmul, SDPA)
 faster than its winner, side by side in its confirming pass, the answer is LIBRARY_ROUTE and the op runs
 the library's op for that shape: a tuned shape runs whichever of the two its tune timed faster. An untuned shape
 (the zero-trial pick, nothing measured) runs the library's op where the shipped route (tuner/routing.py, fitted
-on the training sets' recorded library times) does not predict the pick clearly faster. $ROOFTUNE_KERNEL_ONLY=1
-keeps rooftune's kernel either way (to benchmark it, say).
+on the training sets' recorded library times) does not predict the pick clearly faster, and wherever no shipped
+route applies (a GPU, Triton release or residual no route was fitted for: nothing recorded there says the pick beats
+the library, and an untuned op must not lose to it). $ROOFTUNE_KERNEL_ONLY=1 keeps rooftune's kernel either way (to
+benchmark it, or to run the kernel through the interpreter on a CPU).
 """
 
 from __future__ import annotations
@@ -61,12 +63,12 @@ def library_faster(result: TuneResult) -> bool:
 
 def tune_or_none(shape, profile: HardwareProfile, cache: Path) -> TuneResult | None:
     """A live tune of `shape` within TUNE_BUDGET configs (stored in the cache); None, with a warning, on a
-    machine without a GPU to time it on (the CPU runs Triton's interpreter): the zero-trial pick serves."""
+    machine without a GPU to time it on (the CPU runs Triton's interpreter): the untuned choice serves."""
     try:
         return tune_shape(shape, profile, TUNE_BUDGET, cache=cache)
     except NoGpuError:  # one message for every shape: Python's warning filter shows it once
-        warnings.warn("rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); the op runs the "
-                      "zero-trial pick", RuntimeWarning, stacklevel=2)
+        warnings.warn("rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); the op runs its "
+                      "untuned choice", RuntimeWarning, stacklevel=2)
         return None
 
 
@@ -75,7 +77,7 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
     residual, nothing measured). LIBRARY_ROUTE instead of a tune's winner where that tune timed the
     library's op faster, and instead of the zero-trial pick where the shipped route sends the untuned op to
-    the library, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
+    the library or no shipped route applies, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
     spec = kernel_of(shape)
     triton = installed_triton()  # one release for the residual and the route beside it
     residual = shipped_residual(spec, profile, triton)
