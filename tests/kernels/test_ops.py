@@ -3,8 +3,9 @@ custom ops' registration (opcheck), and torch.compile.
 
 On the CPU the kernels run in Triton's interpreter (fp16; bf16 the ops run there on fp32 copies, since the
 interpreter mishandles bf16: one test checks that); each test starts with
-an empty tune cache of its own, so the ops run the zero-trial pick. GPU-only tests (bf16, CUDA graphs)
-are marked."""
+an empty tune cache of its own and ROOFTUNE_KERNEL_ONLY=1, so the ops run the kernel's zero-trial pick (untuned,
+with no route fitted for this Triton release or dtype, they would run torch's op: one test checks that). GPU-only
+tests (bf16, CUDA graphs) are marked."""
 
 import os
 import subprocess
@@ -31,6 +32,7 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ROOFTUNE_CACHE", str(tmp_path / "tune.json"))
     for name in ("ROOFTUNE_PROFILE", "ROOFTUNE_TUNE", "ROOFTUNE_FALLBACK"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")  # the kernels under test, never the library's op
     clear_memo()
     yield
     clear_memo()
@@ -54,6 +56,22 @@ def test_matmul_matches_torch_in_both_storage_orders():
     assert_close(rooftune.matmul(a, w.t()), a.float() @ w.float().t())
     x = randn(2, 3, 47)  # leading dimensions
     assert_close(rooftune.matmul(x, b), x.float() @ b.float())
+
+
+def test_untuned_without_a_route_the_ops_run_torchs_own(monkeypatch):
+    """No shipped route applies (the CPU's fp16 shapes; another GPU or Triton release): nothing says the kernel's
+    unmeasured pick beats the library, so the untuned op runs torch's op, bit for bit."""
+    from rooftune.tuner.pytorch import ops as resolver
+
+    monkeypatch.setattr(resolver, "installed_triton", lambda: "9.9.0")  # a release no route was fitted under
+    monkeypatch.delenv("ROOFTUNE_KERNEL_ONLY")
+    clear_memo()
+    a, b, w = randn(33, 47), randn(47, 65), randn(65, 47)
+    assert torch.equal(rooftune.matmul(a, b), torch.matmul(a, b))
+    assert torch.equal(rooftune.linear(a, w), F.linear(a, w))
+    q, k = randn(1, 4, 37, 32), randn(1, 2, 37, 32, seed=1)
+    assert torch.equal(rooftune.attention(q, k, k), F.scaled_dot_product_attention(q, k, k, is_causal=True,
+                                                                                   enable_gqa=True))
 
 
 def test_linear_matches_torch():
