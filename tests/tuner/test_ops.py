@@ -25,6 +25,7 @@ from rooftune.tuner.search.strategies import zero_trial_pick
 
 PROFILE = load_profile("h200")  # the interpreter's profile (tuner/pytorch/ops.py INTERPRETER_PROFILE)
 SHAPE = GemmShape(33, 65, 47, layout="kn", dtype="fp16")
+TRITON = "3.6.0"  # the release the shipped routes and residuals were fitted under
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
@@ -70,14 +71,22 @@ def zero_trial():
     return zero_trial_pick(SHAPE, legal(), PROFILE, shipped_residual(kernel_of(SHAPE), PROFILE))
 
 
-def test_without_a_cache_entry_or_a_route_the_op_runs_the_library_or_with_kernel_only_the_zero_trial_pick(
+def test_without_a_cache_entry_the_op_runs_the_routes_choice_the_library_where_no_route_applies(
         launched, monkeypatch):
-    a, b = inputs()  # fp16 on the interpreter's profile: no shipped route applies, nothing says the pick wins
+    monkeypatch.setattr(ops, "installed_triton", lambda: TRITON)  # the release the shipped route was fitted under
+    a, b = inputs()
+    out = rooftune.matmul(a, b)  # the interpreter's profile (H200) ships a route: it keeps this small shape on the kernel
+    assert launched == [zero_trial_pick(SHAPE, legal(), PROFILE, shipped_residual(kernel_of(SHAPE), PROFILE, TRITON))]
+    assert relative_error(out.float(), a.float() @ b.float()) < 1e-2
+    launched.clear()
+    monkeypatch.setenv("ROOFTUNE_PROFILE", "h100_sxm")  # no route ships for the H100: nothing says the pick wins there
     out = rooftune.matmul(a, b)
     assert launched == [] and torch.equal(out, torch.matmul(a, b))
     monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")
     out = rooftune.matmul(a, b)
-    assert launched == [zero_trial()]
+    h100 = load_profile("h100_sxm")
+    assert launched == [zero_trial_pick(SHAPE, legal_configs(kernel_of(SHAPE).space, SHAPE, h100).configs, h100,
+                                        shipped_residual(kernel_of(SHAPE), h100, TRITON))]
     assert relative_error(out.float(), a.float() @ b.float()) < 1e-2
 
 
@@ -228,7 +237,7 @@ def test_a_tune_without_a_gpu_runs_the_untuned_choice_with_one_warning(cache, la
         raise NoGpuError("no CUDA GPU is visible")
 
     monkeypatch.setattr(ops, "tune_shape", no_gpu)
-    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")  # the kernel's pick, not the library (no route applies here)
+    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")  # the kernel's pick, whatever the route says
     a, b = inputs()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # Python's own filter: each message once per place
