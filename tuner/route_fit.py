@@ -1,14 +1,15 @@
 """Fitting the untuned route (roofline/route.py) by cross-validation on a training dataset's recorded library times.
 
 Fitting reads training data only: `fit_route_data` refuses a dataset swept from a held-out list before reading
-a shape. The form (which features, the ridge penalty) and the margin are chosen together over shapes folded
-at random, several seeds: the setting whose routed ops never fall below LOW × the library on a held-back shape,
-with the best geometric mean of library time ÷ op time, wins and is refitted on every training shape.
+a shape. Each shape's pick is the one a shape the residual was not fitted on gets (`fold_residuals`). The form
+(which features, the ridge penalty) and the margin are chosen together over shapes folded at random, several
+seeds: the setting whose routed ops never fall below LOW × the library on a held-back shape, with the best
+geometric mean of library time ÷ op time, wins and is refitted on every training shape.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,12 @@ from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
 from rooftune.eval.scoring.metrics import versus_library
 from rooftune.hwprofiles import HardwareProfile
+from rooftune.roofline.fit import PickSettings, RidgeSettings, make_residual, prepare
+from rooftune.roofline.neighbours import VoteSettings
 from rooftune.roofline.residual import triton_release
 from rooftune.roofline.route import Route, route_features, route_part
 from rooftune.tuner.cache import residual_digest
-from rooftune.tuner.fitting import refuse_held_out
+from rooftune.tuner.fitting import fit_shapes_from_records, fold_fits, neighbour_table, refuse_held_out
 from rooftune.tuner.routing import LOW, zero_trial
 
 FOLDS = 5
@@ -39,13 +42,37 @@ class RouteRow:
     pick_us: float
 
 
+def fold_residuals(records, profile: HardwareProfile, residual) -> dict:
+    """Each training shape's residual as a shape it was not fitted on sees it: `residual`'s own setting (ridge, near-
+    best weight, pick, vote) refitted on `fit`'s folds without the shape (tuner/fitting.py `fold_assignment`), its
+    vote drawn from those folds' shapes only. The route decides on a new shape's pick, so it learns from picks made
+    the same way (picks of the residual fitted on all the shapes are its in-sample picks). Empty where `residual`
+    records no setting (the model alone; a residual written without one) or there are too few shapes to fold."""
+    fit = residual.fit if residual is not None else {}
+    if "ridge" not in fit or "near_best_weight" not in fit:
+        return {}
+    data = prepare(fit_shapes_from_records(records), profile)
+    if len(data) < 2:
+        return {}
+    pick = PickSettings(**fit["pick"]) if fit.get("pick") else None
+    out = {}
+    for test, fitted in fold_fits(data, RidgeSettings(fit["ridge"], fit["near_best_weight"]), pick):
+        fold = make_residual(residual.kernel, profile, fitted.coefficients, residual.strategy, {}, fitted.pick)
+        if fit.get("vote"):
+            pool = [d for i, d in enumerate(data) if i not in set(test)]
+            fold = replace(fold, neighbours=neighbour_table(residual.kernel, profile, pool, VoteSettings(**fit["vote"]),
+                                                            fold, "fold"))
+        out.update({data[i].source.shape: fold for i in test})
+    return out
+
+
 def route_rows(records, profile: HardwareProfile, residual, baseline: str) -> list[RouteRow]:
-    """A RouteRow per shape with a recorded `baseline` time and a successful recorded zero-trial pick (each shape
-    left out of the residual's neighbour vote: the pick a shape it was not fitted on gets)."""
-    rows = []
+    """A RouteRow per shape with a recorded `baseline` time and a successful recorded zero-trial pick, the pick made
+    by the shape's `fold_residuals` entry (else by `residual` with the shape left out of its vote)."""
+    rows, folds = [], fold_residuals(records, profile, residual)
     for r in records:
         library_us = r.baselines_us.get(baseline)
-        own_out = residual.without_neighbour(r.shape) if residual is not None else None
+        own_out = folds.get(r.shape) or (residual.without_neighbour(r.shape) if residual is not None else None)
         picked = zero_trial(r.shape, r.candidate_configs(), profile, own_out)
         trial = r.lookup().get(picked[0]) if picked is not None else None
         if library_us is None or trial is None or not trial.ok:

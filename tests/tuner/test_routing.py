@@ -117,6 +117,30 @@ def test_explain_says_what_the_untuned_op_runs(monkeypatch):
         out.output.split())
 
 
+def test_the_route_learns_from_picks_made_by_a_residual_that_never_saw_the_shape():
+    """Each training row's pick comes from the shipped residual's setting refitted on the other folds, with a vote
+    from those folds' shapes: the pick a new shape gets, not the in-sample pick of the residual fitted on it."""
+    from rooftune.roofline.fit import RidgeSettings, fit_coefficients, prepare
+    from rooftune.tuner.fitting import fit_shapes_from_records
+
+    ids = sorted(p.name.split(".")[0] for p in (DATA / "gemm" / "train" / "shapes").iterdir())[::12]
+    records = [_recorded("gemm", sid) for sid in ids]
+    residual = shipped_residual(kernel_spec("gemm"), PROFILE, TRITON)
+    folds = route_fit.fold_residuals(records, PROFILE, residual)
+    assert set(folds) == {r.shape for r in records} and len({id(f) for f in folds.values()}) == route_fit.FOLDS
+    ridge = RidgeSettings(residual.fit["ridge"], residual.fit["near_best_weight"])
+    for r in records:
+        fold = folds[r.shape]
+        others = [x for x in records if folds[x.shape] is not fold]
+        assert r.shape not in {n.shape for n in fold.neighbours.neighbours}
+        assert {n.shape for n in fold.neighbours.neighbours} == {x.shape for x in others}
+        expected = fit_coefficients(prepare(fit_shapes_from_records(others), PROFILE), ridge)
+        assert fold.coefficients == pytest.approx(expected)
+    rows = route_fit.route_rows(records, PROFILE, residual, "cublas")
+    assert [row.shape for row in rows] == [r.shape for r in records]
+    assert route_fit.fold_residuals(records, PROFILE, None) == {}  # the model alone: no fit to fold
+
+
 def test_route_files_round_trip_and_bad_ones_are_named():
     route = load_route("gemm", PROFILE)
     assert route_from_dict(route_to_dict(route), "x") == route
