@@ -436,15 +436,16 @@ def model_alone_means(records, profile: HardwareProfile, budgets: Sequence[int] 
     return {b: evaluate(records, b, profile, methods)["methods"]["model"]["mean"] for b in budgets}
 
 
-def fit_against_model(report: FitReport, residual: Residual, records, profile: HardwareProfile) -> ResidualCheck:
-    """The fitted residual's cross-validated means beside the model alone's on the same training data, recorded in
-    the residual (`fit.model_alone`); `ranks_well` is the rule a residual ships by under its release (the one
-    `--check` applies: at least as well as the model alone on average over the budgets), else that release keeps
-    the model alone."""
+def fit_against_model(report: FitReport, residual: Residual, records,
+                      profile: HardwareProfile) -> tuple[Residual, ResidualCheck]:
+    """The fitted residual's cross-validated means beside the model alone's on the same training data: `residual`
+    with them recorded (`fit.model_alone`; a new record, the given one unchanged) and the check, whose `ranks_well`
+    is the rule a residual ships by under its release (the one `--check` applies: at least as well as the model alone
+    on average over the budgets), else that release keeps the model alone."""
     model = model_alone_means(records, profile, list(report.cv))
-    residual.fit["model_alone"] = {str(b): round(v, 4) for b, v in model.items()}
+    recorded = replace(residual, fit={**residual.fit, "model_alone": {str(b): round(v, 4) for b, v in model.items()}})
     triton = residual.tritons[0] if residual.tritons else ""
-    return ResidualCheck(triton, {b: s["mean"] for b, s in report.cv.items()}, model)
+    return recorded, ResidualCheck(triton, {b: s["mean"] for b, s in report.cv.items()}, model)
 
 
 def check_residual(residual: Residual, records, profile: HardwareProfile, triton: str) -> ResidualCheck:

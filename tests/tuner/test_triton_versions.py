@@ -156,6 +156,17 @@ def shipped_root(tmp_path, monkeypatch):
     return root
 
 
+def test_the_model_alones_figures_go_into_a_new_residual_record(monkeypatch):
+    from rooftune.tuner import fitting
+
+    monkeypatch.setattr(fitting, "model_alone_means", lambda records, profile, budgets: {b: 0.5 for b in budgets})
+    residual = make_residual("gemm", PROFILE, {}, {}, {"data": "train", "triton": ["3.9"]})
+    report = fitting.FitReport(residual, None, {1: {"mean": 0.9}, 5: {"mean": 0.95}}, [])
+    recorded, check = fitting.fit_against_model(report, residual, [], PROFILE)
+    assert recorded.fit["model_alone"] == {"1": 0.5, "5": 0.5} and "model_alone" not in residual.fit
+    assert check.model_mean == {1: 0.5, 5: 0.5} and check.residual_mean == {1: 0.9, 5: 0.95} and check.ranks_well
+
+
 def test_fit_out_shipped_files_the_residual_under_the_datas_release(train_under_39, shipped_root, monkeypatch):
     """On 12 shapes the fit itself ranks worse than the model alone (the next test): here the model alone is made
     poor, so the residual ships, and where it goes is what is tested."""

@@ -145,7 +145,7 @@ def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Con
     report = fit_kernel(kernel, shapes, profile, str(data),
                         progress=lambda cand, score: console.print(f"  {describe(cand)}: CV objective {score:.4f}"))
     residual = fitted_residual(report, shapes, manifest)
-    against = fit_against_model(report, residual, records, profile)
+    residual, against = fit_against_model(report, residual, records, profile)
     console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
                   f"{report.chosen.search}, {report.chosen.vote or 'no neighbour vote'}")
     for budget, s in report.cv.items():
