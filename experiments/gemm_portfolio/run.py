@@ -11,7 +11,7 @@ greedy adds the one that most raises the mean over neighbours of max over the se
 configs no neighbour knows) go by the prior. The first round of 8 is: the pick, the portfolio's `extra` configs, then
 the GP's own choices; later rounds are the shipped GP's. Train only; nothing shipped is read or changed.
 
-python3 run.py [--seeds 0,1,2] [--by shape|layer]"""
+python3 run.py [--seeds 0,1,2] [--by shape|layer] [--pick]   (--pick: the pick itself by the neighbours)"""
 import math
 import sys
 
@@ -34,6 +34,16 @@ RIDGE = RidgeSettings(0.1, 5.0)
 # (name, neighbours, pool, portfolio configs after the pick)
 VARIANTS = [("shipped", 0, 0, 0)] + [(f"k {k}, pool {p}, +{e}", k, p, e)
                                     for k in (3, 5, 10) for p in (10, 20, 60) for e in (2, 4)]
+# --pick: the pick itself by the neighbours (extra -1): the config of the pick's own ranking's best `pool` that the
+# k nearest training shapes rate best on average (ties by that ranking); the search otherwise as shipped
+PICK_VARIANTS = [("shipped", 0, 0, 0)] + [(f"pick k {k}, pool {p}", k, p, -1) for k in (3, 5, 10) for p in (2, 3, 5, 10)]
+
+
+def neighbour_pick(own, configs, tops, pool):
+    """The config of `own`'s best `pool` with the best mean exp(-regret) over the neighbours' top configs."""
+    order = [int(x) for x in np.argsort(own, kind="stable")[:pool]]
+    perf = [np.mean([math.exp(-t[configs[x]]) if configs[x] in t else 0.0 for t in tops]) for x in order]
+    return order[int(np.argmax(perf))]
 
 
 def portfolio(pick, prior, configs, tops, pool, extra):
@@ -92,18 +102,23 @@ def seed_scores(data, profile, tops_all, points):
 
             base = d.log_predicted[keep] + d.x[keep] @ coef
             prior = base + VOTE.w_search * votes[i][keep]
-            pick = int(np.argmin(base + VOTE.w_pick * votes[i][keep]))
+            own = base + VOTE.w_pick * votes[i][keep]
+            pick = int(np.argmin(own))
             for name, k, pool, extra in VARIANTS:
                 first = [pick]
                 if k:
-                    near = [pool_idx[n] for n in nearest(points[pool_idx], points[i], k)]
-                    first = portfolio(pick, prior, configs, [tops_all[j] for j in near], pool, extra)
+                    tops = [tops_all[pool_idx[n]] for n in nearest(points[pool_idx], points[i], k)]
+                    first = ([neighbour_pick(own, configs, tops, pool)] if extra < 0
+                             else portfolio(pick, prior, configs, tops, pool, extra))
                 out[name][i] = fitting.prefix_scores(d, search_from(configs, prior, measure, max(BUDGETS), first),
                                                      BUDGETS)
     return out
 
 
-def main(seeds, by):
+def main(seeds, by, pick):
+    global VARIANTS
+    if pick:
+        VARIANTS = PICK_VARIANTS
     if by == "layer":
         KernelSpec.fold_group = lambda self, shape: (shape.n, shape.k, shape.layout) if self.name == "gemm" else None
     profile = load_profile("h200")
@@ -124,11 +139,12 @@ def main(seeds, by):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    seeds, by = (0, 1, 2), "shape"
+    seeds, by, pick = (0, 1, 2), "shape", "--pick" in args
+    args = [a for a in args if a != "--pick"]
     while args:
         flag, value, args = args[0], args[1], args[2:]
         if flag == "--seeds":
             seeds = tuple(int(x) for x in value.split(","))
         elif flag == "--by":
             by = value
-    main(seeds, by)
+    main(seeds, by, pick)
