@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -149,12 +149,9 @@ def prior_log_us(d: Prepared, coefficients: dict[str, float]) -> np.ndarray:
     return np.where(d.fits, d.log_predicted + d.x @ coef, np.inf)
 
 
-def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchSettings,
-                  budget: int = max(CV_BUDGETS), pick: dict[str, float] | None = None,
-                  vote: np.ndarray | None = None, weights: VoteSettings | None = None) -> list[Trial]:
-    """The search on one recorded shape (launchable configs only, as `rooftune tune` sees them), first
-    measuring the best by `coefficients` + `pick` where a pick correction is given; with a neighbour `vote` (one
-    value per config of the shape), its `weights` added to the search's and the pick's priors."""
+def recorded_measure(d: Prepared) -> tuple[list, Callable[[list], list[Trial]]]:
+    """Recorded shape `d`'s launchable configs (as `rooftune tune` sees them, in the space's order) and a measurer
+    that replays their recorded times (a failed trial where none was recorded)."""
     keep = np.flatnonzero(d.fits)
     configs = [d.source.configs[i] for i in keep]
     times = {c: d.source.time_us[i] for c, i in zip(configs, keep)}
@@ -163,6 +160,17 @@ def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchS
         return [Trial(c, float(times[c])) if math.isfinite(times[c]) else Trial(c, None, error="failed")
                 for c in batch]
 
+    return configs, measure
+
+
+def replay_search(d: Prepared, coefficients: dict[str, float], settings: SearchSettings,
+                  budget: int = max(CV_BUDGETS), pick: dict[str, float] | None = None,
+                  vote: np.ndarray | None = None, weights: VoteSettings | None = None) -> list[Trial]:
+    """The search on one recorded shape (launchable configs only, as `rooftune tune` sees them), first
+    measuring the best by `coefficients` + `pick` where a pick correction is given; with a neighbour `vote` (one
+    value per config of the shape), its `weights` added to the search's and the pick's priors."""
+    keep = np.flatnonzero(d.fits)
+    configs, measure = recorded_measure(d)
     prior = prior_log_us(d, coefficients)[keep]
     own = prior_log_us(d, pick_coefficients(coefficients, pick))[keep] if pick else prior
     if vote is not None:

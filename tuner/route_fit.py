@@ -59,7 +59,8 @@ def fold_residuals(records, profile: HardwareProfile, residual) -> dict:
     for test, fitted in fold_fits(data, RidgeSettings(fit["ridge"], fit["near_best_weight"]), pick):
         fold = make_residual(residual.kernel, profile, fitted.coefficients, residual.strategy, {}, fitted.pick)
         if fit.get("vote"):
-            pool = [d for i, d in enumerate(data) if i not in set(test)]
+            held = set(test)
+            pool = [d for i, d in enumerate(data) if i not in held]
             fold = replace(fold, neighbours=neighbour_table(residual.kernel, profile, pool, VoteSettings(**fit["vote"]),
                                                             fold, "fold"))
         out.update({data[i].source.shape: fold for i in test})

@@ -10,12 +10,10 @@ bags' mean correction in place of the full fit's. The search after the pick is t
 unchanged), so budgets past 1 move only through the first trial. Train only; nothing shipped is read or changed.
 
 python3 run.py [--seeds 0,1,2] [--bags 16]"""
-import math
 import sys
 
 import numpy as np
 
-from rooftune.candidates import Trial
 from rooftune.candidates.families import KernelSpec
 from rooftune.eval.datasets.readers import load_records
 from rooftune.eval.scoring.metrics import summarize
@@ -40,14 +38,7 @@ def correction(d, coefficients, keep):
 
 
 def replay(d, prior, own):
-    keep = np.flatnonzero(d.fits)
-    configs = [d.source.configs[i] for i in keep]
-    times = {c: d.source.time_us[i] for c, i in zip(configs, keep)}
-
-    def measure(batch):
-        return [Trial(c, float(times[c])) if math.isfinite(times[c]) else Trial(c, None, error="failed")
-                for c in batch]
-
+    configs, measure = fitting.recorded_measure(d)
     return search(configs, prior, measure, max(BUDGETS), SEARCH, int(np.argmin(own)))
 
 
@@ -77,7 +68,6 @@ def seed_scores(data, profile, layers, bags):
             full = correction(d, fitted.coefficients, keep)
             each = np.stack([correction(d, b.coefficients, keep) for b in bagged])
             spread = each.std(axis=0)
-            spread = spread - spread.min()
             vote = votes[i][keep]
             prior = base + full + VOTE.w_search * vote
             for name, mean, lam in VARIANTS:

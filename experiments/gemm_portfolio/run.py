@@ -17,7 +17,6 @@ import sys
 
 import numpy as np
 
-from rooftune.candidates import Trial
 from rooftune.candidates.families import KernelSpec
 from rooftune.eval.datasets.readers import load_records
 from rooftune.eval.scoring.metrics import summarize
@@ -93,13 +92,7 @@ def seed_scores(data, profile, tops_all, points):
         for i in test:
             d = data[i]
             keep = np.flatnonzero(d.fits)
-            configs = [d.source.configs[j] for j in keep]
-            times = {c: d.source.time_us[j] for c, j in zip(configs, keep)}
-
-            def measure(batch):
-                return [Trial(c, float(times[c])) if math.isfinite(times[c]) else Trial(c, None, error="failed")
-                        for c in batch]
-
+            configs, measure = fitting.recorded_measure(d)
             base = d.log_predicted[keep] + d.x[keep] @ coef
             prior = base + VOTE.w_search * votes[i][keep]
             own = base + VOTE.w_pick * votes[i][keep]

@@ -117,7 +117,7 @@ def test_explain_says_what_the_untuned_op_runs(monkeypatch):
         out.output.split())
 
 
-def test_the_route_learns_from_picks_made_by_a_residual_that_never_saw_the_shape():
+def test_the_route_learns_from_picks_made_by_a_residual_that_never_saw_the_shape(monkeypatch):
     """Each training row's pick comes from the shipped residual's setting refitted on the other folds, with a vote
     from those folds' shapes: the pick a new shape gets, not the in-sample pick of the residual fitted on it."""
     from rooftune.roofline.fit import RidgeSettings, fit_coefficients, prepare
@@ -136,8 +136,14 @@ def test_the_route_learns_from_picks_made_by_a_residual_that_never_saw_the_shape
         assert {n.shape for n in fold.neighbours.neighbours} == {x.shape for x in others}
         expected = fit_coefficients(prepare(fit_shapes_from_records(others), PROFILE), ridge)
         assert fold.coefficients == pytest.approx(expected)
+    ranked_by = {}  # the residual each row's pick was made with
+    real_pick = route_fit.zero_trial
+    monkeypatch.setattr(route_fit, "zero_trial",
+                        lambda shape, configs, profile, res: ranked_by.setdefault(shape, res) and real_pick(
+                            shape, configs, profile, res))
     rows = route_fit.route_rows(records, PROFILE, residual, "cublas")
     assert [row.shape for row in rows] == [r.shape for r in records]
+    assert all(ranked_by[r.shape].coefficients == folds[r.shape].coefficients for r in records)
     assert route_fit.fold_residuals(records, PROFILE, None) == {}  # the model alone: no fit to fold
 
 
