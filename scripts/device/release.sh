@@ -5,7 +5,8 @@
 # datasets/h200/releases/triton-RELEASE/KERNEL/LIST, each list resuming where the last call stopped (sweep.sh). Lists
 # in order: GEMM train, MoE train (the fits read them first), GEMM held-out, MoE held-out; ORDER="gemm heldout" (pairs
 # of KERNEL LIST) sweeps others. Stops, sweeping nothing, where the Triton imported is not RELEASE (a pack that did not
-# load: the sweep would file the machine's own Triton's times as RELEASE's). Comes back in $OUT: one KERNEL_LIST.tgz
+# load: the sweep would file the machine's own Triton's times as RELEASE's), or the GPU is not an H200 (exit 3: another
+# GPU's times would be filed as the H200's). Comes back in $OUT: one KERNEL_LIST.tgz
 # (the dataset folder) and sweep log per list touched, at most 8 files. PREBUILT (archives of
 # scripts/prebuild_release.sh, space-separated, carried) is passed to sweep.sh, which unpacks each once per machine.
 # usage (repository root, on the GPU machine): [PREBUILT="ARCHIVE ..."] bash scripts/device/release.sh RELEASE SECONDS
@@ -28,6 +29,12 @@ got=$(python3 -c "import triton; print(triton.__version__)" 2>&1 | tail -1)
 case "$got" in
   "$R".*) echo "Triton $got" ;;
   *) echo "Triton $got imported, not $R: nothing swept"; exit 2 ;;
+esac
+# the lists and folders are the H200's: another GPU's times filed there would be read as the H200's
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case "$gpu" in
+  *H200*) echo "GPU $gpu" ;;
+  *) echo "GPU ${gpu:-not found}, not an H200: nothing swept (datasets/h200/releases holds the H200's times)"; exit 3 ;;
 esac
 # what a prebuild must have used for its binaries to be hits here (scripts/prebuild_release.sh)
 ptxas=$("$CUDA_BIN/ptxas" --version 2>/dev/null | grep -E '^(Cuda compilation tools|Build )' | paste -sd';' | sed 's/;/; /')

@@ -19,6 +19,8 @@ def _fakes(tmp_path):
     bin_.mkdir()
     log = tmp_path / "rooftune.log"
     (bin_ / "rooftune").write_text(f'#!/bin/bash\necho "$@" >> {log}\n')
+    # the machine's GPU (release.sh sweeps only on an H200); FAKE_GPU names another
+    (bin_ / "nvidia-smi").write_text('#!/bin/bash\necho "${FAKE_GPU:-NVIDIA H200}"\n')
     (bin_ / "python3").write_text(f'#!/bin/bash\n[ "$1 $2" = "-m pip" ] && exit 0\n'
                                   f'[ "$1 $2" = "-m rooftune.kernels.harness.prebuild" ] && '
                                   f'{{ echo "$3 $4" >> {tmp_path / "unpack.log"}; echo "unpacked $4"; exit 0; }}\n'
@@ -232,6 +234,17 @@ def test_a_release_call_sweeps_nothing_without_that_releases_triton(tmp_path, ve
                          timeout=120)
     assert run.returncode == 2 and not log.exists()
     assert ("Triton 3.6.0 imported, not 3.9" if version else "no .triton39/triton.tar.xz") in run.stdout
+
+
+def test_a_release_call_sweeps_nothing_on_a_gpu_other_than_the_h200(tmp_path):
+    """The lists and folders are the H200's: a call that lands on an H100 files nothing there."""
+    env, log, out = _fakes(tmp_path)
+    tree = _release_tree(tmp_path, "3.9.0")
+    run = subprocess.run(["bash", "scripts/device/release.sh", "3.9", "500"], cwd=tree,
+                         env={**env, "TRITON_UNPACK": str(tmp_path / "tri"), "FAKE_GPU": "NVIDIA H100 80GB HBM3"},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3 and not log.exists() and not list(out.iterdir())
+    assert "GPU NVIDIA H100 80GB HBM3, not an H200: nothing swept" in run.stdout
 
 
 def test_sweep_sh_with_lists_never_falls_back_to_the_full_list(tmp_path):
