@@ -9,7 +9,7 @@
 # usage (repository root): [PY=PYTHON PTXAS=PATH CACHE=DIR WORKERS=N] bash scripts/prebuild_release.sh RELEASE KERNEL LIST
 #   e.g. PY=/work/venv39/bin/python bash scripts/prebuild_release.sh 3.9 gemm train
 # PY: a Python of the GPU machine's version (DEVICE_PYTHON, default 3.12: its triton wheel's key differs from
-#   another Python's) with this checkout's rooftune installed (`pip install --no-deps -e .`; torch is not needed);
+#   another Python's) with this checkout's rooftune installed (`pip install --no-deps -e .` and `pip install rich "numpy<2.4" scipy typer`; torch is not needed);
 # PTXAS: the ptxas to compile with, whose `--version` is part of every key: the device's is CUDA 13.0's
 #   (/usr/local/cuda/bin/ptxas, printed by each release.sh call); default the nvidia-cuda-nvcc package's in PY's
 #   environment (`pip install nvidia-cuda-nvcc==13.0.88`). The archive's PREBUILD.json records it, and the
