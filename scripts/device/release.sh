@@ -14,22 +14,7 @@
 #        PREBUILT=.tcache/r39_gemm_train.tar.xz bash scripts/device/release.sh 3.9 540   (carry that archive too)
 set -u
 R=$1; T=$2; end=$((SECONDS + T))
-CUDA_BIN=${CUDA_BIN:-/usr/local/cuda/bin}   # the machine's CUDA: its ptxas keys the binaries (prebuilt or not)
-PACK=.triton${R//./}/triton.tar.xz
-[ -f "$PACK" ] || { echo "no $PACK: pack Triton $R first and carry its folder (scripts/device/README.md)"; exit 2; }
-TRI=${TRITON_UNPACK:-/tmp/tri$R}
-if [ ! -f "$TRI/.unpacked" ]; then   # once per machine: a warm machine's next call finds it
-  mkdir -p "$TRI" && tar xJf "$PACK" -C "$TRI" && touch "$TRI/.unpacked"
-fi
-export PYTHONPATH=$TRI${PYTHONPATH:+:$PYTHONPATH} TRITON_BACKENDS_IN_TREE=1 \
-  TRITON_PTXAS_PATH=$CUDA_BIN/ptxas TRITON_PTXAS_BLACKWELL_PATH=$CUDA_BIN/ptxas \
-  TRITON_CUOBJDUMP_PATH=$CUDA_BIN/cuobjdump TRITON_NVDISASM_PATH=$CUDA_BIN/nvdisasm \
-  TRITON_DEFAULT_FP_FUSION=1
-got=$(python3 -c "import triton; print(triton.__version__)" 2>&1 | tail -1)
-case "$got" in
-  "$R".*) echo "Triton $got" ;;
-  *) echo "Triton $got imported, not $R: nothing swept"; exit 2 ;;
-esac
+source scripts/device/under_release.sh "$R"   # the packed Triton first on the path; exit 2 where it is not R
 # the lists and folders are the H200's: another GPU's times filed there would be read as the H200's
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 case "$gpu" in

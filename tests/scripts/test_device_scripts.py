@@ -148,7 +148,7 @@ def _release_tree(tmp_path, version: str | None) -> Path:
 
     tree = tmp_path / "tree"
     (tree / "scripts" / "device").mkdir(parents=True)
-    for name in ("release.sh", "sweep.sh"):
+    for name in ("release.sh", "under_release.sh", "sweep.sh"):
         shutil.copy(ROOT / "scripts" / "device" / name, tree / "scripts" / "device" / name)
     shutil.copytree(ROOT / "datasets" / "h200" / "releases", tree / "datasets" / "h200" / "releases",
                     ignore=shutil.ignore_patterns("triton-*"))
@@ -233,7 +233,21 @@ def test_a_release_call_sweeps_nothing_without_that_releases_triton(tmp_path, ve
                          env={**env, "TRITON_UNPACK": str(tmp_path / "tri")}, capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2 and not log.exists()
-    assert ("Triton 3.6.0 imported, not 3.9" if version else "no .triton39/triton.tar.xz") in run.stdout
+    assert ("Triton 3.6.0 imported, not 3.9: nothing run" if version else "no .triton39/triton.tar.xz") in run.stdout
+
+
+@pytest.mark.parametrize("version", ["3.9.0", "3.6.0"])
+def test_under_release_runs_a_command_under_the_packed_triton_or_nothing(tmp_path, version):
+    env, log, out = _fakes(tmp_path)
+    tree = _release_tree(tmp_path, version)
+    run = subprocess.run(["bash", "scripts/device/under_release.sh", "3.9", "python3", "-c",
+                          "import os, triton; print('ran under', triton.__version__, os.environ['TRITON_DEFAULT_FP_FUSION'])"],
+                         cwd=tree, env={**env, "TRITON_UNPACK": str(tmp_path / "tri")}, capture_output=True, text=True,
+                         timeout=120)
+    if version == "3.9.0":
+        assert run.returncode == 0 and "ran under 3.9.0 1" in run.stdout, run.stdout + run.stderr
+    else:
+        assert run.returncode == 2 and "ran under" not in run.stdout and "imported, not 3.9: nothing run" in run.stdout
 
 
 def test_a_release_call_sweeps_nothing_on_a_gpu_other_than_the_h200(tmp_path):
