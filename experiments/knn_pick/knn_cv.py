@@ -24,7 +24,6 @@ from rooftune.hwprofiles import load_profile
 from rooftune.roofline.fit import RidgeSettings, prepare
 from rooftune.roofline.residual import read_residual
 from rooftune.tuner.fitting import (
-    objective,
     Candidate,
     cross_validate,
     fit_shapes_from_records,

@@ -2,7 +2,6 @@
 outer fold, the residual's shipped setting is refitted and the vote chosen by an inner 5-fold CV on the other four
 folds; the chosen vote is then scored on the outer fold (neighbours from the other four folds only)."""
 import sys
-from dataclasses import replace
 
 import numpy as np
 
@@ -11,7 +10,6 @@ from rooftune.tuner.fitting import (
     CV_BUDGETS,
     choose_vote,
     cross_validate,
-    fit_residual,
     fold_fits,
     fold_votes,
     prefix_scores,
