@@ -34,6 +34,25 @@ def test_held_out_datasets_are_refused():
     assert not Path("/tmp/never.json").exists() and not Path("/tmp/neighbours-never.json").exists()
 
 
+def test_every_committed_held_out_folder_is_refused_and_no_training_folder_is():
+    """Each dataset folder under datasets/ that holds held-out shapes (its own name or its parent's says heldout, or
+    it repeats a held-out sweep, as datasets/h100/releases/triton-3.9/gemm/repeat does) records a held-out list, so
+    fit refuses it; each training folder records none."""
+    manifests = sorted((REPO / "datasets").rglob("manifest.json"))
+    assert len(manifests) > 10
+    held_out = 0
+    for path in manifests:
+        folder = path.parent.relative_to(REPO)
+        manifest = json.loads(path.read_text())
+        if "heldout" in str(folder).replace("-", "").replace("_", "") or folder.name == "repeat":
+            held_out += 1
+            with pytest.raises(fitting.HeldOutError):
+                fitting.refuse_held_out(manifest, str(folder))
+        elif folder.name.startswith("train"):
+            fitting.refuse_held_out(manifest, str(folder))
+    assert held_out >= 6
+
+
 _OPENED: list[str] = []
 _AUDITING = [False]
 
