@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from rooftune.hwprofiles import load_profile
 from rooftune.kernels.harness.offline import offline_target
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -56,6 +57,7 @@ def summary(kernel) -> str:
 
 def main():
     m, n, k = 777, 3584, 4096
+    sms = load_profile("h100_sxm").sm_count  # a program an SM, as the probe launches it (the H200's is the same)
     a, w, c = (torch.empty(*s, dtype=torch.bfloat16) for s in ((m, k), (n, k), (m, n)))
     print(f"Triton {triton.__version__}, sm_90, {m}x{n}x{k}, 128xBNx64 tiles, 3 stages")
     for host in (False, True):
@@ -69,10 +71,10 @@ def main():
                         try:
                             with offline_target(90):
                                 if host or flat:
-                                    kernel = _variant.warmup(a, w, c, *host_descs, m, n, k, 128, bn, 64, 132, ws, flat,
+                                    kernel = _variant.warmup(a, w, c, *host_descs, m, n, k, 128, bn, 64, sms, ws, flat,
                                                              host, num_stages=3, num_warps=warps, grid=(1,))
                                 else:  # the probe's own kernel
-                                    kernel = probe._persistent.warmup(a, w, c, m, n, k, 128, bn, 64, 8, 132, ws,
+                                    kernel = probe._persistent.warmup(a, w, c, m, n, k, 128, bn, 64, 8, sms, ws,
                                                                       num_stages=3, num_warps=warps, grid=(1,))
                             got.append(summary(kernel))
                         except Exception as exc:  # the pass refusing a variant is the finding

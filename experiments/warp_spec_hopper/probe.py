@@ -6,10 +6,10 @@ TMA tensor-descriptor GEMM pay on the H100 / H200 where the untuned route goes t
 
 One kernel, bf16, C = A @ W.T (A row-major M x K, W row-major N x K: `F.linear`'s layout), persistent (a program an
 SM), operands read through tensor descriptors made on the device (TMA), the tile loop warp-specialized or not
-(`tl.range(..., flatten=False, warp_specialize=WS)`). A build that fails is recorded with its error. Every config that builds is checked
-against an fp32 reference before it is timed; cuBLAS (`F.linear`) is timed in the same interleaved CUDA-graph rounds
-(kernels/harness/timing.py, operands rotated through sets larger than L2). Prints, per shape, cuBLAS's time, the best
-without and with warp specialization, and each config's with ÷ without.
+(`tl.range(..., flatten=False, warp_specialize=WS)`). A build that fails is recorded with its error. Every config
+that builds is checked against an fp32 reference before it is timed; cuBLAS (`torch.mm` into the same output) is timed
+in the same interleaved CUDA-graph rounds (kernels/harness/timing.py, operands rotated through sets larger than L2).
+Prints, per shape, cuBLAS's time, the best without and with warp specialization, and each config's with ÷ without.
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ def test_held_out_datasets_are_refused():
 
 
 def test_every_committed_held_out_folder_is_refused_and_no_training_folder_is():
-    """Each dataset folder under datasets/ that holds held-out shapes (its own name or its parent's says heldout, or
-    it repeats a held-out sweep, as datasets/h100/releases/triton-3.9/gemm/repeat does) records a held-out list, so
-    fit refuses it; each training folder records none."""
+    """Each dataset folder under datasets/ that holds held-out shapes (its path says heldout, or it repeats a held-out
+    sweep, as datasets/h100/releases/triton-3.9/gemm/repeat does) records a held-out list, so fit refuses it; each
+    folder named train* records none."""
     manifests = sorted((REPO / "datasets").rglob("manifest.json"))
     assert len(manifests) > 10
     held_out = 0
