@@ -1,6 +1,7 @@
 """The shipped residuals keyed by Triton release (roofline/releases.py): which one ranks under 3.6, 3.7, 3.9 and an
-unknown release, checked ones after fitted ones, the routes beside them. The 3.7 and 3.9 residuals are made in a
-temporary folder from the shipped 3.6 one (scaled coefficients, so each is told apart); none is shipped."""
+unknown release, checked ones after fitted ones, the routes beside them. The selection tests run on a temporary folder
+holding the shipped 3.6 residuals and a 3.7 and a 3.9 one made from them (scaled coefficients, so each is told
+apart); the first test checks what is shipped: 3.6 for every kernel, 3.9 for GEMM and fused MoE on the H200."""
 
 import json
 import shutil
@@ -44,9 +45,9 @@ def _write(root, release: str, tritons: list[str], scale: float, kernel: str = "
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    """The shipped residuals (3.6) copied to a temporary folder that selection reads, with a 3.7 and a 3.9 GEMM
-    residual beside them."""
-    shutil.copytree(SHIPPED, tmp_path / "residuals")
+    """The shipped 3.6 residuals copied to a temporary folder that selection reads, with a 3.7 and a 3.9 GEMM
+    residual beside them (the shipped 3.9 ones are left out: these tests tell residuals apart by their scale)."""
+    shutil.copytree(SHIPPED / "triton-3.6", tmp_path / "residuals" / "triton-3.6")
     monkeypatch.setattr(releases, "residuals_root", lambda: tmp_path / "residuals")
     _write(tmp_path / "residuals", "3.7", ["3.7"], 0.5)
     _write(tmp_path / "residuals", "3.9", ["3.9"], 0.25)
@@ -59,12 +60,20 @@ def _scale(residual) -> float:
     return residual.coefficients[name] / shipped[name]
 
 
-def test_the_shipped_residuals_are_filed_by_the_release_they_were_fitted_under():
-    for kernel in ("gemm", "attention", "moe"):
-        assert shipped_releases(kernel, PROFILE) == ("3.6",)
-        residual, line = choose_residual(kernel, PROFILE, kernel_spec(kernel).space.version, "3.6.0")
-        assert residual.tritons == ("3.6",) and "under Triton 3.6" in line
-        assert shipped_residual_path(kernel, PROFILE, "3.6.2") == SHIPPED / "triton-3.6" / f"{kernel}-NVIDIA_H200.json"
+@pytest.mark.parametrize(("kernel", "fitted"), [("gemm", ("3.6", "3.9")), ("attention", ("3.6",)),
+                                                ("moe", ("3.6", "3.9"))])
+def test_the_shipped_residuals_are_filed_by_the_release_they_were_fitted_under(kernel, fitted):
+    assert shipped_releases(kernel, PROFILE) == fitted
+    space = kernel_spec(kernel).space.version
+    for release in fitted:
+        residual, line = choose_residual(kernel, PROFILE, space, f"{release}.0")
+        assert residual.tritons == (release,) and f"under Triton {release}" in line
+        assert f"triton-{release}/{kernel}/train" in residual.fit["data"] or release == "3.6"  # the release's own sweep
+        assert shipped_residual_path(kernel, PROFILE, f"{release}.2") == \
+            SHIPPED / f"triton-{release}" / f"{kernel}-NVIDIA_H200.json"
+    if fitted == ("3.6",):  # a release with none of its own ranks by the model alone
+        assert choose_residual(kernel, PROFILE, space, "3.9.0")[0] is None
+    assert choose_residual(kernel, PROFILE, space, "3.7.1")[0] is None  # none is fitted or checked under 3.7
 
 
 @pytest.mark.parametrize(("triton", "scale"), [("3.6.0", 1.0), ("3.7.1", 0.5), ("3.9.0", 0.25), ("3.9.1+git", 0.25)])

@@ -219,8 +219,9 @@ def test_a_residual_is_validated_on_load(tmp_path, change, message):
 def test_moe_features_name_the_routing_regimes_and_a_planted_effect_is_recovered():
     """The shipped MoE residual is fitted on training data, folded by layer; the routing's regimes enter its
     features as axes, and the ridge fit finds an effect planted on them."""
-    shipped = load_residual("moe", PROFILE)
-    assert shipped.fit["data"] == "datasets/h200/moe/train" and shipped.fit["folds_by"] == "layer"
+    for triton, data in (("3.6.0", "datasets/h200/moe/train"), ("3.9.0", "datasets/h200/releases/triton-3.9/moe/train")):
+        shipped = load_residual("moe", PROFILE, triton)
+        assert shipped.fit["data"] == data and shipped.fit["folds_by"] == "layer"
     shape = MOE_SHAPES[1]
     configs = legal_configs(MOE_SPACE, shape, PROFILE).configs
     names, x = moe_features(shape, configs, predict(shape, configs_to_columns(configs), PROFILE))

@@ -54,12 +54,14 @@ def test_a_cached_tune_from_another_triton_is_tuned_again(synthetic, counting, t
 
 def test_the_shipped_residual_ranks_only_under_the_release_it_was_fitted_or_checked_under():
     spec = kernel_of(SHAPE)
-    shipped = load_residual("gemm", PROFILE)
+    shipped = load_residual("gemm", PROFILE, "3.6.0")
     assert shipped.tritons == ("3.6",)
     residual, note = residual_choice.residual_choice(spec, PROFILE, "3.6.0")
     assert residual is not None and "Triton 3.6" in note
-    residual, note = residual_choice.residual_choice(spec, PROFILE, "3.9.0")
-    assert residual is None and "fitted or checked under Triton 3.9" in note and "fit gemm --check" in note
+    residual, note = residual_choice.residual_choice(spec, PROFILE, "3.9.0")  # 3.9's own, fitted on its sweep
+    assert residual.tritons == ("3.9",) and "Triton 3.9" in note and residual.coefficients != shipped.coefficients
+    residual, note = residual_choice.residual_choice(spec, PROFILE, "3.7.1")  # none fitted or checked under 3.7
+    assert residual is None and "fitted or checked under Triton 3.7" in note and "fit gemm --check" in note
     assert shipped.applies_to(spec.space.version, None)  # no version given: replay of data that name none
 
 
@@ -74,12 +76,12 @@ def test_eval_takes_the_datasets_triton(tmp_path):
     shutil.copytree(TRAIN, data)
     assert {r.meta["triton"] for r in read_dataset(data)} == {"3.6.0"}
     manifest = json.loads((data / "manifest.json").read_text())
-    manifest["device"]["triton"] = "3.9.0"
+    manifest["device"]["triton"] = "3.7.1"
     (data / "manifest.json").write_text(json.dumps(manifest))
     result = runner.invoke(app, ["eval", "gemm", "--data", str(data), "--budget", "1", "--gpu", "h200",
                                  "--methods", "rooftune"])
     assert result.exit_code == 0, result.output
-    assert "fitted or checked under Triton 3.9" in " ".join(result.output.split())  # the model alone ranks there
+    assert "fitted or checked under Triton 3.7" in " ".join(result.output.split())  # the model alone ranks there
 
 
 @pytest.fixture
@@ -104,12 +106,12 @@ def test_fit_check_adds_the_release_where_the_residual_still_ranks_well(train_un
     checked = read_residual(out)
     assert checked.tritons == ("3.6", "3.9")
     assert checked.fit["triton_checks"]["3.9"]["ranks_well"] is True
-    assert checked.coefficients == load_residual("gemm", PROFILE).coefficients
-    assert cache.residual_digest(checked) == cache.residual_digest(load_residual("gemm", PROFILE))  # caches kept
+    assert checked.coefficients == load_residual("gemm", PROFILE, "3.6.0").coefficients
+    assert cache.residual_digest(checked) == cache.residual_digest(load_residual("gemm", PROFILE, "3.6.0"))  # caches kept
 
 
 def test_fit_check_writes_nothing_where_the_residual_ranks_worse(train_under_39, tmp_path):
-    shipped = load_residual("gemm", PROFILE)
+    shipped = load_residual("gemm", PROFILE, "3.6.0")
     bad = tmp_path / "bad.json"
     data = json.loads(shipped_residual_path("gemm", PROFILE, "3.6").read_text())
     data["coefficients"] = {k: -40 * v for k, v in shipped.coefficients.items()}  # a residual that misranks
@@ -148,10 +150,11 @@ def test_fit_check_refuses_held_out_data(tmp_path):
 
 @pytest.fixture
 def shipped_root(tmp_path, monkeypatch):
-    """The shipped residuals copied to a temporary folder that selection, `fit --out shipped` and `--check shipped`
-    read and write, so a test's fit ships nothing."""
+    """The shipped 3.6 residuals copied to a temporary folder that selection, `fit --out shipped` and `--check
+    shipped` read and write, so a test's fit ships nothing; the shipped 3.9 ones are left out, so 3.9 stands here for
+    a release with no residual of its own."""
     root = tmp_path / "residuals"
-    shutil.copytree(releases.residuals_root(), root)
+    shutil.copytree(releases.residuals_root() / "triton-3.6", root / "triton-3.6")
     monkeypatch.setattr(releases, "residuals_root", lambda: root)
     return root
 
