@@ -35,7 +35,7 @@ def test_explain_shows_the_neighbour_votes_part(shipped_triton):
     result = runner.invoke(app, ["explain", "gemm", "--shape", "4096x4096x4096", "--top", "3", "--config", config])
     text = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
-    table = load_residual("gemm", load_profile("h200")).neighbours
+    table = load_residual("gemm", load_profile("h200"), "3.6.0").neighbours
     nearest = [str(n.shape) for n in table.nearest_to(GemmShape(4096, 4096, 4096), load_profile("h200"))]
     assert f"nearest training shapes; weight {table.settings.w_search:g} in the search" in text
     assert ", ".join(nearest) in text and "neighbour vote" in text and "in the search, ×" in text

@@ -40,7 +40,7 @@ def test_the_partition_profile_is_probed_inside_the_partition_that_sms_66_gets()
 
 @pytest.mark.parametrize("kernel", ["gemm", "attention"])
 def test_the_partition_uses_the_full_chips_residual_as_checked_on_its_train_subset(kernel, shipped_triton):
-    residual, full = load_residual(kernel, SM66), load_residual(kernel, FULL)
+    residual, full = load_residual(kernel, SM66, "3.6.0"), load_residual(kernel, FULL, "3.6.0")
     assert residual.coefficients == full.coefficients and residual.profile == FULL.name
     assert residual.neighbours is None and full.neighbours is not None  # the vote's regrets are the full chip's
     check = residual.fit["gpu_checks"]["h200-sm66"]
@@ -65,7 +65,7 @@ def test_fit_check_of_another_gpus_residual_writes_it_for_this_gpu(part_train, t
     assert "checked on h200-sm66, ranks for it" in _out(result)
     written = read_residual(out)
     assert written.fit["gpu_checks"]["h200-sm66"]["ranks_well"] is True
-    assert written.tritons == load_residual("gemm", FULL).tritons  # a GPU check adds no Triton release
+    assert written.tritons == load_residual("gemm", FULL, "3.6.0").tritons  # a GPU check adds no Triton release
 
 
 def test_fit_check_on_another_gpu_refuses_a_misranking_residual(part_train, tmp_path):
