@@ -7,14 +7,14 @@ from the other four folds (N = a quarter, a half, three quarters, all of them; `
 neighbour vote drawn from the same N shapes. The settings (ridge, near-best weight, pick correction, vote, search
 constants) are those of the shipped residual fitted under the data's Triton release, held fixed: only the number of
 shapes varies. Prints, per N, the mean and worst-tenth mean over every training shape at 1, 5 and 20 configs.
-A held-out folder is refused.
+A held-out folder is refused, as `rooftune fit` refuses it (`refuse_held_out`: by the lists its manifest records).
 """
 import argparse
-import sys
 import time
 
 import numpy as np
 
+from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
 from rooftune.eval.scoring.metrics import summarize
 from rooftune.hwprofiles import load_profile
@@ -28,6 +28,7 @@ from rooftune.tuner.fitting import (
     fold_votes,
     prefix_scores,
     prepare,
+    refuse_held_out,
     replay_search,
 )
 from rooftune.tuner.search.gp import SearchSettings
@@ -65,17 +66,15 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--release", default="3.6", help="the Triton release the data were swept under (its settings)")
     args = ap.parse_args()
-    if "heldout" in args.data:
-        sys.exit("training data only")
+    refuse_held_out(read_manifest(args.data), args.data)
     start = time.time()
     profile = load_profile("h200")
-    release = args.release
-    settings = settings_of(release)
+    settings = settings_of(args.release)
     data = prepare(fit_shapes_from_records(load_records(args.data)), profile)
     folds = fold_assignment(data)
     pool_size = len(data) - max(len(f) for f in folds)
     sizes = sorted({max(8, round(pool_size * q)) for q in (0.25, 0.5, 0.75)} | {pool_size})
-    print(f"{args.data}: {len(data)} shapes, Triton {release}'s shipped settings; N of each fold's "
+    print(f"{args.data}: {len(data)} shapes, Triton {args.release}'s shipped settings; N of each fold's "
           f"{pool_size}+ other shapes")
     for n in sizes:
         runs = []
@@ -83,7 +82,8 @@ def main() -> None:
             scores = np.zeros((len(data), len(BUDGETS)))
             rng = np.random.default_rng(seed)
             for test in folds:
-                pool = [i for i in range(len(data)) if i not in set(test)]
+                held = set(test)
+                pool = [i for i in range(len(data)) if i not in held]
                 train = sorted(rng.choice(pool, size=min(n, len(pool)), replace=False).tolist())
                 scores[test] = score_fold(data, test, train, settings, profile)
             runs.append([summarize(scores[:, b]) for b in range(len(BUDGETS))])
