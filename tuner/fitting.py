@@ -245,12 +245,13 @@ def fold_assignment(data: Sequence[Prepared], folds: int = FOLDS) -> list[list[i
 
 
 def fold_fits(data: list[Prepared], ridge: RidgeSettings, pick: PickSettings | None,
-              folds: int = FOLDS) -> list[tuple[list[int], Fitted]]:
-    """Per fold (`fold_assignment`): its held-back shapes, and the residual fitted on the others."""
+              folds: int = FOLDS, also: Sequence[Prepared] = ()) -> list[tuple[list[int], Fitted]]:
+    """Per fold (`fold_assignment` over `data`): its held-back shapes, and the residual fitted on the others and on
+    `also` (another GPU's training shapes, prepared with that GPU's profile: in every fold's fit, never held back)."""
     out = []
     for test in fold_assignment(data, folds):
         held = set(test)
-        out.append((test, fit_residual([d for i, d in enumerate(data) if i not in held], ridge, pick)))
+        out.append((test, fit_residual([d for i, d in enumerate(data) if i not in held] + list(also), ridge, pick)))
     return out
 
 
@@ -327,14 +328,15 @@ class FitReport:
     tried_votes: list[tuple[Candidate, float]] = ()
 
 
-def choose_setting(data: list[Prepared], grid: list[Candidate], progress=None):
-    """The grid's setting with the best CV objective: (it, its CV, every (setting, objective) tried, its folds' fits)."""
+def choose_setting(data: list[Prepared], grid: list[Candidate], progress=None, also: Sequence[Prepared] = ()):
+    """The grid's setting with the best CV objective: (it, its CV, every (setting, objective) tried, its folds' fits);
+    `also`: shapes in every fold's fit, never scored (`fold_fits`)."""
     tried, best = [], None
     fits: dict[tuple, list] = {}  # the folds' residuals depend on the ridge and pick settings only
     for cand in grid:
         key = (cand.ridge, cand.pick)
         if key not in fits:
-            fits[key] = fold_fits(data, cand.ridge, cand.pick)
+            fits[key] = fold_fits(data, cand.ridge, cand.pick, also=also)
         cv = cross_validate(data, cand, fits=fits[key])
         score = objective(cv)
         tried.append((cand, score))
@@ -375,19 +377,31 @@ def neighbour_table(kernel: str, profile: HardwareProfile, data: list[Prepared],
                           {"data": data_label, "shapes": len(entries), "top": TOP})
 
 
+@dataclass(frozen=True)
+class AlsoData:
+    """Another GPU's training shapes fitted beside `profile`'s own (a residual of both GPUs): each prepared with its
+    own GPU's profile, in every fit and fold, never scored; the CV figures stay those of the fitted GPU's shapes."""
+
+    shapes: list[FitShape]
+    profile: HardwareProfile
+    label: str
+
+
 def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, data_label: str,
                grid: list[Candidate] | None = None, progress=None,
-               vote_grid: Sequence[VoteSettings] | None = None) -> FitReport:
+               vote_grid: Sequence[VoteSettings] | None = None, also: Sequence[AlsoData] = ()) -> FitReport:
     """Choose a setting by cross-validation, then the neighbour vote beside it; refit the residual on every shape,
-    return it (with its neighbour table where the vote gained) and the CV figures."""
+    return it (with its neighbour table where the vote gained) and the CV figures. `also`: other GPUs' training
+    shapes in every fit (the vote's neighbours stay this GPU's: their regrets were measured here)."""
     if len(shapes) < 2:
         raise FitError(f"{data_label}: fitting needs at least 2 shapes with measurements, got {len(shapes)}")
     data = prepare(shapes, profile)
+    extra = [d for a in also for d in prepare(a.shapes, a.profile)]
     grid = grid or candidates_grid()
-    chosen, alone, tried, fits = choose_setting(data, grid, progress)
+    chosen, alone, tried, fits = choose_setting(data, grid, progress, also=extra)
     chosen, cv, tried_votes = choose_vote(kernel, data, chosen, alone, fits, profile,
                                           VOTE_GRID if vote_grid is None else vote_grid, progress)
-    fitted = fit_residual(data, chosen.ridge, chosen.pick)
+    fitted = fit_residual(data + extra, chosen.ridge, chosen.pick)
     fit = {"data": data_label, "shapes": len(shapes), "folds": FOLDS, "fold_seed": FOLD_SEED,
            "folds_by": "shape" if fold_groups([s.shape for s in shapes]) is None else "layer",
            "ridge": chosen.ridge.ridge, "near_best_weight": chosen.ridge.near_best_weight,
@@ -395,6 +409,8 @@ def fit_kernel(kernel: str, shapes: list[FitShape], profile: HardwareProfile, da
            "vote": None if chosen.vote is None else asdict(chosen.vote),
            "settings_tried": len(grid), "votes_tried": len(tried_votes),
            "cv": {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in cv.items()}}
+    if also:
+        fit["also"] = [{"data": a.label, "gpu": a.profile.name, "shapes": len(a.shapes)} for a in also]
     if chosen.vote is not None:
         fit["cv_without_vote"] = {str(b): {k: round(v, 4) for k, v in s.items()} for b, s in alone.items()}
     residual = make_residual(kernel, profile, fitted.coefficients, chosen.search.to_dict(), fit, fitted.pick)

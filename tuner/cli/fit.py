@@ -12,7 +12,7 @@ from rooftune.candidates import kernel_spec
 from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
 from rooftune.roofline.releases import shipped_route_path
-from rooftune.roofline.residual import write_residual
+from rooftune.roofline.residual import triton_release, write_residual
 from rooftune.roofline.route import write_route
 from rooftune.tuner.cli.args import (
     DAMAGED_HELP,
@@ -27,6 +27,7 @@ from rooftune.tuner.cli.args import (
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import (
     SHIPPED,
+    AlsoData,
     check_plan,
     check_residual,
     describe,
@@ -56,6 +57,10 @@ _OUT = typer.Option(None, "--out", metavar=PATH,
 _CHECK = typer.Option(None, "--check", metavar=NAME_OR_PATH, help="instead of fitting: check this residual (a path, or 'shipped') on a "
                       "training dataset measured under another Triton release, and where it still ranks at least "
                       "as well as the model alone, write it with that release added (to --out, default: in place)")
+_ALSO = typer.Option(None, "--also", metavar=PATH,
+                     help="another GPU's training dataset of the same kernel, space and Triton release (repeatable), "
+                     "fitted beside --data with its own GPU's profile (the one its manifest names): a residual of "
+                     "both GPUs, written as --gpu's; cross-validated on --data's shapes only")
 _ROUTE = typer.Option(False, "--route", help="instead of the residual: fit the untuned route (kernel's zero-trial pick "
                       "or the library's op, tuner/routing.py) beside the shipped residual, and write it beside the residuals")
 
@@ -64,33 +69,35 @@ _ROUTE = typer.Option(False, "--route", help="instead of the residual: fit the u
 def fit_gemm(
     data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("gemm")),
     gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK, route: bool = _ROUTE,
+    also: list[Path] | None = _ALSO,
 ) -> None:
     """Choose the ridge penalty, the near-best weighting, whether the zero-trial pick gets its own
     correction, and the search constants by 5-fold cross-validation over shapes (the search replayed
     at budgets 1, 5, 10, 20), refit on every training shape, learn the `static` baseline list, and
     write it all as one JSON. Refuses held-out data. About a minute on 120 shapes with 2 cores.
     A residual ranks for the Triton release its data were measured under; --check extends it to another."""
-    _fit("gemm", data, gpu, out, check, route)
+    _fit("gemm", data, gpu, out, check, route, also)
 
 
 @fit_app.command("attention", short_help="The same for causal attention.")
 def fit_attention(
     data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("attention")),
     gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK, route: bool = _ROUTE,
+    also: list[Path] | None = _ALSO,
 ) -> None:
     """The same for the causal attention forward: its residual (attention's features), search
     constants and static list, cross-validated on the training shapes. Refuses held-out data."""
-    _fit("attention", data, gpu, out, check, route)
+    _fit("attention", data, gpu, out, check, route, also)
 
 
 @fit_app.command("moe", short_help="The same for the fused-MoE GEMM.")
 def fit_moe(
     data: Path = typer.Option(..., "--data", metavar=PATH, help=_DATA_HELP.format("moe")),
-    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK,
+    gpu: str | None = _GPU, out: Path = _OUT, check: str | None = _CHECK, also: list[Path] | None = _ALSO,
 ) -> None:
     """The same for the fused-MoE GEMM: its residual (MoE's features), search constants and static list,
     cross-validated on the training shapes (both GEMMs of the training models). Refuses held-out data."""
-    _fit("moe", data, gpu, out, check)
+    _fit("moe", data, gpu, out, check, also=also)
 
 
 def _fit_command(spec):
@@ -107,7 +114,7 @@ register_missing(fit_app, _fit_command, lambda spec: f"The same for the {spec.la
 
 
 def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str | None = None,
-         route: bool = False) -> None:
+         route: bool = False, also: list[Path] | None = None) -> None:
     """`rooftune fit KERNEL`: cross-validate, refit, learn the static list, write the residual, print the
     figures; with `check`, check a residual under the data's Triton release instead (`_check`)."""
     console = Console()
@@ -118,13 +125,16 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
         refuse_held_out(manifest, str(data))
         if manifest.get("kernel", "gemm") != kernel:
             fail(f"{data} holds {manifest.get('kernel', 'gemm')} measurements, not {kernel}")
+        if also and (check is not None or route):
+            fail("--also adds training data to a fit: not with --check or --route")
         if check is not None:
             return _check(kernel, data, profile, manifest, check, out, console)
         if route:
             return _fit_route(kernel, data, profile, out, console)
+        extra = [_also_data(kernel, path, manifest, profile) for path in also or ()]
         target = fit_target(kernel, profile, None if out is None else str(out), _data_triton(manifest))
-        check_output(str(target), "--out", inputs=(data, gpu))
-        residual, against = _fit_residual(kernel, data, profile, manifest, console)
+        check_output(str(target), "--out", inputs=(data, gpu, *(also or ())))
+        residual, against = _fit_residual(kernel, data, profile, manifest, console, extra)
         if str(out) == SHIPPED and not against.ranks_well:
             console.print(f"cross-validated, the residual ranks worse than the model alone on average: not shipped; "
                           f"under Triton {against.triton or 'this release'} the model ranks alone")
@@ -133,8 +143,33 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
     console.print(f"wrote {target} ({len(residual.coefficients)} coefficients)")
 
 
-def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Console):
-    """Cross-validate each setting on the training shapes, refit, learn the static list; print the figures."""
+def _also_data(kernel: str, path: Path, manifest: dict, profile) -> AlsoData:
+    """`--also PATH`: another GPU's training shapes of `kernel` over the same space, under the same Triton release as
+    the data `manifest` describes, with the profile its own manifest names; held-out data refused as for --data."""
+    theirs = read_manifest(path)
+    refuse_held_out(theirs, str(path))
+    for key, what in (("kernel", "kernel"), ("space_version", "space")):
+        if theirs.get(key) != manifest.get(key):
+            fail(f"--also {path} is of {what} {theirs.get(key)}, the fitted data of {manifest.get(key)}")
+    if release_of(theirs) != release_of(manifest):
+        fail(f"--also {path} was measured under Triton {release_of(theirs)}, the fitted data under "
+             f"{release_of(manifest)}: a residual ranks for one release")
+    other = data_profile(None, path, strict=True, verb="fitting")
+    if other.name == profile.name:
+        fail(f"--also {path} is {profile.name}'s own data: give it as --data (one dataset a GPU)")
+    shapes = fit_shapes_from_records(load_records(path, kernel=kernel))
+    return AlsoData(shapes, other, str(path))
+
+
+def release_of(manifest: dict) -> str | None:
+    """The Triton release (major.minor) a dataset was measured under, None where its manifest records none."""
+    triton = _data_triton(manifest)
+    return triton_release(triton) if triton else None
+
+
+def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Console, also=()):
+    """Cross-validate each setting on the training shapes, refit, learn the static list; print the figures.
+    `also`: other GPUs' training shapes in every fit (`AlsoData`)."""
     records = load_records(data, kernel=kernel)
     shapes = fit_shapes_from_records(records)
     left_out = len(records) - len(shapes)
@@ -142,8 +177,11 @@ def _fit_residual(kernel: str, data: Path, profile, manifest: dict, console: Con
         fail(f"{data}: no shape with a successful config to fit on ({len(records)} recorded)")
     console.print(f"{len(shapes)} training shapes from {data}"
                   + (f" ({left_out} left out: no config of their space ran successfully)" if left_out else ""))
+    for a in also:
+        console.print(f"  with {len(a.shapes)} training shapes of {a.profile.name} from {a.label} in every fit")
     report = fit_kernel(kernel, shapes, profile, str(data),
-                        progress=lambda cand, score: console.print(f"  {describe(cand)}: CV objective {score:.4f}"))
+                        progress=lambda cand, score: console.print(f"  {describe(cand)}: CV objective {score:.4f}"),
+                        also=also)
     residual = fitted_residual(report, shapes, manifest)
     residual, against = fit_against_model(report, residual, records, profile)
     console.print(f"chosen: {report.chosen.ridge}, {report.chosen.pick or 'pick by the ridge fit'}, "
