@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from rooftune.kernels.lazy import torch
-from rooftune.kernels.suite.record import SuiteKernel, configs, dtype_or_default, generator, randn
+from rooftune.kernels.suite.record import SuiteKernel, configs, dtype_or_default, fitting, generator, randn
 from rooftune.kernels.suite.rmsnorm import E
 
 FP8_MAX = 448.0  # the largest finite float8 e4m3 (OCP "e4m3fn") value: the format's, not a GPU's
@@ -66,6 +66,10 @@ def fp8_quant_kernel(x, y, scale, groups, eps, fp8_max, GROUP: tl.constexpr, BLO
     tl.store(scale + g, s, mask=g < groups)
 
 
+def tile(meta: dict) -> int:
+    return meta["BLOCK_M"] * meta["BLOCK_N"]
+
+
 def tile_grid(rows: str, cols: str):
     def grid(args: dict, meta: dict) -> tuple:
         return (triton.cdiv(args[rows], meta["BLOCK_M"]), triton.cdiv(args[cols], meta["BLOCK_N"]))
@@ -112,7 +116,7 @@ def fp8_grid(args: dict, meta: dict) -> tuple:
 
 SWIGLU = SuiteKernel(
     name="swiglu", fn=swiglu_kernel,
-    configs=configs(BLOCK_M=(1, 2, 4, 8), BLOCK_N=(512, 1024, 2048, 4096), num_warps=(2, 4, 8)),
+    configs=fitting(configs(BLOCK_M=(1, 2, 4, 8), BLOCK_N=(512, 1024, 2048, 4096), num_warps=(2, 4, 8)), tile),
     shapes=SWIGLU_SHAPES, small_shape={"M": 5, "N": 700}, make_args=swiglu_args, grid=tile_grid("M", "N"),
     reference=lambda a: swiglu_math(a, torch.float64), outputs=("out",), key=("M", "N"),
     flops=lambda s: 5.0 * s["M"] * s["N"],  # sigmoid (exp, add, divide), two products
@@ -121,7 +125,7 @@ SWIGLU = SuiteKernel(
     baseline=lambda a: swiglu_math(a, a["x"].dtype))
 EMBEDDING = SuiteKernel(
     name="embedding", fn=embedding_kernel,
-    configs=configs(BLOCK_M=(1, 4, 16, 64), BLOCK_N=(256, 512, 1024, 2048), num_warps=(1, 2, 4, 8)),
+    configs=fitting(configs(BLOCK_M=(1, 4, 16, 64), BLOCK_N=(256, 512, 1024, 2048), num_warps=(1, 2, 4, 8)), tile),
     shapes=EMBEDDING_SHAPES, small_shape={"T": 19, "V": 50, "D": 300}, make_args=embedding_args,
     grid=tile_grid("T", "D"), reference=lambda a: {"out": a["weight"][a["ids"]].double()}, outputs=("out",),
     key=("T", "D"), flops=lambda s: 0.0,  # a gather: rows read and written, the ids

@@ -25,6 +25,9 @@ from rooftune.kernels.lazy import torch
 TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 5e-3, "float8_e4m3fn": 1e-2, "int64": 0.0, "int32": 0.0}
 
 KINDS = ("memory", "matrix")  # the split's strata: no tl.dot, or tensor-core work
+# The largest register tile a list keeps, in elements a warp (128 a thread): past it a tile spills, and ptxas spends
+# 10 s to a minute on one binary (measured for sm_90 on the SwiGLU and embedding tiles); libraries' lists stop there.
+TILE_PER_WARP = 4096
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,11 @@ def joint_configs(names: tuple[str, ...], values, num_warps=(4,), num_stages=(3,
                  for row in values for w in num_warps for s in num_stages)
 
 
+def fitting(listed, elements: Callable[[dict], int], per_warp: int = TILE_PER_WARP) -> tuple[triton.Config, ...]:
+    """The configs of `listed` whose register tile, `elements(meta)` values, is at most `per_warp` a warp."""
+    return tuple(c for c in listed if elements(c.kwargs) <= per_warp * c.num_warps)
+
+
 def tile_configs(rows: list[tuple[int, ...]], names: tuple[str, ...], **fixed) -> tuple[triton.Config, ...]:
     """A hand list of (meta values..., num_stages, num_warps) rows, as torch inductor's `mm_configs` write them."""
     return tuple(triton.Config({**dict(zip(names, row[:-2])), **fixed}, num_stages=row[-2], num_warps=row[-1])
@@ -106,7 +114,10 @@ def dtype_or_default(dtype):
 
 
 def generator(device, seed: int):
-    """A torch generator on `device`, seeded: every input of the suite is drawn from one."""
+    """A torch generator on `device`, seeded: every input of the suite is drawn from one. None on the meta device,
+    whose tensors have a dtype and a shape but no values: enough for a call's signature (signatures.py)."""
+    if torch.device(device).type == "meta":
+        return None
     return torch.Generator(device=device).manual_seed(seed)
 
 

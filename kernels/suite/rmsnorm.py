@@ -1,7 +1,8 @@
 """RMSNorm forward and backward and vLLM's fused residual add + RMSNorm, in the row-block forms of fla's and Liger's.
 
 Forward (fla's `layer_norm_fwd_kernel` form): each program normalizes BLOCK_M rows whole, BLOCK_N =
-next_power_of_2(N) derived from the shape, the list tuning BLOCK_M and num_warps (fla: num_warps 1..32). Backward
+next_power_of_2(N) derived from the shape, the list tuning BLOCK_M and num_warps (fla: num_warps 1..32; here no more
+rows than warps). Backward
 (Liger's `rms_norm_backward` form): each program walks ROWS_PER_PROGRAM rows, writing dx and keeping its share of dw
 in registers, added once into the fp32 dw with an atomic (Liger sums a [programs, N] buffer on the host instead).
 """
@@ -12,7 +13,15 @@ import triton
 import triton.language as tl
 
 from rooftune.kernels.lazy import torch
-from rooftune.kernels.suite.record import SuiteKernel, configs, dtype_or_default, generator, next_pow2, randn
+from rooftune.kernels.suite.record import (
+    SuiteKernel,
+    configs,
+    dtype_or_default,
+    fitting,
+    generator,
+    next_pow2,
+    randn,
+)
 
 E = 2  # bytes of a bf16 element, the sweep's dtype (flops and bytes are counted for it)
 EPS = 1e-6
@@ -21,7 +30,9 @@ EPS = 1e-6
 NORM_SHAPES = ({"M": 4096, "N": 4096}, {"M": 16384, "N": 4096}, {"M": 8192, "N": 5120}, {"M": 4096, "N": 8192},
                {"M": 16384, "N": 8192}, {"M": 32768, "N": 2048})
 NORM_SMALL = {"M": 37, "N": 100}
-FWD_CONFIGS = configs(BLOCK_M=(1, 2, 4, 8), num_warps=(1, 2, 4, 8, 16, 32))
+# fla's warps 1..32 with 1-16 rows a program, at least a warp a row (a row of 4096, the common hidden size: a tile of
+# TILE_PER_WARP a warp)
+FWD_CONFIGS = fitting(configs(BLOCK_M=(1, 2, 4, 8, 16), num_warps=(1, 2, 4, 8, 16, 32)), lambda m: m["BLOCK_M"] * 4096)
 BWD_CONFIGS = configs(ROWS_PER_PROGRAM=(8, 16, 32, 64, 128, 256), num_warps=(2, 4, 8, 16))
 FWD_SOURCE = "fla ops/layernorm (row blocks, num_warps 1..32), Liger rms_norm"
 BWD_SOURCE = "Liger rms_norm_backward (rows per program, dW partials); dW summed by atomics"

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from rooftune.kernels.lazy import torch
-from rooftune.kernels.suite.record import SuiteKernel, configs, dtype_or_default, generator, randn
+from rooftune.kernels.suite.record import SuiteKernel, configs, dtype_or_default, fitting, generator, randn
 from rooftune.kernels.suite.rmsnorm import E
 
 MAX_POSITION = 8192
@@ -86,7 +86,8 @@ def elements(s) -> float:
 
 ROTARY = SuiteKernel(
     name="rotary", fn=rotary_kernel,
-    configs=configs(BLOCK_T=(1, 2, 4, 8, 16), BLOCK_H=(2, 4, 8), num_warps=(1, 2, 4, 8)),
+    configs=fitting(configs(BLOCK_T=(1, 2, 4, 8, 16), BLOCK_H=(2, 4, 8), num_warps=(1, 2, 4, 8)),
+                    lambda m: m["BLOCK_T"] * m["BLOCK_H"] * 64),  # half of head_dim 128
     shapes=SHAPES, small_shape={"T": 13, "H": 6, "HK": 2, "D": 16}, make_args=make_args, grid=grid,
     reference=lambda a: rope_math(a, torch.float64), outputs=("q_out", "k_out"), key=("T", "H", "HK", "HALF"),
     flops=lambda s: 3.0 * elements(s),  # two products and a sum per element

@@ -10,7 +10,7 @@ import triton
 import triton.language as tl
 
 from rooftune.kernels.lazy import torch
-from rooftune.kernels.suite.record import SuiteKernel, configs, dtype_or_default, generator, randn
+from rooftune.kernels.suite.record import SuiteKernel, configs, dtype_or_default, fitting, generator, randn
 from rooftune.kernels.suite.rmsnorm import E
 
 # rows × sequence (per head gate and decay cumsums over 4K-128K tokens): 32 to 256 MB of bf16 in, twice that out
@@ -42,7 +42,8 @@ def grid(args: dict, meta: dict) -> tuple:
 
 SCAN = SuiteKernel(
     name="scan", fn=cumsum_kernel,
-    configs=configs(BLOCK_M=(1, 2, 4, 8), BLOCK_N=(256, 512, 1024, 2048, 4096), num_warps=(2, 4, 8)),
+    configs=fitting(configs(BLOCK_M=(1, 2, 4, 8), BLOCK_N=(256, 512, 1024, 2048, 4096), num_warps=(2, 4, 8)),
+                    lambda m: m["BLOCK_M"] * m["BLOCK_N"]),
     shapes=SHAPES, small_shape={"M": 7, "N": 1300}, make_args=make_args, grid=grid,
     reference=lambda a: {"y": torch.cumsum(a["x"].double(), dim=1)}, outputs=("y",), key=("M", "N"),
     flops=lambda s: 2.0 * s["M"] * s["N"],  # the scan's add and the carry's
