@@ -23,7 +23,7 @@ from rooftune.kernels.suite.split import SEED, draw_split, split_record
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 NAMES = sorted(SUITE)
-# Triton 3.6's interpreter reads a loop bound from a one-element array (numpy deprecates that; numpy >= 2.4 is excluded).
+# Triton 3.6's interpreter reads a loop bound from a one-element array (numpy deprecates it; numpy >= 2.4 is excluded).
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
@@ -185,7 +185,8 @@ print(json.dumps(results))
 @pytest.mark.slow
 def test_first_and_last_configs_compile_for_sm90_and_fit_the_h100(tmp_path):
     """Every kernel's first and last config compiles for Hopper at its first shape (FP8 conversions, atomics, while
-    loops included) and its binary's shared memory fits an H100's block (the profile's figure)."""
+    loops included), and the first, each list's smallest tile, fits an H100's block (the profile's figure): a config
+    past it is an error row of the ground truth (flash_attn_fwd's last, 128 x 128 in 4 stages at head_dim 128)."""
     if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").is_file():
         pytest.skip("this triton has no bundled ptxas")
     jobs = [(n, i) for n in NAMES for i in (0, len(SUITE[n].configs) - 1)]
@@ -194,8 +195,10 @@ def test_first_and_last_configs_compile_for_sm90_and_fit_the_h100(tmp_path):
                           env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     limit = load_profile("h100_sxm").smem_per_block_bytes
-    over = {job: shared for job, shared in zip(jobs, json.loads(done.stdout)) if shared > limit}
-    assert not over, over
+    shared = dict(zip(jobs, json.loads(done.stdout)))
+    assert not {job: b for job, b in shared.items() if b > limit and job[1] == 0}
+    last_attention = ("flash_attn_fwd", len(SUITE["flash_attn_fwd"].configs) - 1)
+    assert {job for job, b in shared.items() if b > limit} <= {last_attention}
 
 
 # --- the split ------------------------------------------------------------------------------------------

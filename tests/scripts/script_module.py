@@ -19,7 +19,8 @@ def load_script(relative: str):
 
 def gpu_stack_after_import(relative: str) -> tuple[bool, bool]:
     """(torch loaded, triton loaded) after importing REPO/`relative` in a fresh interpreter."""
-    code = (f"import importlib.util, sys\nspec = importlib.util.spec_from_file_location('m', {str(REPO / relative)!r})\n"
+    path = str(REPO / relative)
+    code = (f"import importlib.util, sys\nspec = importlib.util.spec_from_file_location('m', {path!r})\n"
             "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
             "print('torch' in sys.modules, 'triton' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
