@@ -2,18 +2,12 @@
 timer), the per-shape verdict and its table; importing it loads neither torch nor CUDA."""
 
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from script_module import load_script
+from script_module import gpu_stack_after_import, load_script
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial
 from rooftune.candidates.records import ShapeRecords
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "device" / "regime_check.py"
-
 
 rc = load_script("scripts/device/regime_check.py")
 
@@ -23,11 +17,7 @@ def cfg(bm: int, warps: int = 4) -> Config:
 
 
 def test_importing_the_script_loads_no_gpu_stack():
-    code = (f"import importlib.util, sys\nspec = importlib.util.spec_from_file_location('rc', {str(SCRIPT)!r})\n"
-            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-            "print('torch' in sys.modules, 'triton' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() \
-        == "False False"
+    assert gpu_stack_after_import("scripts/device/regime_check.py") == (False, False)
 
 
 def test_the_largest_gemm_shapes_by_flops():
