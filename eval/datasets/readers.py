@@ -71,6 +71,7 @@ def read_probe_gemm(path: str | Path) -> list[ShapeRecords]:
         reader = csv.DictReader(f)
         for row in reader:
             with _line(path, reader):
+                _whole_row(row, reader.fieldnames)
                 key = (int(row["M"]), int(row["N"]), int(row["K"]))
                 if row["BM"] == PROBE_BASELINE:
                     baselines[key][PROBE_BASELINE] = check_measured(float(row["us"]), "us")
@@ -97,6 +98,7 @@ def read_probe_attention(path: str | Path) -> list[ShapeRecords]:
         reader = csv.DictReader(f)
         for row in reader:
             with _line(path, reader):
+                _whole_row(row, reader.fieldnames)
                 key = (int(row["B"]), int(row["H"]), int(row["S"]), int(row["D"]))
                 if row["BM"].startswith(PROBE_SDPA_PREFIX):
                     if row["us"]:
@@ -164,7 +166,7 @@ def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
                 rows_of.setdefault(key, row)
                 feedback = float(row["feedback"])
                 if feedback != float("inf"):  # inf: the choice failed
-                    check_measured(feedback, "feedback")
+                    check_measured(feedback, "feedback", unit="ms")
                 times[key][row["choice"]].append(feedback * 1000.0)
     records = []
     for key, by_choice in times.items():

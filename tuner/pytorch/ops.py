@@ -27,6 +27,7 @@ import warnings
 from pathlib import Path
 
 from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
+from rooftune.environment import env_flag
 from rooftune.hwprofiles import HardwareProfile, load_profile
 from rooftune.hwprofiles.hwprobe import NoGpuError, installed_triton
 from rooftune.hwprofiles.shipped import shipped_profile_name
@@ -104,10 +105,8 @@ def resolve_config(shape, device, tune: bool) -> Config | str:
     key = (shape, str(device), tune, env)
     config = _memo.get(key)
     if config is None:
-        from rooftune.kernels.ops import flag  # loaded already: only the ops resolve configs
-
         config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune,
-                                            flag(None, KERNEL_ONLY_ENV))
+                                            env_flag(KERNEL_ONLY_ENV))
     return config
 
 
