@@ -16,6 +16,15 @@ from rooftune.hwprofiles import HardwareProfile
 LegalityRule = Callable[[object, dict[str, np.ndarray], HardwareProfile], dict[str, np.ndarray]]
 
 
+class NoLegalConfigError(ValueError):
+    """A shape none of whose space's configs is legal on a profile (each over one of the GPU's limits)."""
+
+
+def no_legal_config(kernel: str, shape, profile: HardwareProfile) -> NoLegalConfigError:
+    """The error of a shape of `kernel` that has no legal config on `profile`."""
+    return NoLegalConfigError(f"no legal {kernel} config for {shape} on {profile.name}")
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """A published search space. `grid` is ((name, (values...)), ...) in kernel-argument order,

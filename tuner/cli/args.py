@@ -37,6 +37,7 @@ EXIT_CODES = (
     ("rooftune.candidates.shapes", "ShapeError", 2),
     ("rooftune.candidates.shapes", "ShapeListError", 2),
     ("rooftune.candidates.config", "ConfigError", 2),
+    ("rooftune.candidates.space", "NoLegalConfigError", 2),
     ("rooftune.hwprofiles.profile", "ProfileError", 2),
     ("rooftune.hwprofiles.hwprobe", "NoGpuError", 2),
     ("rooftune.hwprofiles.hwprobe", "PartitionError", 2),

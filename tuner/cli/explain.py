@@ -9,7 +9,15 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune import roofline
-from rooftune.candidates import KERNELS, SPACES, check_in_grid, config_legality, kernel_of, legal_configs
+from rooftune.candidates import (
+    KERNELS,
+    SPACES,
+    check_in_grid,
+    config_legality,
+    kernel_of,
+    legal_configs,
+    no_legal_config,
+)
 from rooftune.candidates.config import config_label
 from rooftune.environment import env_flag
 from rooftune.hwprofiles.hwprobe import installed_triton
@@ -65,7 +73,7 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     named = _named_config(space, legal.configs, config_text)
     configs = list(legal.configs) + ([named] if named is not None and named not in legal.configs else [])
     if not configs:
-        fail(f"no legal {kernel} config for {shape} on {profile.name}")
+        raise no_legal_config(kernel, shape, profile)
     residual = residual_option(kernel, profile, residual_choice, space.version, installed_triton())
     ranking = rank_configs(shape, configs, len(legal), profile, residual)
     console = Console()
