@@ -100,6 +100,9 @@ def cache_key(shape, profile: HardwareProfile, budget: int, sms: int | None = No
                      f"triton={triton or 'none'}", tuner, f"budget={budget}"))
 
 
+KEY_FIELDS = 7  # cache_key's: GPU, shape, space version, kernel digest, Triton, tuner, budget
+
+
 def tune_key(shape, profile: HardwareProfile, budget: int, residual, sms: int | None = None,
              triton: str | None = None) -> str:
     """The key under which `tune_shape` stores a `rooftune`-strategy tune of `shape` over `residual`
@@ -289,13 +292,14 @@ def result_from_dict(d) -> TuneResult:
 
 def keyed_result(key: str, d) -> TuneResult:
     """`result_from_dict(d)` (marked `cached`) where it is a result for `key`: of the shape and the space version the
-    key names (`cache_key`'s second and third fields); a ValueError where it is another's (an entry of 7x2560x2048
-    under 1024x2560x2048's key)."""
+    key names (`cache_key`'s fields, counted from its end: a GPU's name may hold a '|'); a ValueError where it is
+    another's (an entry of 7x2560x2048 under 1024x2560x2048's key)."""
     result = result_from_dict(d)
     parts = key.split("|")
-    if len(parts) >= 3:
-        if shape_id(result.shape) != parts[1]:
-            raise ValueError(f"it holds a tune of {shape_id(result.shape)}, not of {parts[1]} as its key says")
-        if result.space_version != parts[2]:
-            raise ValueError(f"it holds a tune over space {result.space_version}, not {parts[2]} as its key says")
+    if len(parts) >= KEY_FIELDS:
+        shape, space = parts[-6], parts[-5]
+        if shape_id(result.shape) != shape:
+            raise ValueError(f"it holds a tune of {shape_id(result.shape)}, not of {shape} as its key says")
+        if result.space_version != space:
+            raise ValueError(f"it holds a tune over space {result.space_version}, not {space} as its key says")
     return replace(result, cached=True)

@@ -217,8 +217,16 @@ def parse_shape_text(path: str | os.PathLike, text: str) -> ShapeRecords:
         raise DatasetError(f"{path}: malformed shape file ({exc})") from None
 
 
+def check_cells(cells: int, columns: int) -> None:
+    """A ValueError where a CSV row has `cells` cells and its header `columns` columns: a row cut short or run on
+    (a damaged write, a hand edit), whose cells would otherwise be read under the wrong columns or dropped."""
+    if cells != columns:
+        raise ValueError(f"{cells} cells where the header has {columns} columns (a cut or damaged row)")
+
+
 def _parse_trial(names: list[str], columns: list[str], row: list[str]) -> Trial:
     # A slim file's SCREEN_COLUMNS read as empty cells.
+    check_cells(len(row), len(columns))
     params = row[: len(names)]
     stats = {**dict.fromkeys(SCREEN_COLUMNS, ""), **dict(zip(columns[len(names):], row[len(names):]))}
     values = dict(zip(names, map(int, params)))
@@ -260,10 +268,13 @@ def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
         raise DatasetError(f"{path}: has the columns {', '.join(present)} but not {', '.join(missing)}: a shape file "
                            f"has all of {', '.join(SCREEN_COLUMNS)} (full) or none (slim)")
     shape = header_shape(header["shape"])
-    results = []
+    results, seen = [], {}
     for number, row in enumerate(rows[1:], start=1):
         try:
             results.append(_parse_trial(names, columns, row))
+            first = seen.setdefault(results[-1].config, number)
+            if first != number:  # a sweep times each config once: two records of one config, and which is it?
+                raise ValueError(f"its config {results[-1].config} is row {first}'s too")
         except ValueError as exc:  # the header comment and the CSV header are lines 1 and 2
             raise DatasetError(f"{path}: row {number} (line {number + 2}): {exc}; a damaged record: fix the row, "
                                f"or remove the file (a resumed sweep measures its shape again)") from None
@@ -513,12 +524,18 @@ def open_dataset(root: str | os.PathLike, manifest: dict) -> dict:
 def read_dataset(root: str | os.PathLike) -> list[ShapeRecords]:
     """Every finished shape of a dataset folder, as ShapeRecords (the replay evaluation's input), each
     shape's meta with the Triton version it was measured under (`triton`: its own where its file records one,
-    else the manifest's). A DatasetError where they are of more than one Triton release: a fit or a score over
-    them would mix two compilers' rankings."""
+    else the manifest's). A DatasetError where they are of more than one Triton release (a fit or a score over
+    them would mix two compilers' rankings), or one is of another kernel than the manifest names."""
     manifest = read_manifest(root)
     check_layout(root, manifest)
     triton = (manifest.get("device") or {}).get("triton")
-    records = [to_records(read_shape(p)) for p in shape_files(root)]
+    files = shape_files(root)
+    records = [to_records(read_shape(p)) for p in files]
+    kernel = manifest.get("kernel", "gemm")
+    for path, record in zip(files, records):
+        if kernel_of(record.shape).name != kernel:
+            raise DatasetError(f"{path}: holds a {kernel_of(record.shape).name} shape ({record.shape}), but the "
+                               f"manifest of {root} says its measurements are of {kernel}")
     records = [replace(r, meta={"triton": triton, **r.meta}) for r in records] if triton else records
     releases = {triton_release(r.meta["triton"]): shape_id(r.shape) for r in records if r.meta.get("triton")}
     if len(releases) > 1:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, kernel_spec
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.datasets.format import MANIFEST, check_measured, read_dataset, read_manifest
+from rooftune.eval.datasets.format import MANIFEST, check_cells, check_measured, read_dataset, read_manifest
 from rooftune.inputs import check_input
 
 PROBE_BASELINE = "cublas"
@@ -138,11 +138,10 @@ def _ah_a_layout(row: dict[str, str]) -> str:
 
 
 def _whole_row(row: dict, columns: list[str]) -> None:
-    """A ValueError where a CSV row has fewer or more cells than the header has columns (csv fills the
-    missing ones with None, which no reader may see)."""
+    """A ValueError where a CSV row has fewer or more cells than the header has columns (format.py `check_cells`;
+    csv fills the missing ones with None, which no reader may see)."""
     if None in row or None in row.values():
-        cells = len(columns) - sum(v is None for v in row.values()) + len(row.get(None) or ())
-        raise ValueError(f"{cells} cells where the header has {len(columns)} columns (a cut or damaged row)")
+        check_cells(len(columns) - sum(v is None for v in row.values()) + len(row.get(None) or ()), len(columns))
 
 
 def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:

@@ -147,7 +147,8 @@ def _gemm_file(tmp_path, *rows: str) -> Path:
 ])
 def test_a_row_outside_the_space_is_left_out_with_one_warning(tmp_path, row, words):
     """BLOCK_M=17 at 0.5 µs was read as the space's best: eval scores near 0.01, report 401x cuBLAS."""
-    path = _gemm_file(tmp_path, GEMM_ROW.format(time=10.0, in_space=1), row, GEMM_ROW.format(time=12.0, in_space=0))
+    baseline = "64,64,32,8,1,1,0,0,0,4,3,12.0,,,,,0"  # a baseline's row: outside the space, by its in_space
+    path = _gemm_file(tmp_path, GEMM_ROW.format(time=10.0, in_space=1), row, baseline)
     with pytest.warns(DatasetWarning) as caught:
         records = read_shape(path)
     assert len(caught) == 1
@@ -185,3 +186,25 @@ def test_a_probe_row_cut_short_is_named(tmp_path, kind, head, line):
     for read in (reader, load_records):
         with pytest.raises(DatasetFormatError, match=rf"{kind}_probe\.csv: line 2: \d+ cells where the header has 11"):
             read(path)
+
+
+@pytest.mark.parametrize("row, words", [
+    ("64,64,64,1,1,1,0,0,0,4,3,11.0,,,,,1", "its config BLOCK_M=64,"),  # the first row's config again
+    ("64,64,64,1,1,1,0,0,0,8,3,11.0,,,,,1,5", "18 cells where the header has 17 columns"),
+    ("64,64,64,1,1,1,0,0,0,8,3,11.0", "12 cells where the header has 17 columns"),
+])
+def test_a_repeated_or_run_on_row_is_refused(tmp_path, row, words):
+    """A row with an extra cell (the first row's copy with ",1") was read, the cell dropped, the config twice."""
+    path = _gemm_file(tmp_path, GEMM_ROW.format(time=10.0, in_space=1), row)
+    with pytest.raises(DatasetError, match=rf"s\.csv\.gz: row 2 \(line 4\): {re.escape(words)}"):
+        read_shape(path)
+
+
+def test_a_shape_of_another_kernel_than_the_manifest_names_is_refused(tmp_path):
+    """`eval gemm` scored a folder whose manifest said attention."""
+    root = tmp_path / "ds"
+    shutil.copytree(HELDOUT, root, ignore=lambda folder, names: [n for n in names if n.endswith(".xz")][1:])
+    manifest = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**manifest, "kernel": "attention"}))
+    with pytest.raises(DatasetError, match=r"holds a gemm shape .* says its measurements are of attention"):
+        read_dataset(root)

@@ -353,8 +353,8 @@ SHAPE_OPTIONS = {"layout": ("kn", "--layout", LAYOUT_HELP), "dtype": ("bf16", "-
                  "gemm": ("gate_up", "--gemm", MOE_GEMM_HELP), "quant": ("w8a8", "--quant", QUANT_HELP)}
 # Recorded data are refused whole where one record is damaged (eval/datasets/format.py `read_shape`): a score, a
 # report or a fit over the rest would silently be of other data than the folder holds.
-DAMAGED_HELP = ("a damaged file (a time that is not finite and positive, a value that is not a number) is "
-                "refused, naming the file and row")
+DAMAGED_HELP = ("a damaged file (a time that is not finite or under 0.1 µs, a value that is not a number, a row cut "
+                "short) is refused, naming the file and row; a row outside the space is left out, with a warning")
 
 
 def residual_option(kernel: str, profile, choice: str, space_version: str | None, triton: str | None = None):
