@@ -135,7 +135,8 @@ def check_in_grid(space: SearchSpace, config: Mapping[str, int], complete: bool 
 THREADS_PER_WARP = 32
 
 
-def thread_limits(regs_per_thread: np.ndarray, num_warps: np.ndarray, profile: HardwareProfile) -> dict[str, np.ndarray]:
+def thread_limits(regs_per_thread: np.ndarray, num_warps: np.ndarray,
+                  profile: HardwareProfile) -> dict[str, np.ndarray]:
     """The legality rules every space shares, of a block's threads against one SM: its registers (per thread over
     the limit, or the block's over the SM's file) and its warps (more threads than an SM holds: such a block never
     becomes resident; occupancy would count it as one anyway)."""

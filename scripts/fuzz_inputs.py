@@ -10,7 +10,8 @@ classified:
 - silent: a bad input taken without a word, a warning missing, or a result that is implausible (NaN, an infinity,
   a negative or absurd TFLOP/s) or, for the ops, not the product torch computes.
 Exit status 1 where any case is a traceback or silent. The committed log is scripts/fuzz_inputs.log
-(`python scripts/fuzz_inputs.py --log scripts/fuzz_inputs.log`; its files are under $WORK, a temporary folder).
+(`python scripts/fuzz_inputs.py --log scripts/fuzz_inputs.log`; its files are under $WORK, a temporary folder, and
+the repository is $REPO).
 `--only WORD` runs the categories whose name holds WORD (tests/scripts/test_fuzz_inputs.py runs one quickly, and all
 of them among the slow tests).
 """
@@ -502,7 +503,8 @@ def output_cases(ws: Workspace) -> list[Case]:
     add("eval --json onto the --residual", [*evaluate, "--residual", residual, "--json", residual])
     add("eval --json onto the residual's neighbour table", [*evaluate, "--residual", residual, "--json", table])
     add("eval --json onto the --gpu profile", [*evaluate, "--gpu", profile, "--json", profile])
-    add("eval --json and --plot one path", [*evaluate, "--json", data.parent / "x.png", "--plot", data.parent / "x.png"])
+    add("eval --json and --plot one path", [*evaluate, "--json", data.parent / "x.png", "--plot",
+                                            data.parent / "x.png"])
     add("eval --plot onto the residual's table", [*evaluate, "--residual", residual, "--plot", table])
     report = ["report", "gemm", "--data", data]
     add("report --json onto the manifest", [*report, "--json", data / "manifest.json"])
@@ -544,7 +546,8 @@ def environment_cases(ws: Workspace) -> list[Case]:
         cases.append(Case("environment", f"ROOFTUNE_CACHE {name} (tune)", "refuse",
                           cli(["tune", "gemm", "--shape", "64x64x64"], env)))
         env_ops = {**env, "ROOFTUNE_KERNEL_ONLY": "1"}
-        cases.append(Case("environment", f"ROOFTUNE_CACHE {name} (ops)", "refuse", _with_env(env_ops, *_matmul(16, 16, 16))))
+        cases.append(Case("environment", f"ROOFTUNE_CACHE {name} (ops)", "refuse",
+                          _with_env(env_ops, *_matmul(16, 16, 16))))
     env = {"XDG_CACHE_HOME": "~nouser_of_rooftune"}
     cases.append(Case("environment", "XDG_CACHE_HOME ~nouser (tune)", "refuse",
                       cli(["tune", "gemm", "--shape", "64x64x64"], env)))
@@ -637,7 +640,8 @@ BAD_OPTIONS = {
                                                              ["--sms", "100000"]]),
     "tune moe": (["tune", "moe", "--experts", "8", "--topk", "2", "--hidden", "1024", "--intermediate", "512"],
                  [["--tp", "0"], ["--batch", "x"], ["--block-shape", "64,128"]]),
-    "tune model": (["tune", "model", "--batch", "1"], [["--config", "gpt-9"], ["--config", "llama-3-8b", "--batch", "0"]]),
+    "tune model": (["tune", "model", "--batch", "1"], [["--config", "gpt-9"],
+                                                        ["--config", "llama-3-8b", "--batch", "0"]]),
     "eval gemm": (["eval", "gemm", "--data", str(HELDOUT)], [["--budget", "0"], ["--budget", "2", "--methods", "x"]]),
     "eval gemm missing data": (["eval", "gemm", "--budget", "2"], [["--data", "/nonexistent"]]),
     "report": (["report"], [["gemm", "--data", "/nonexistent"], ["attention", "--data", str(HELDOUT)]]),
@@ -653,7 +657,8 @@ def cli_arg_cases() -> list[Case]:
     cases += [Case("arguments", f"{name} {' '.join(extra)}", "refuse", cli([*base, *extra]))
               for name, (base, extras) in BAD_OPTIONS.items() for extra in extras]
     cases += [Case("arguments", "space gemm --shape x", "refuse", cli(["space", "gemm", "--shape", "x"])),
-              Case("arguments", "explain gemm 64x64x64 (control)", "accept", cli(["explain", "gemm", "--shape", "64x64x64"]))]
+              Case("arguments", "explain gemm 64x64x64 (control)", "accept",
+                   cli(["explain", "gemm", "--shape", "64x64x64"]))]
     return cases
 
 
@@ -693,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
             counts[verdict] += 1
             by_category.setdefault(case.category, Counter())[verdict] += 1
             line = f"{verdict:9} [{case.category}] {case.name} (expect {case.expect}): {detail}"
-            lines.append(" ".join(line.replace(tmp, "$WORK").split()))  # the same log from every run
+            line = re.sub(r"\S*rooftune-fuzz-[^/\s]*", "$WORK", line.replace(str(REPO), "$REPO"))
+            lines.append(" ".join(line.split()))  # the same log from every run, on any machine
             if verdict != "clean":
                 print(lines[-1], flush=True)
     lines.append("")

@@ -46,7 +46,7 @@ from rooftune.tuner.tune import TuneResult
 
 CACHE_FORMAT = "rooftune-tune-cache-2"
 CACHE_ENV = "ROOFTUNE_CACHE"
-# The longest a store waits for another process's store (milliseconds each) before it gives up: a hung holder.
+# The longest a store waits for the lock (another store holds it for milliseconds) before it gives up: a hung holder.
 LOCK_TIMEOUT_S = 60.0
 Entry = TypeVar("Entry")
 
@@ -147,11 +147,11 @@ class CacheFile:
         """The entry under `key` as `check(key, entry)` makes it, which raises ValueError, TypeError or KeyError
         saying what is wrong with it; None where there is none, or where `check` refuses it: then with one
         CacheEntryWarning naming the file, the key and why (module docstring)."""
-        stored = self.read()["entries"].get(key)
-        if stored is None:
+        entries = self.read()["entries"]
+        if key not in entries:
             return None
         try:
-            return check(key, stored)
+            return check(key, entries[key])
         except (ValueError, TypeError, KeyError) as exc:
             why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             warnings.warn(f"{self.path}: {self.kind} cache entry {key!r} ignored, as if absent ({why})",

@@ -39,8 +39,9 @@ shape's `.csv.gz` once its `.csv.xz` is in place.
 
 `read_shape` refuses a damaged file whole, naming it, the row and the column: a time that is not a time (NaN, an
 infinity, zero, negative, or below MIN_TIME_US, the least a GPU kernel takes: candidates/records.py), a compile time
-or spread below zero, a baseline that is not a time. The commands that read datasets (eval, report, fit, explain) then stop with exit 2
-rather than leave the shape out: a score, report or fit over the rest would be of other data than the folder
+or spread below zero, a baseline that is not a time, a row of more or fewer cells than the header, a config recorded
+twice. The commands that read datasets (eval, report, fit, explain) then stop with exit 2 rather than leave the shape
+out: a score, report or fit over the rest would be of other data than the folder
 holds, and a dropped row could be the shape's best.
 """
 
@@ -60,7 +61,16 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from rooftune.candidates import Config, ConfigError, Trial, check_in_grid, header_shape, kernel_of, shape_header, shape_id
+from rooftune.candidates import (
+    Config,
+    ConfigError,
+    Trial,
+    check_in_grid,
+    header_shape,
+    kernel_of,
+    shape_header,
+    shape_id,
+)
 from rooftune.candidates.records import ShapeRecords, check_time_us
 from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text

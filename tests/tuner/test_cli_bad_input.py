@@ -314,7 +314,8 @@ def test_a_row_outside_the_space_is_left_out_of_eval_and_report_with_a_warning(t
     cells[columns.index("in_space")] = "1"
     rewrite_text(victim, "\n".join([header, *lines, ",".join(cells)]) + "\n")
     for args in (["eval", "gemm", "--data", str(root), "--budget", "3", "--methods", "model", "--json",
-                  str(tmp_path / "e.json")], ["report", "gemm", "--data", str(root), "--json", str(tmp_path / "r.json")]):
+                  str(tmp_path / "e.json")],
+                 ["report", "gemm", "--data", str(root), "--json", str(tmp_path / "r.json")]):
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             result = runner.invoke(app, args)

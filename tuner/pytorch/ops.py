@@ -78,7 +78,8 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
     residual, nothing measured). LIBRARY_ROUTE instead of a tune's winner where that tune timed the
     library's op faster, and instead of the zero-trial pick where the shipped route sends the untuned op to
-    the library or no shipped route applies, unless `kernel_only`. Raises TuneCacheError, NoLegalConfigError, TuneError."""
+    the library or no shipped route applies, unless `kernel_only`. Raises TuneCacheError, NoLegalConfigError,
+    TuneError."""
     spec = kernel_of(shape)
     triton = installed_triton()  # one release for the residual and the route beside it
     residual = shipped_residual(spec, profile, triton)
