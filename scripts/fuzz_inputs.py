@@ -640,7 +640,7 @@ BAD_OPTIONS = {
                                                              ["--sms", "100000"]]),
     "tune moe": (["tune", "moe", "--experts", "8", "--topk", "2", "--hidden", "1024", "--intermediate", "512"],
                  [["--tp", "0"], ["--batch", "x"], ["--block-shape", "64,128"]]),
-    "tune model": (["tune", "model", "--batch", "1"], [["--config", "gpt-9"],
+    "tune model": (["tune", "model", "--batch", "1"], [["--config", "gpt-9"], ["--config", "~nouser_of_rooftune/c"],
                                                         ["--config", "llama-3-8b", "--batch", "0"]]),
     "eval gemm": (["eval", "gemm", "--data", str(HELDOUT)], [["--budget", "0"], ["--budget", "2", "--methods", "x"]]),
     "eval gemm missing data": (["eval", "gemm", "--budget", "2"], [["--data", "/nonexistent"]]),

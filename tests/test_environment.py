@@ -71,3 +71,9 @@ def test_the_cli_names_a_cache_setting_that_names_no_home(monkeypatch, args):
 def test_the_cli_names_a_kernel_only_setting_that_is_no_boolean(monkeypatch):
     monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "maybe")
     cli_error(runner.invoke(app, ["explain", "gemm", "--shape", "64x64x64"]), "$ROOFTUNE_KERNEL_ONLY='maybe'")
+
+
+def test_a_model_config_whose_home_is_unknown_is_named():
+    """`tune model --config '~nouser/config.json'` raised RuntimeError: Could not determine home directory."""
+    cli_error(runner.invoke(app, ["tune", "model", "--config", "~nouser_of_rooftune/c.json", "--batch", "1"]),
+              "--config='~nouser_of_rooftune/c.json'", "no home directory")
