@@ -31,11 +31,13 @@ from rooftune.candidates.shapes import (
 )
 from rooftune.candidates.space import (
     LegalSet,
+    NoLegalConfigError,
     SearchSpace,
     check_in_grid,
     config_legality,
     illegal_mask,
     legal_configs,
+    no_legal_config,
 )
 
 SPACES = {name: spec.space for name, spec in KERNELS.items()}
@@ -44,7 +46,8 @@ __all__ = [
     "ATTENTION_SPACE", "GEMM_SPACE", "KERNELS", "MOE_FP8_SPACE", "MOE_SPACE", "SPACES", "AttentionShape", "Config",
     "ConfigError", "GemmShape", "MoeFp8Shape", "MoeShape",
     "KernelSpec", "LIBRARY_ROUTE", "LegalSet", "Shape", "UnknownKernelError", "header_shape", "kernel_of", "kernel_spec",
-    "load_implementation", "MeasureBatch", "Measurer", "SearchSpace", "ShapeError", "ShapeRecords", "Trial",
-    "check_in_grid", "config_legality", "configs_to_columns", "shape_header", "shape_id",
-    "illegal_mask", "legal_configs", "parse_attention_shape", "parse_config", "parse_gemm_shape", "parse_moe_shape",
+    "load_implementation", "MeasureBatch", "Measurer", "NoLegalConfigError", "SearchSpace", "ShapeError",
+    "ShapeRecords", "Trial", "check_in_grid", "config_legality", "configs_to_columns", "shape_header", "shape_id",
+    "illegal_mask", "legal_configs", "no_legal_config", "parse_attention_shape", "parse_config", "parse_gemm_shape",
+    "parse_moe_shape",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rooftune.candidates.shapes import DTYPE_BYTES, AttentionShape
-from rooftune.candidates.space import SearchSpace, next_pow2
+from rooftune.candidates.space import SearchSpace, next_pow2, thread_limits
 from rooftune.hwprofiles import HardwareProfile
 
 REGS_OVERHEAD_PER_THREAD = 32  # see candidates/gemm_space.py
@@ -56,8 +56,7 @@ def attention_legality(shape: AttentionShape, c: dict[str, np.ndarray], profile:
     return {
         "shared memory over the per-block limit":
             attention_smem_bytes(c, shape.head_dim, elem) > profile.smem_per_block_bytes,
-        "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
-        | (regs * 32 * warps > profile.regs_per_sm),
+        **thread_limits(regs, warps, profile),
         "too many warps for the query block": bm < ROWS_PER_WARP * warps,
         "BLOCK_N does not divide BLOCK_M (causal diagonal)": (bm % bn) != 0,
         "BLOCK_M larger than seq needs": (bm > BLOCK_M_MIN) & (bm > next_pow2(shape.seq)),

@@ -6,7 +6,7 @@ import numpy as np
 
 from rooftune.candidates.attention_space import TMA_BARRIER_BYTES, TMA_MIN_CAPABILITY
 from rooftune.candidates.shapes import DTYPE_BYTES, GemmShape
-from rooftune.candidates.space import SearchSpace, cdiv, next_pow2
+from rooftune.candidates.space import SearchSpace, cdiv, next_pow2, thread_limits
 from rooftune.hwprofiles import HardwareProfile
 
 # Registers a thread needs beside its accumulators (addresses, loop state, operand fragments).
@@ -177,8 +177,7 @@ def gemm_legality(shape: GemmShape, c: dict[str, np.ndarray], profile: HardwareP
     fill = wave_fill(shape, bm, cols, sms)
     return {
         "shared memory over the per-block limit": gemm_smem_bytes(c, elem, hopper, shape.n) > profile.smem_per_block_bytes,
-        "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
-        | (regs * 32 * warps > profile.regs_per_sm),
+        **thread_limits(regs, warps, profile),
         # ... unless the tile already spans the whole (power-of-two padded) output: no larger tile
         # exists to give those warps work, and a 16x8 output would otherwise have no legal config.
         "too many warps for the tile": (bm * bn < MIN_TILE_ELEMS_PER_THREAD * 32 * warps)

@@ -17,7 +17,7 @@ from rooftune.candidates.config import Config
 from rooftune.candidates.gemm_space import gemm_regs_per_thread, gemm_smem_bytes
 from rooftune.candidates.routing import expert_rows, row_tiles_bound
 from rooftune.candidates.shapes import DTYPE_BYTES, MOE_MIN_BLOCK_M, MOE_MIN_BLOCK_N, MoeShape
-from rooftune.candidates.space import SearchSpace, cdiv, next_pow2
+from rooftune.candidates.space import SearchSpace, cdiv, next_pow2, thread_limits
 from rooftune.hwprofiles import HardwareProfile
 
 BLOCK_SIZES_M = (MOE_MIN_BLOCK_M, 32, 64, 128, 256)
@@ -69,8 +69,7 @@ def moe_legality(shape: MoeShape, c: dict[str, np.ndarray], profile: HardwarePro
         "shared memory over the per-block limit":
             moe_smem_bytes(c, DTYPE_BYTES[shape.dtype], hopper) > profile.smem_per_block_bytes,
         # Spills the accumulator; on the H200 GEMM probe no such config reached half the best one's speed.
-        "registers over the per-thread limit": (regs > profile.regs_per_thread_max)
-        | (regs * 32 * c["num_warps"] > profile.regs_per_sm),
+        **thread_limits(regs, c["num_warps"], profile),
         # Once BLOCK_SIZE_M holds the most rows any expert has, every expert is one tile row whatever the tile:
         # the grid and the weight traffic stay, and a taller tile adds only padded rows (their MMAs, registers
         # and buffers), never speed. The rows are this shape's routing (candidates/routing.py).

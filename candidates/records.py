@@ -8,6 +8,7 @@ dataset writer and replay. Fields past `error` are how it was measured, where th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -16,6 +17,26 @@ from typing import Protocol
 
 from rooftune.candidates.config import Config
 from rooftune.candidates.families import Shape
+
+
+# The least time a measured kernel can take, µs: no GPU kernel completes faster than its launch, about 1 µs (the
+# profiles' launch_overhead_us, ~0.9 µs in a CUDA graph; the committed datasets' fastest config takes 1.9 µs). A
+# recorded or cached time below it (1e-308, a unit slip of seconds for µs) is damage, never a measurement: every
+# score, ratio and TFLOP/s figure divides by it.
+MIN_TIME_US = 0.1
+
+
+US_PER_UNIT = {"µs": 1.0, "ms": 1e3}
+
+
+def check_time_us(value: object, what: str, unit: str = "µs") -> float:
+    """`value` (a kernel's time in `unit`, µs or ms) as a float where it is a real number, finite and at least
+    MIN_TIME_US; else a ValueError saying which (`what`) and what it should be."""
+    least = MIN_TIME_US / US_PER_UNIT[unit]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= least:
+        return float(value)
+    raise ValueError(f"{what} = {value!r} is not a finite, positive time of at least {least:g} {unit} (no GPU "
+                     f"kernel runs faster)")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,15 @@ from rooftune.hwprofiles import HardwareProfile
 LegalityRule = Callable[[object, dict[str, np.ndarray], HardwareProfile], dict[str, np.ndarray]]
 
 
+class NoLegalConfigError(ValueError):
+    """A shape none of whose space's configs is legal on a profile (each over one of the GPU's limits)."""
+
+
+def no_legal_config(kernel: str, shape, profile: HardwareProfile) -> NoLegalConfigError:
+    """The error of a shape of `kernel` that has no legal config on `profile`."""
+    return NoLegalConfigError(f"no legal {kernel} config for {shape} on {profile.name}")
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """A published search space. `grid` is ((name, (values...)), ...) in kernel-argument order,
@@ -108,15 +117,35 @@ def config_legality(space: SearchSpace, shape, config: Config, profile: Hardware
 def check_in_grid(space: SearchSpace, config: Mapping[str, int], complete: bool = True) -> None:
     """Raise ConfigError naming the first parameter of `config` whose value is not one of `space`'s
     published values: the model and the legality rules are defined on the grid only (outside it a
-    negative BLOCK_M predicts a negative time, BLOCK_M=0 NaN). A bad value is named before a missing
-    parameter (with `complete`: every parameter must be there), which it may be the reason for."""
+    negative BLOCK_M predicts a negative time, BLOCK_M=0 NaN); then a parameter the space does not have; then
+    (with `complete`: every parameter must be there) a missing one, which a bad value may be the reason for."""
     for name, values in space.grid:
         if name in config and config[name] not in values:
             raise ConfigError(f"{name}={config[name]} is not in the {space.kernel} space; "
                               f"{name} is one of {', '.join(map(str, values))}")
+    unknown = [name for name in config if name not in space.names]
+    if unknown:
+        raise ConfigError(f"{unknown[0]} is not a parameter of the {space.kernel} space (its parameters: "
+                          f"{', '.join(space.names)})")
     missing = [name for name, _ in space.grid if name not in config]
     if complete and missing:
         raise ConfigError(f"{space.kernel} config lacks {', '.join(missing)}")
+
+
+THREADS_PER_WARP = 32
+
+
+def thread_limits(regs_per_thread: np.ndarray, num_warps: np.ndarray,
+                  profile: HardwareProfile) -> dict[str, np.ndarray]:
+    """The legality rules every space shares, of a block's threads against one SM: its registers (per thread over
+    the limit, or the block's over the SM's file) and its warps (more threads than an SM holds: such a block never
+    becomes resident; occupancy would count it as one anyway)."""
+    threads = np.asarray(num_warps) * THREADS_PER_WARP
+    return {
+        "registers over the per-thread limit": (regs_per_thread > profile.regs_per_thread_max)
+        | (regs_per_thread * threads > profile.regs_per_sm),
+        "more threads than an SM holds": threads > profile.max_threads_per_sm,
+    }
 
 
 def next_pow2(x: np.ndarray | int) -> np.ndarray:

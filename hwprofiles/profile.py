@@ -90,6 +90,18 @@ _FLOAT_FIELDS = {"sm_clock_mhz", "mem_clock_mhz", "dram_bw_gbps", "l2_bw_gbps", 
 # Above this no field of any GPU's profile lies (the largest, l2_bytes, is ~1e8 today); larger numbers are a typo
 # or a unit slip, and near float's range they overflow the model's arithmetic to inf.
 PLAUSIBLE_LIMIT = 1e12
+# Below these no GPU's figure lies: each is 10 to 1,000 times under the smallest shipped profile's (the A100's clocks,
+# rates and memories) and under anything a GPU that runs Triton has had. A smaller number is a typo or a unit slip
+# that the model turns into nonsense: a rate of 1e-300 into 300-digit times, a bandwidth of 5e-324 into NaN, an SM of
+# one thread (under one warp, 32) into a GPU on which every config looks legal.
+PLAUSIBLE_FLOOR = {
+    "sm_count": 1, "sm_clock_mhz": 100.0, "mem_clock_mhz": 100.0, "smem_per_sm_bytes": 1024,
+    "smem_per_block_bytes": 1024, "regs_per_sm": 1024, "regs_per_thread_max": 16, "max_threads_per_sm": 32,
+    "max_ctas_per_sm": 1, "l2_bytes": 1024, "dram_bw_gbps": 1.0, "l2_bw_gbps": 1.0, "smem_bytes_per_clock": 1,
+    "fp32_lanes_per_sm": 1, "sfu_ops_per_clock": 1, "l2_latency_ns": 1.0, "dram_latency_ns": 1.0,
+    "mma_latency_clocks": 1.0, "bf16_tflops": 0.01, "fp16_tflops": 0.01, "tf32_tflops": 0.01, "fp32_tflops": 0.01,
+    "fp8_tflops": 0.01, "launch_overhead_us": 0.01, "dram_piece_bytes": 1,
+}
 # Numbers a profile may lack: fp8_tflops (a GPU without FP8 matrix units; None when absent), dram_piece_bytes (its
 # default when absent).
 _OPTIONAL = ("fp8_tflops", "dram_piece_bytes")
@@ -128,6 +140,9 @@ def profile_from_dict(data: Any, origin: str = "<dict>") -> HardwareProfile:
                 raise ProfileError(f"{origin}: field {key!r} must be positive and finite, got {value}")
         if key in _INT_FIELDS | _FLOAT_FIELDS and value > PLAUSIBLE_LIMIT:
             raise ProfileError(f"{origin}: field {key!r} is implausibly large ({value:g} > {PLAUSIBLE_LIMIT:g})")
+        if key in PLAUSIBLE_FLOOR and value < PLAUSIBLE_FLOOR[key]:
+            raise ProfileError(f"{origin}: field {key!r} is implausibly small ({value:g} < {PLAUSIBLE_FLOOR[key]:g}, "
+                               f"under any GPU's; a unit slip?)")
         kwargs[key] = value
     for key in ("sources", "meta"):
         value = data.get(key, {})
@@ -177,10 +192,25 @@ def profiles_fitting(device: dict) -> list[str]:
     return [name for name in list_profiles() if fits_device(load_profile(name), device)]
 
 
+def _names_a_path(text: str) -> bool:
+    """Whether `load_profile(text)` reads a path (else a shipped profile's name)."""
+    return text.endswith(".json") or os.sep in text or Path(text).is_file()
+
+
+def profile_file(name_or_path: str | os.PathLike) -> Path | None:
+    """The file `load_profile(name_or_path)` reads: the path given, or the shipped profile's JSON in the package;
+    None for a name no shipped profile has."""
+    text = str(name_or_path)
+    if _names_a_path(text):
+        return Path(text)
+    entry = _builtin_dir() / f"{text}.json"
+    return Path(str(entry)) if entry.is_file() else None
+
+
 def load_profile(name_or_path: str | os.PathLike) -> HardwareProfile:
     """Load a shipped profile by name (`h200`) or any profile JSON by path."""
     text = str(name_or_path)
-    if text.endswith(".json") or os.sep in text or Path(text).is_file():
+    if _names_a_path(text):
         path = check_input(text, folder=True)  # a pipe or device: never opened (it would block)
         if path.is_dir():
             raise ProfileError(f"{path}: is a folder, not a profile JSON file")

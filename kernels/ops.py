@@ -14,14 +14,15 @@ interpreter (TRITON_INTERPRET=1 before triton is imported), bf16 there on fp32 c
 
 from __future__ import annotations
 
-import os
+import math
 from collections.abc import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 
 from rooftune.candidates.families import LIBRARY_ROUTE
-from rooftune.candidates.shapes import AttentionShape, GemmShape
+from rooftune.candidates.shapes import AttentionShape, GemmShape, ShapeError
+from rooftune.environment import env_flag
 from rooftune.kernels import attention as kattn
 from rooftune.kernels import gemm as kgemm
 
@@ -67,10 +68,11 @@ def interpreted_bf16(t: torch.Tensor) -> bool:
 
 
 def flag(value: bool | None, env: str) -> bool:
-    """An explicit argument, else the environment variable (1, true, yes or on)."""
+    """An explicit argument, else the environment variable (rooftune/environment.py `env_flag`: 1, true, yes or on;
+    0, false, no or off; SettingError, naming it, for anything else)."""
     if value is not None:
         return bool(value)
-    return os.environ.get(env, "").strip().lower() in ("1", "true", "yes", "on")
+    return env_flag(env)
 
 
 # --- the custom ops -------------------------------------------------------------------------------------
@@ -210,7 +212,18 @@ def _gemm_problem(x: torch.Tensor, b_kn: torch.Tensor, names: tuple[str, str]) -
                 f"{tuple(b_kn.shape)} has K = {b_kn.shape[0]}")
     if x.numel() == 0 or b_kn.numel() == 0:
         return f"empty operands ({tuple(x.shape)}, {tuple(b_kn.shape)}): M, N and K must be >= 1"
-    return _dtype_problem(x, b_kn) or _device_problem(" and ".join(n.removesuffix(".T") for n in names), x, b_kn)
+    return (_dtype_problem(x, b_kn) or _device_problem(" and ".join(n.removesuffix(".T") for n in names), x, b_kn)
+            or _shape_problem(lambda: GemmShape(x.numel() // x.shape[-1], b_kn.shape[1], b_kn.shape[0],
+                                                dtype=DTYPE_NAMES[x.dtype])))
+
+
+def _shape_problem(make: Callable[[], object]) -> str | None:
+    """Why the shape `make()` builds is not one the kernels take (over a size limit: candidates/shapes.py), or None."""
+    try:
+        make()
+    except ShapeError as exc:
+        return str(exc)
+    return None
 
 
 def _refuse(op: str, why: str):
@@ -251,18 +264,20 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, tune: bool | None = None, fallba
     the transpose of a row-major [N, K] tensor (read in place). `tune`: tune an uncached shape on first
     use (default: ROOFTUNE_TUNE); `fallback`: torch.matmul for inputs the kernel cannot run (default:
     ROOFTUNE_FALLBACK), else UnsupportedInputError."""
+    tune, fallback = flag(tune, TUNE_ENV), flag(fallback, FALLBACK_ENV)  # a setting that is no boolean: refused
     why = _gemm_problem(a, b, ("a", "b"))
     if why is not None:
-        if flag(fallback, FALLBACK_ENV):
+        if fallback:
             return torch.matmul(a, b)
         _refuse("matmul", why)
-    return _gemm(a, b, flag(tune, TUNE_ENV), lambda: torch.matmul(a, b))
+    return _gemm(a, b, tune, lambda: torch.matmul(a, b))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, tune: bool | None = None,
            fallback: bool | None = None) -> torch.Tensor:
     """As torch.nn.functional.linear: x [..., K] @ weight [N, K]ᵀ (+ bias [N]) -> [..., N] on rooftune's
     GEMM; `tune` and `fallback` as in `matmul`."""
+    tune, fallback = flag(tune, TUNE_ENV), flag(fallback, FALLBACK_ENV)
     why = _gemm_problem(x, weight.t() if isinstance(weight, torch.Tensor) and weight.dim() == 2 else weight,
                         ("x", "weight.T"))
     if why is None and bias is not None and (not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (weight.shape[0],)
@@ -270,10 +285,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         why = (f"bias must be [{weight.shape[0]}] {x.dtype} on {x.device}, got "
                f"{tuple(bias.shape) if isinstance(bias, torch.Tensor) else type(bias).__name__}")
     if why is not None:
-        if flag(fallback, FALLBACK_ENV):
+        if fallback:
             return F.linear(x, weight, bias)
         _refuse("linear", why)
-    return _gemm(x, weight.t(), flag(tune, TUNE_ENV), lambda: F.linear(x, weight, bias), bias)
+    return _gemm(x, weight.t(), tune, lambda: F.linear(x, weight, bias), bias)
 
 
 def _attention_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> str | None:
@@ -287,7 +302,8 @@ def _attention_problem(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal
         return str(exc)
     if q.numel() == 0:
         return f"empty q {tuple(q.shape)}"
-    return _dtype_problem(q, k, v) or _device_problem("q, k and v", q, k, v)
+    return (_dtype_problem(q, k, v) or _device_problem("q, k and v", q, k, v)
+            or _shape_problem(lambda: _attention_shape(q, k, v, bool(causal))))
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None) -> torch.Tensor:
@@ -309,12 +325,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     query i only where j <= i when `causal`; scale (> 0) defaults to 1/sqrt(head_dim). head_dim one of
     16, 32, 64, 128, 256; bf16 or fp16; Q, K, V of one sequence length. `tune` and `fallback` as in
     `matmul` (the fallback is torch's scaled_dot_product_attention)."""
+    tune, fallback = flag(tune, TUNE_ENV), flag(fallback, FALLBACK_ENV)
+    # Refused whatever `fallback` says: SDPA too returns NaN for it. Checked here, not in softmax_scale: the kernel
+    # module's source digest keys every cached attention tune.
+    if isinstance(scale, (int, float)) and not math.isfinite(scale):
+        raise UnsupportedInputError(f"rooftune.attention: scale must be finite, got {scale} (every score would be "
+                                    f"infinite: all NaN out, here or in torch's SDPA)")
     why = _attention_problem(q, k, v, causal, scale)
     if why is not None:
-        if flag(fallback, FALLBACK_ENV):
+        if fallback:
             return _sdpa(q, k, v, causal, scale)
         _refuse("attention", why)
-    tune = flag(tune, TUNE_ENV)
     if _library_routed(_attention_shape(q, k, v, bool(causal)), q.device, tune, q.shape):
         return _sdpa(q, k, v, bool(causal), scale)
     return attention_op(q, k, v, bool(causal), None if scale is None else float(scale), tune)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from rooftune.candidates import KERNELS
-from rooftune.outputs import write_atomic
+from rooftune.outputs import file_lock, write_atomic
 from rooftune.tuner.cache import CACHE_FORMAT, CacheFile, kernel_digest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     digests = {old: new for old, new in digests.items() if old != new}
     for old, new in digests.items():
         print(f"{old} -> {new}")
-    data = CacheFile(args.cache, CACHE_FORMAT, "tune").read()
-    data["entries"], changed = migrated_entries(data["entries"], digests)
-    write_atomic(args.cache, (json.dumps(data, indent=1) + "\n").encode())  # CacheFile's own form
+    store = CacheFile(args.cache, CACHE_FORMAT, "tune")
+    with file_lock(store.lock_path):  # as a store does: a tune stored meanwhile by another process is kept
+        data = store.read()
+        data["entries"], changed = migrated_entries(data["entries"], digests)
+        write_atomic(args.cache, (json.dumps(data, indent=1) + "\n").encode())  # CacheFile's own form
     print(f"{args.cache}: {changed} of {len(data['entries'])} keys migrated")
     return 0
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rooftune import outputs
 from rooftune.outputs import OutputError, json_text, write_all, write_atomic
 
 
@@ -109,3 +110,56 @@ def test_no_temporary_file_survives_an_interrupt(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         write_atomic(tmp_path / "x.json", "x")
     assert list(tmp_path.iterdir()) == []
+
+
+# A writer killed mid-write (SIGKILL): run in a child that stops inside the write, then killed.
+KILLED_WRITER = """
+import os, sys, time
+from rooftune import outputs
+def stop(fd):
+    print("writing", flush=True)
+    time.sleep(60)
+outputs.os.fsync = stop
+outputs.write_atomic(sys.argv[1], "new\\n")
+"""
+
+
+def _age(path: Path, seconds: float) -> None:
+    past = path.stat().st_mtime - seconds
+    os.utime(path, (past, past))
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """A SIGKILL mid-write left a hidden .NAME.xxxxxxxx.tmp that no later run removed."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "tune.json"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "writing"
+    (left,) = tmp_path.glob(".tune.json.*.tmp")
+    other = tmp_path / ".tune.json.abcdefgh.tmp"  # a live writer's, young: kept
+    other.write_text("x")
+    child.kill()
+    child.wait()
+    write_atomic(target, "first\n")
+    assert left.exists(), "a young temporary file may be a writer's between mkstemp and its lock: kept"
+    _age(left, 2 * outputs.STALE_TEMP_S)
+    write_atomic(target, "second\n")
+    assert not left.exists() and other.exists() and target.read_text() == "second\n"
+
+
+def test_a_temporary_file_a_live_writer_holds_is_kept_however_old(tmp_path):
+    import fcntl
+
+    target = tmp_path / "out.json"
+    held = tmp_path / ".out.json.a1b2c3d4.tmp"
+    unrelated = tmp_path / ".out.json.other.tmp"  # not a name write_atomic gives
+    for path in (held, unrelated):
+        path.write_text("x")
+        _age(path, 2 * outputs.STALE_TEMP_S)
+    with open(held) as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        write_atomic(target, "x")
+        assert held.exists()
+    assert outputs.remove_stale_temps(target) == [held] and unrelated.exists()

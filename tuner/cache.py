@@ -3,9 +3,22 @@ and `rooftune.autotune` (its own file beside it, in the same form).
 
 A key names everything that makes a stored tune stale: the GPU (its profile, with the SM partition), the shape,
 the space's version, the kernel source's digest, the Triton version that compiled it (a new compiler can move
-the configs' order), the tuner (strategy and residual digest) and the budget. A file is read whole and
-written whole (rooftune/outputs.py `write_atomic`), re-read just before each write, as another process may
-have written since. A file that cannot be read raises TuneCacheError.
+the configs' order), the tuner (strategy and residual digest) and the budget.
+
+Many processes share one file: the eight tensor-parallel ranks of a server, or several workers, each tuning on
+first use (ROOFTUNE_TUNE=1) into the same ~/.cache/rooftune/tune.json. A store is a read-modify-write under a file
+lock (rooftune/outputs.py `file_lock`: an exclusive flock on `.tune.json.lock` beside the file), so no writer loses
+another's entries; the write itself is atomic (`write_atomic`), so a reader, which takes no lock, sees the file
+before or after a store, never part of one. A lock rather than one file per entry or a database: the cache stays
+one JSON file that `rooftune tune --cache`, the scripts and a user read whole, and flock is in the standard library
+and released by the kernel when its holder dies, so a killed worker leaves no stale lock. A store waits at most
+LOCK_TIMEOUT_S for the lock (a hung holder), then fails as a full disk does: the result stands, unkept.
+
+No entry is trusted: another rooftune version, a hand edit or another program may have written it. Each is checked
+as it is read (`result_from_dict`: every field of its type, the winner a point of its space, the times real ones,
+the shape and space the key's); one that fails is ignored, with one `CacheEntryWarning` naming the file and the key,
+as if it were not there: never served, never a traceback, and tuned again where tuning is on (the new result
+replaces it). A file that cannot be read at all (not JSON, not a cache) raises TuneCacheError.
 """
 
 from __future__ import annotations
@@ -13,32 +26,47 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
-from dataclasses import asdict, replace
+import math
+import numbers
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, fields, replace
 from pathlib import Path
+from typing import TypeVar
 
-from rooftune.candidates import Trial, kernel_of, kernel_spec, parse_config, shape_id
+from rooftune.candidates import Trial, check_in_grid, kernel_of, kernel_spec, parse_config, shape_id
+from rooftune.candidates.records import check_time_us
+from rooftune.environment import env_path, home_folder
 from rooftune.hwprofiles import HardwareProfile
 from rooftune.hwprofiles.hwprobe import installed_triton
-from rooftune.outputs import file_digest, write_atomic
+from rooftune.outputs import file_digest, file_lock, write_atomic
 from rooftune.roofline.neighbours import table_to_dict
 from rooftune.roofline.residual import residual_to_dict
 from rooftune.tuner.tune import TuneResult
 
 CACHE_FORMAT = "rooftune-tune-cache-2"
 CACHE_ENV = "ROOFTUNE_CACHE"
+# The longest a store waits for the lock (another store holds it for milliseconds) before it gives up: a hung holder.
+LOCK_TIMEOUT_S = 60.0
+Entry = TypeVar("Entry")
 
 
 class TuneCacheError(ValueError):
     """A tune cache file that cannot be read."""
 
 
+class CacheEntryWarning(UserWarning):
+    """A cache entry that failed its check, ignored (as if absent)."""
+
+
 def cache_path() -> Path:
     """The per-user tune cache that `rooftune tune` and the PyTorch ops share: $ROOFTUNE_CACHE, else
-    tune.json under $XDG_CACHE_HOME/rooftune (default ~/.cache/rooftune)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    tune.json under $XDG_CACHE_HOME/rooftune (default ~/.cache/rooftune). SettingError (rooftune/environment.py)
+    naming the variable where a `~user` in it, or the default's home, cannot be found."""
+    given = env_path(CACHE_ENV)
+    if given is not None:
+        return given
+    base = env_path("XDG_CACHE_HOME") or home_folder(f"the tune cache (${CACHE_ENV} names one)") / ".cache"
     return base / "rooftune" / "tune.json"
 
 
@@ -72,6 +100,9 @@ def cache_key(shape, profile: HardwareProfile, budget: int, sms: int | None = No
                      f"triton={triton or 'none'}", tuner, f"budget={budget}"))
 
 
+KEY_FIELDS = 7  # cache_key's: GPU, shape, space version, kernel digest, Triton, tuner, budget
+
+
 def tune_key(shape, profile: HardwareProfile, budget: int, residual, sms: int | None = None,
              triton: str | None = None) -> str:
     """The key under which `tune_shape` stores a `rooftune`-strategy tune of `shape` over `residual`
@@ -82,10 +113,17 @@ def tune_key(shape, profile: HardwareProfile, budget: int, residual, sms: int | 
 # --- files ---------------------------------------------------------------------------------------------
 
 class CacheFile:
-    """A JSON file {"format": `fmt`, "entries": {key: entry}}; `kind` names it in errors ("tune", "autotune")."""
+    """A JSON file {"format": `fmt`, "entries": {key: entry}}; `kind` names it in errors ("tune", "autotune").
+    Stores are locked against each other, reads see whole files (module docstring)."""
 
     def __init__(self, path: str | Path, fmt: str, kind: str):
         self.path, self.fmt, self.kind = Path(path), fmt, kind
+
+    @property
+    def lock_path(self) -> Path:
+        """The lock file of the stores: `.NAME.lock` beside the file (where a link leads: the file it names)."""
+        target = self.path.resolve() if self.path.is_symlink() else self.path
+        return target.with_name(f".{target.name}.lock")
 
     def read(self) -> dict:
         """The whole file (empty where there is none). Raises TuneCacheError."""
@@ -105,14 +143,28 @@ class CacheFile:
                                  f"or pass another --cache")
         return data
 
-    def entry(self, key: str) -> dict | None:
-        return self.read()["entries"].get(key)
+    def entry(self, key: str, check: Callable[[str, object], Entry]) -> Entry | None:
+        """The entry under `key` as `check(key, entry)` makes it, which raises ValueError, TypeError or KeyError
+        saying what is wrong with it; None where there is none, or where `check` refuses it: then with one
+        CacheEntryWarning naming the file, the key and why (module docstring)."""
+        entries = self.read()["entries"]
+        if key not in entries:
+            return None
+        try:
+            return check(key, entries[key])
+        except (ValueError, TypeError, KeyError) as exc:
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            warnings.warn(f"{self.path}: {self.kind} cache entry {key!r} ignored, as if absent ({why})",
+                          CacheEntryWarning, stacklevel=3)
+            return None
 
     def put_entry(self, key: str, entry: dict) -> None:
-        """Store `entry` under `key`, the file re-read first. Raises TuneCacheError, OutputError."""
-        data = self.read()
-        data["entries"][key] = entry
-        write_atomic(self.path, (json.dumps(data, indent=1) + "\n").encode())
+        """Store `entry` under `key`: the file read and written under its lock (module docstring), so a store by
+        another process in between is kept. Raises TuneCacheError, OutputError."""
+        with file_lock(self.lock_path, LOCK_TIMEOUT_S, f"the {self.kind} cache {self.path}"):
+            data = self.read()
+            data["entries"][key] = entry
+            write_atomic(self.path, (json.dumps(data, indent=1) + "\n").encode())
 
 
 class TuneCache(CacheFile):
@@ -123,13 +175,8 @@ class TuneCache(CacheFile):
         super().__init__(cache_path() if path is None else path, CACHE_FORMAT, "tune")
 
     def get(self, key: str) -> TuneResult | None:
-        stored = self.entry(key)
-        if stored is None:
-            return None
-        try:
-            return replace(result_from_dict(stored), cached=True)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TuneCacheError(f"{self.path}: entry {key!r} is malformed ({exc}); delete the file") from exc
+        """The result stored under `key`, None where there is none or it fails its check (`keyed_result`)."""
+        return self.entry(key, keyed_result)
 
     def put(self, key: str, result: TuneResult) -> None:
         """Raises TuneCacheError (an unreadable file), OutputError (one that cannot be written)."""
@@ -147,7 +194,112 @@ def result_to_dict(result: TuneResult) -> dict:
     return d
 
 
-def result_from_dict(d: dict) -> TuneResult:
-    shape_type = kernel_spec(d.get("kernel", "gemm")).shape_type
-    return TuneResult(**{**d, "shape": shape_type(**d["shape"]), "winner": parse_config(d["winner"]),
-                         "trials": tuple(Trial(**{**t, "config": parse_config(t["config"])}) for t in d["trials"])})
+# --- reading an entry back: nothing in it trusted ------------------------------------------------------------
+
+_STORED = tuple(f.name for f in fields(TuneResult) if f.name not in ("cached", "cache_error"))
+_REQUIRED = ("shape", "winner", "time_us", "trials", "strategy", "profile", "space_version")
+_TEXTS = {"strategy": False, "profile": False, "space_version": False, "kernel": False, "triton": True,
+          "residual_note": True}  # field -> whether null is allowed
+_TRIAL_TIMES = ("time_us", "screen_us", "retime_us", "retime2_us", "predicted_us")
+_TRIAL_FIGURES = ("compile_s", "spread")
+
+
+def _object(value, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _figure(value, what: str, least: float | None = 0.0) -> float:
+    """A real number, finite and at least `least` (None: any; seconds, a spread)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or (least is not None and value < least):
+        raise ValueError(f"{what} = {value!r} is not a finite number" + (f" >= {least:g}" if least is not None else ""))
+    return float(value)
+
+
+def _count(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} = {value!r} is not a count")
+    return value
+
+
+def space_config(spec, text, what: str):
+    """The config `text` names, a point of `spec`'s space with every parameter (ConfigError, a ValueError, where not:
+    the ops would run it, and Triton crash on it)."""
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be a config string, got {type(text).__name__}")
+    config = parse_config(text)
+    check_in_grid(spec.space, config)
+    return config
+
+
+def _trial(spec, t, number: int) -> Trial:
+    what = f"trial {number}"
+    t = _object(t, what)
+    unknown = set(t) - {f.name for f in fields(Trial)}
+    if unknown:
+        raise ValueError(f"{what} has unknown field(s) {', '.join(sorted(unknown))}")
+    values = {**t, "config": space_config(spec, t.get("config"), f"{what}'s config")}
+    for name in _TRIAL_TIMES:
+        if values.get(name) is not None:
+            values[name] = check_time_us(values[name], f"{what}'s {name}")
+    for name in _TRIAL_FIGURES:
+        if values.get(name) is not None:
+            values[name] = _figure(values[name], f"{what}'s {name}")
+    for name in ("rounds", "retime_rounds"):
+        if values.get(name) is not None:
+            values[name] = _count(values[name], f"{what}'s {name}")
+    if values.get("error") is not None and not isinstance(values["error"], str):
+        raise ValueError(f"{what}'s error must be text, got {values['error']!r}")
+    if not isinstance(values.get("in_space", True), bool):
+        raise ValueError(f"{what}'s in_space must be true or false, got {values['in_space']!r}")
+    return Trial(**values)  # ValueError where it has both a time and an error, or neither
+
+
+def result_from_dict(d) -> TuneResult:
+    """The TuneResult a stored entry holds, every field checked: a ValueError (TypeError, KeyError) saying what is
+    wrong where it is not an object of TuneResult's fields (those `result_to_dict` writes), its kernel one rooftune
+    has, its shape one of that kernel's, its winner a point of the kernel's space with every parameter and among
+    its trials, its times real ones (`check_time_us`: finite, at least MIN_TIME_US), its texts texts."""
+    d = _object(d, "an entry")
+    missing = [k for k in _REQUIRED if k not in d]
+    if missing:
+        raise ValueError(f"missing field(s) {', '.join(missing)}")
+    unknown = set(d) - set(_STORED)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
+    for name, nullable in _TEXTS.items():
+        value = d.get(name, "gemm" if name == "kernel" else None)
+        if not (isinstance(value, str) or (nullable and value is None)):
+            raise ValueError(f"{name} must be text, got {value!r}")
+    spec = kernel_spec(d.get("kernel", "gemm"))
+    shape = spec.shape_type(**_object(d["shape"], "shape"))
+    if not isinstance(d["trials"], list) or not d["trials"]:
+        raise ValueError("trials must be a non-empty list")
+    trials = tuple(_trial(spec, t, i) for i, t in enumerate(d["trials"], start=1))
+    winner = space_config(spec, d["winner"], "winner")
+    if winner not in {t.config for t in trials}:
+        raise ValueError(f"the winner {winner} is none of its trials' configs")
+    phases = d.get("phases_s")
+    if phases is not None:
+        phases = {k: _figure(v, f"phases_s[{k!r}]", None) for k, v in _object(phases, "phases_s").items()}
+    baseline = d.get("baseline_us")
+    return TuneResult(**{**d, "shape": shape, "winner": winner, "trials": trials, "phases_s": phases,
+                         "time_us": check_time_us(d["time_us"], "time_us"),
+                         "baseline_us": None if baseline is None else check_time_us(baseline, "baseline_us")})
+
+
+def keyed_result(key: str, d) -> TuneResult:
+    """`result_from_dict(d)` (marked `cached`) where it is a result for `key`: of the shape and the space version the
+    key names (`cache_key`'s fields, counted from its end: a GPU's name may hold a '|'); a ValueError where it is
+    another's (an entry of 7x2560x2048 under 1024x2560x2048's key)."""
+    result = result_from_dict(d)
+    parts = key.split("|")
+    if len(parts) >= KEY_FIELDS:
+        shape, space = parts[-6], parts[-5]
+        if shape_id(result.shape) != shape:
+            raise ValueError(f"it holds a tune of {shape_id(result.shape)}, not of {shape} as its key says")
+        if result.space_version != space:
+            raise ValueError(f"it holds a tune over space {result.space_version}, not {space} as its key says")
+    return replace(result, cached=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from rooftune.candidates import Config, Measurer, Trial, kernel_of, legal_configs
+from rooftune.candidates import Config, Measurer, Trial, kernel_of, legal_configs, no_legal_config
 from rooftune.hwprofiles import HardwareProfile
 
 # The fastest few trials are timed again side by side before the winner is named: trials of
@@ -112,12 +112,13 @@ def tune(shape, measurer: Measurer, strategy, budget: int, *, profile: HardwareP
     winner (`confirm`). `space`: default the shape's registered kernel's. `candidates`: the configs to
     choose from (default: the space's legal configs
     for the shape on `profile`; replay passes the dataset's). `baseline()`: a library time to report
-    beside the winner (live: cuBLAS), if any. Raises ValueError (budget, no candidates), TuneError."""
+    beside the winner (live: cuBLAS), if any. Raises ValueError (budget, no candidates), NoLegalConfigError,
+    TuneError."""
     space = space or kernel_of(shape).space
     if candidates is None:
         candidates = legal_configs(space, shape, profile).configs
         if not candidates:
-            raise ValueError(f"no legal config for {shape} on {profile.name}")
+            raise no_legal_config(space.kernel, shape, profile)
     trials, measure_s = run_strategy(shape, measurer, strategy, budget, profile, list(candidates))
     t0 = time.perf_counter()
     winner = confirm(shape, measurer, trials)

@@ -37,17 +37,17 @@ format instead. All three are read (`READ_FORMATS`); a folder with both files fo
 `write_shape` and `recompress.py` upgrade the manifest before they write a shape file, and `write_shape` removes the
 shape's `.csv.gz` once its `.csv.xz` is in place.
 
-`read_shape` refuses a damaged file whole, naming it, the row and the column: a time that is not finite and
-positive (NaN, an infinity, zero or negative), a compile time or spread below zero, a baseline that is not a
-finite positive time. The commands that read datasets (eval, report, fit, explain) then stop with exit 2
-rather than leave the shape out: a score, report or fit over the rest would be of other data than the folder
+`read_shape` refuses a damaged file whole, naming it, the row and the column: a time that is not a time (NaN, an
+infinity, zero, negative, or below MIN_TIME_US, the least a GPU kernel takes: candidates/records.py), a compile time
+or spread below zero, a baseline that is not a time, a row of more or fewer cells than the header, a config recorded
+twice. The commands that read datasets (eval, report, fit, explain) then stop with exit 2 rather than leave the shape
+out: a score, report or fit over the rest would be of other data than the folder
 holds, and a dropped row could be the shape's best.
 """
 
 from __future__ import annotations
 
 import csv
-import fcntl
 import gzip
 import io
 import json
@@ -55,16 +55,26 @@ import lzma
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from rooftune.candidates import Config, Trial, header_shape, kernel_of, shape_header, shape_id
-from rooftune.candidates.records import ShapeRecords
+from rooftune.candidates import (
+    Config,
+    ConfigError,
+    Trial,
+    check_in_grid,
+    header_shape,
+    kernel_of,
+    shape_header,
+    shape_id,
+)
+from rooftune.candidates.records import ShapeRecords, check_time_us
 from rooftune.hwprofiles.hwprobe import triton_release
 from rooftune.inputs import check_input, read_text
-from rooftune.outputs import write_atomic
+from rooftune.outputs import file_lock, write_atomic
 
 FORMAT = "rooftune-dataset-3"
 # The formats a reader takes: format 1's shape files are gzip, format 2's xz, format 3's may be slim (the module
@@ -162,19 +172,21 @@ def write_shape(root: str | os.PathLike, result: ShapeRecords) -> Path:
     return path
 
 
-# A shape file's measured columns: times in µs must be finite and > 0; compile seconds and the spread
-# finite and >= 0. NaN, an infinity, a negative or a zero time is a damaged record, never data.
+# A shape file's measured columns: times in µs must be finite and at least MIN_TIME_US (candidates/records.py);
+# compile seconds and the spread finite and >= 0. NaN, an infinity, a negative, zero or sub-launch time is a damaged
+# record, never data.
 POSITIVE_COLUMNS = ("time_us", "screen_us", "retime_us", "retime2_us")
 NONNEGATIVE_COLUMNS = ("compile_s", "spread")
 
 
-def check_measured(value: float, what: str, positive: bool = True) -> float:
-    """`value` where it is a finite time > 0 (with `positive` False: a finite figure >= 0); else a
-    ValueError saying which (`what`) and what it should be."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-            and (value > 0 if positive else value >= 0):
+def check_measured(value: float, what: str, positive: bool = True, unit: str = "µs") -> float:
+    """`value` where it is a time in `unit` (candidates/records.py `check_time_us`: finite, at least MIN_TIME_US;
+    with `positive` False: a finite figure >= 0); else a ValueError saying which (`what`) and what it should be."""
+    if positive:
+        return check_time_us(value, what, unit)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
         return float(value)
-    raise ValueError(f"{what} = {value!r} is not {'a finite, positive time' if positive else 'finite and >= 0'}")
+    raise ValueError(f"{what} = {value!r} is not finite and >= 0")
 
 
 def _measured(stats: dict[str, str], column: str) -> float | None:
@@ -215,8 +227,16 @@ def parse_shape_text(path: str | os.PathLike, text: str) -> ShapeRecords:
         raise DatasetError(f"{path}: malformed shape file ({exc})") from None
 
 
+def check_cells(cells: int, columns: int) -> None:
+    """A ValueError where a CSV row has `cells` cells and its header `columns` columns: a row cut short or run on
+    (a damaged write, a hand edit), whose cells would otherwise be read under the wrong columns or dropped."""
+    if cells != columns:
+        raise ValueError(f"{cells} cells where the header has {columns} columns (a cut or damaged row)")
+
+
 def _parse_trial(names: list[str], columns: list[str], row: list[str]) -> Trial:
     # A slim file's SCREEN_COLUMNS read as empty cells.
+    check_cells(len(row), len(columns))
     params = row[: len(names)]
     stats = {**dict.fromkeys(SCREEN_COLUMNS, ""), **dict(zip(columns[len(names):], row[len(names):]))}
     values = dict(zip(names, map(int, params)))
@@ -257,15 +277,45 @@ def _parse_shape(path: str | os.PathLike, lines: list[str]) -> ShapeRecords:
         missing = [c for c in SCREEN_COLUMNS if c not in present]
         raise DatasetError(f"{path}: has the columns {', '.join(present)} but not {', '.join(missing)}: a shape file "
                            f"has all of {', '.join(SCREEN_COLUMNS)} (full) or none (slim)")
-    results = []
+    shape = header_shape(header["shape"])
+    results, seen = [], {}
     for number, row in enumerate(rows[1:], start=1):
         try:
             results.append(_parse_trial(names, columns, row))
+            first = seen.setdefault(results[-1].config, number)
+            if first != number:  # a sweep times each config once: two records of one config, and which is it?
+                raise ValueError(f"its config {results[-1].config} is row {first}'s too")
         except ValueError as exc:  # the header comment and the CSV header are lines 1 and 2
             raise DatasetError(f"{path}: row {number} (line {number + 2}): {exc}; a damaged record: fix the row, "
                                f"or remove the file (a resumed sweep measures its shape again)") from None
-    return ShapeRecords(shape=header_shape(header["shape"]), trials=tuple(results),
-                       baselines_us=header["baselines_us"], meta=header["meta"])
+    return ShapeRecords(shape=shape, trials=_of_the_space(path, kernel_of(shape).space, results),
+                        baselines_us=header["baselines_us"], meta=header["meta"])
+
+
+class DatasetWarning(UserWarning):
+    """Rows of a dataset file left out (configs outside its space), the rest read."""
+
+
+def _of_the_space(path: str | os.PathLike, space, trials: list[Trial]) -> tuple[Trial, ...]:
+    """`trials` less the rows outside `space`, with one DatasetWarning naming the file, how many and the first: a
+    row of the space (`in_space` 1) whose config is not a point of its grid (BLOCK_M=17: no sweep times one, and
+    replay would pick it, or a report call it the space's best), or a baseline's row (`in_space` 0) with a
+    parameter the space does not have. A config of an earlier space may lack a later parameter (its grid held
+    none); what it has must be the grid's."""
+    kept, left_out = [], []
+    for number, trial in enumerate(trials, start=1):
+        try:
+            if trial.in_space:
+                check_in_grid(space, trial.config, complete=False)
+            else:
+                check_in_grid(space, {n: v for n, v in trial.config.items() if n not in space.names}, complete=False)
+            kept.append(trial)
+        except ConfigError as exc:
+            left_out.append(f"row {number} (line {number + 2}): {exc}")
+    if left_out:
+        warnings.warn(f"{path}: {len(left_out)} of {len(trials)} rows left out, their configs outside the "
+                      f"{space.kernel} space (first: {left_out[0]})", DatasetWarning, stacklevel=2)
+    return tuple(kept)
 
 
 def shape_file_id(path: str | os.PathLike) -> str:
@@ -421,15 +471,10 @@ def check_compatible(root: str | os.PathLike, manifest: dict) -> dict | None:
 
 @contextmanager
 def dataset_lock(root: str | os.PathLike) -> Iterator[None]:
-    """Hold the dataset folder's lock (an exclusive flock on DIR/.manifest.lock, released when the
+    """Hold the dataset folder's lock (rooftune/outputs.py `file_lock` on DIR/.manifest.lock, released when the
     process dies) for a read-modify-write of a file that several writers share."""
-    Path(root).mkdir(parents=True, exist_ok=True)
-    with open(Path(root) / LOCK, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with file_lock(Path(root) / LOCK):
+        yield
 
 
 def update_manifest(root: str | os.PathLike, change: Callable[[dict], dict]) -> dict:
@@ -489,12 +534,18 @@ def open_dataset(root: str | os.PathLike, manifest: dict) -> dict:
 def read_dataset(root: str | os.PathLike) -> list[ShapeRecords]:
     """Every finished shape of a dataset folder, as ShapeRecords (the replay evaluation's input), each
     shape's meta with the Triton version it was measured under (`triton`: its own where its file records one,
-    else the manifest's). A DatasetError where they are of more than one Triton release: a fit or a score over
-    them would mix two compilers' rankings."""
+    else the manifest's). A DatasetError where they are of more than one Triton release (a fit or a score over
+    them would mix two compilers' rankings), or one is of another kernel than the manifest names."""
     manifest = read_manifest(root)
     check_layout(root, manifest)
     triton = (manifest.get("device") or {}).get("triton")
-    records = [to_records(read_shape(p)) for p in shape_files(root)]
+    files = shape_files(root)
+    records = [to_records(read_shape(p)) for p in files]
+    kernel = manifest.get("kernel", "gemm")
+    for path, record in zip(files, records):
+        if kernel_of(record.shape).name != kernel:
+            raise DatasetError(f"{path}: holds a {kernel_of(record.shape).name} shape ({record.shape}), but the "
+                               f"manifest of {root} says its measurements are of {kernel}")
     records = [replace(r, meta={"triton": triton, **r.meta}) for r in records] if triton else records
     releases = {triton_release(r.meta["triton"]): shape_id(r.shape) for r in records if r.meta.get("triton")}
     if len(releases) > 1:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rooftune.candidates import AttentionShape, Config, GemmShape, Trial, kernel_spec
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.datasets.format import MANIFEST, check_measured, read_dataset, read_manifest
+from rooftune.eval.datasets.format import MANIFEST, check_cells, check_measured, read_dataset, read_manifest
 from rooftune.inputs import check_input
 
 PROBE_BASELINE = "cublas"
@@ -71,6 +71,7 @@ def read_probe_gemm(path: str | Path) -> list[ShapeRecords]:
         reader = csv.DictReader(f)
         for row in reader:
             with _line(path, reader):
+                _whole_row(row, reader.fieldnames)
                 key = (int(row["M"]), int(row["N"]), int(row["K"]))
                 if row["BM"] == PROBE_BASELINE:
                     baselines[key][PROBE_BASELINE] = check_measured(float(row["us"]), "us")
@@ -97,6 +98,7 @@ def read_probe_attention(path: str | Path) -> list[ShapeRecords]:
         reader = csv.DictReader(f)
         for row in reader:
             with _line(path, reader):
+                _whole_row(row, reader.fieldnames)
                 key = (int(row["B"]), int(row["H"]), int(row["S"]), int(row["D"]))
                 if row["BM"].startswith(PROBE_SDPA_PREFIX):
                     if row["us"]:
@@ -136,11 +138,10 @@ def _ah_a_layout(row: dict[str, str]) -> str:
 
 
 def _whole_row(row: dict, columns: list[str]) -> None:
-    """A ValueError where a CSV row has fewer or more cells than the header has columns (csv fills the
-    missing ones with None, which no reader may see)."""
+    """A ValueError where a CSV row has fewer or more cells than the header has columns (format.py `check_cells`;
+    csv fills the missing ones with None, which no reader may see)."""
     if None in row or None in row.values():
-        cells = len(columns) - sum(v is None for v in row.values()) + len(row.get(None) or ())
-        raise ValueError(f"{cells} cells where the header has {len(columns)} columns (a cut or damaged row)")
+        check_cells(len(columns) - sum(v is None for v in row.values()) + len(row.get(None) or ()), len(columns))
 
 
 def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
@@ -164,7 +165,7 @@ def read_autoheuristic_mm(path: str | Path) -> list[ShapeRecords]:
                 rows_of.setdefault(key, row)
                 feedback = float(row["feedback"])
                 if feedback != float("inf"):  # inf: the choice failed
-                    check_measured(feedback, "feedback")
+                    check_measured(feedback, "feedback", unit="ms")
                 times[key][row["choice"]].append(feedback * 1000.0)
     records = []
     for key, by_choice in times.items():

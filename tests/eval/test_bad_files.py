@@ -2,13 +2,20 @@
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from rooftune.eval.datasets.format import DatasetError, read_dataset, read_manifest, read_shape
-from rooftune.eval.datasets.readers import DatasetFormatError, load_records, recorded_gpu
+from rooftune.eval.datasets.format import DatasetError, DatasetWarning, read_dataset, read_manifest, read_shape
+from rooftune.eval.datasets.readers import (
+    DatasetFormatError,
+    load_records,
+    read_probe_attention,
+    read_probe_gemm,
+    recorded_gpu,
+)
 
 HELDOUT = Path(__file__).parents[2] / "datasets" / "h200" / "gemm" / "heldout"
 HEADER = '# rooftune-shape {"shape": {"m": 64, "n": 64, "k": 64, "layout": "kn", "dtype": "bf16"}, ' \
@@ -118,3 +125,86 @@ def test_truncated_shape_file_in_a_folder(tmp_path):
 def test_recorded_gpu(tmp_path):
     assert recorded_gpu(HELDOUT) == json.loads((HELDOUT / "manifest.json").read_text())["gpu_profile"]
     assert recorded_gpu(tmp_path) is None and recorded_gpu(tmp_path / "probe.csv.gz") is None
+
+
+# --- issue 57: rows outside the space, times under any kernel's, probe rows cut short --------------------------
+
+GEMM_COLUMNS = ("BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,SPLIT_K,TMA,PERSISTENT,FIXUP,BLOCK_N2,num_warps,num_stages,"
+                "time_us,error,retime_us,retime2_us,retime_rounds,in_space")
+GEMM_ROW = "64,64,64,1,1,1,0,0,0,4,3,{time},,,,,{in_space}"
+
+
+def _gemm_file(tmp_path, *rows: str) -> Path:
+    path = tmp_path / "s.csv.gz"
+    path.write_bytes(gzip.compress((f"{HEADER}\n{GEMM_COLUMNS}\n" + "\n".join(rows) + "\n").encode()))
+    return path
+
+
+@pytest.mark.parametrize("row, words", [
+    ("17,64,64,1,1,1,0,0,0,4,3,0.5,,,,,1", "BLOCK_M=17 is not in the gemm space"),
+    ("64,64,64,1,1,1,0,0,0,2,3,0.5,,,,,1", "num_warps=2"),
+    ("64,64,64,3,1,1,0,0,0,4,3,0.5,,,,,1", "GROUP_M=3"),
+])
+def test_a_row_outside_the_space_is_left_out_with_one_warning(tmp_path, row, words):
+    """BLOCK_M=17 at 0.5 µs was read as the space's best: eval scores near 0.01, report 401x cuBLAS."""
+    baseline = "64,64,32,8,1,1,0,0,0,4,3,12.0,,,,,0"  # a baseline's row: outside the space, by its in_space
+    path = _gemm_file(tmp_path, GEMM_ROW.format(time=10.0, in_space=1), row, baseline)
+    with pytest.warns(DatasetWarning) as caught:
+        records = read_shape(path)
+    assert len(caught) == 1
+    assert re.search(rf"s\.csv\.gz: 1 of 3 rows left out.*row 2 \(line 4\): {re.escape(words)}", str(caught[0].message))
+    assert [t.time_us for t in records.trials] == [10.0, 12.0] and records.best_candidate_us == 10.0
+
+
+def test_a_baseline_row_with_a_parameter_the_space_lacks_is_left_out(tmp_path):
+    path = tmp_path / "s.csv.gz"
+    path.write_bytes(gzip.compress(f"{HEADER}\nBLOCK_Q,num_warps,num_stages,time_us,error,retime_us,retime2_us,"
+                                   "retime_rounds,in_space\n64,4,3,1.0,,,,,0\n".encode()))
+    with pytest.warns(DatasetWarning, match="BLOCK_Q is not a parameter of the gemm space"):
+        assert read_shape(path).trials == ()
+
+
+@pytest.mark.parametrize("time", ["1e-308", "5e-324", "0.0999", "1e-3"])
+def test_a_time_under_any_kernels_is_refused(tmp_path, time):
+    """time_us=1e-308 was accepted: the worst tenth read 0.000."""
+    path = _gemm_file(tmp_path, GEMM_ROW.format(time=10.0, in_space=1), GEMM_ROW.format(time=time, in_space=1))
+    with pytest.raises(DatasetError, match=r"s\.csv\.gz: row 2 \(line 4\): time_us = .* at least 0\.1 µs"):
+        read_shape(path)
+
+
+@pytest.mark.parametrize("kind, head, line", [
+    ("gemm", "M,N,K,BM,BN,BK,stages,warps,GM,us,err", "64,64"),
+    ("gemm", "M,N,K,BM,BN,BK,stages,warps,GM,us,err", "64,64,64,64,64,32,3,4,1,9.0,,extra"),
+    ("attention", "B,H,S,D,BM,BN,stages,warps,rev,us,err", "64,64"),
+    ("attention", "B,H,S,D,BM,BN,stages,warps,rev,us,err", "1"),
+])
+def test_a_probe_row_cut_short_is_named(tmp_path, kind, head, line):
+    """`64,64` in a probe CSV raised TypeError from read_probe_gemm / read_probe_attention."""
+    path = tmp_path / f"{kind}_probe.csv"
+    path.write_text(f"{head}\n{line}\n")
+    reader = read_probe_gemm if kind == "gemm" else read_probe_attention
+    for read in (reader, load_records):
+        with pytest.raises(DatasetFormatError, match=rf"{kind}_probe\.csv: line 2: \d+ cells where the header has 11"):
+            read(path)
+
+
+@pytest.mark.parametrize("row, words", [
+    ("64,64,64,1,1,1,0,0,0,4,3,11.0,,,,,1", "its config BLOCK_M=64,"),  # the first row's config again
+    ("64,64,64,1,1,1,0,0,0,8,3,11.0,,,,,1,5", "18 cells where the header has 17 columns"),
+    ("64,64,64,1,1,1,0,0,0,8,3,11.0", "12 cells where the header has 17 columns"),
+])
+def test_a_repeated_or_run_on_row_is_refused(tmp_path, row, words):
+    """A row with an extra cell (the first row's copy with ",1") was read, the cell dropped, the config twice."""
+    path = _gemm_file(tmp_path, GEMM_ROW.format(time=10.0, in_space=1), row)
+    with pytest.raises(DatasetError, match=rf"s\.csv\.gz: row 2 \(line 4\): {re.escape(words)}"):
+        read_shape(path)
+
+
+def test_a_shape_of_another_kernel_than_the_manifest_names_is_refused(tmp_path):
+    """`eval gemm` scored a folder whose manifest said attention."""
+    root = tmp_path / "ds"
+    shutil.copytree(HELDOUT, root, ignore=lambda folder, names: [n for n in names if n.endswith(".xz")][1:])
+    manifest = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**manifest, "kernel": "attention"}))
+    with pytest.raises(DatasetError, match=r"holds a gemm shape .* says its measurements are of attention"):
+        read_dataset(root)

@@ -59,7 +59,8 @@ def test_committed_lists_are_the_generator_output(tmp_path):
 def test_a_moe_shape_file_round_trips(tmp_path):
     shape = MoeShape(128, 8, 2048, 768, 24, "down", seed=3)
     config = Config.make(4, 3, BLOCK_SIZE_M=16, BLOCK_SIZE_N=64, BLOCK_SIZE_K=128, GROUP_SIZE_M=1)
-    records = ShapeRecords(shape=shape, trials=(Trial(config, 12.5), Trial(config, None, error="check: x")),
+    failed = Config.make(4, 3, BLOCK_SIZE_M=16, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=1)
+    records = ShapeRecords(shape=shape, trials=(Trial(config, 12.5), Trial(failed, None, error="check: x")),
                            baselines_us={"grouped_mm": 20.0}, meta={"space_version": "moe-x"})
     back = read_shape(write_shape(tmp_path, records))
     assert back.shape == shape and back.trials[0].config == config and back.baselines_us == {"grouped_mm": 20.0}

@@ -86,3 +86,51 @@ def test_profiles_fitting_what_a_dataset_says_about_its_gpu():
     assert profiles_fitting({"compute_capability": (9, 0), "smem_per_block_bytes": 1024}) == []
     assert profiles_fitting({"name": "NVIDIA H200"}) == ["h200"] and profiles_fitting({"name": "RTX 9090"}) == []
     assert fits_device(load_profile("b200"), {"compute_capability": (10, 0), "smem_per_block_bytes": 232448})
+
+
+# --- issue 57: values that are finite but impossible -------------------------------------------------------------
+
+@pytest.mark.parametrize("field,value", [
+    ("bf16_tflops", 1e-300),  # 300-digit predictions
+    ("sm_clock_mhz", 1e-300),
+    ("dram_bw_gbps", 5e-324),  # nan µs for every config
+    ("max_threads_per_sm", 1),  # every config legal, 2,425 TFLOP/s predicted against a 790 peak
+    ("smem_per_block_bytes", 1), ("l2_latency_ns", 1e-9), ("launch_overhead_us", 1e-12), ("fp8_tflops", 1e-5),
+])
+def test_an_implausibly_small_field_is_named(field, value, tmp_path):
+    data = _h200_dict()
+    data[field] = value
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProfileError, match=rf"small\.json: field '{field}' is implausibly small"):
+        load_profile(path)
+
+
+def test_every_number_of_a_profile_has_a_floor_under_every_shipped_profiles():
+    from rooftune.hwprofiles.profile import _FLOAT_FIELDS, _INT_FIELDS, PLAUSIBLE_FLOOR
+
+    assert set(PLAUSIBLE_FLOOR) == _INT_FIELDS | _FLOAT_FIELDS
+    for name in list_profiles():
+        data = profile_to_dict(load_profile(name))
+        assert all(data[k] >= 10 * floor for k, floor in PLAUSIBLE_FLOOR.items() if data.get(k) is not None
+                   and k not in ("sm_count", "max_ctas_per_sm", "dram_piece_bytes")), name
+
+
+def test_legality_reads_the_threads_an_sm_holds():
+    """max_threads_per_sm=1 left every config legal. An SM of 128 threads holds blocks of 4 warps at most."""
+    import dataclasses
+
+    import numpy as np
+
+    from rooftune import roofline
+    from rooftune.candidates import GEMM_SPACE, configs_to_columns, legal_configs, parse_gemm_shape
+
+    shape, h200 = parse_gemm_shape("4096x4096x4096"), load_profile("h200")
+    small = dataclasses.replace(h200, max_threads_per_sm=128)
+    legal = legal_configs(GEMM_SPACE, shape, small)
+    assert legal.configs and all(c["num_warps"] * 32 <= 128 for c in legal.configs)
+    assert legal.rejected["more threads than an SM holds"] > 0
+    assert legal_configs(GEMM_SPACE, shape, h200).rejected["more threads than an SM holds"] == 0
+    tflops = shape.flops / roofline.predict(shape, configs_to_columns(legal.configs), small).time_us / 1e6
+    assert np.isfinite(tflops).all() and tflops.max() <= small.bf16_tflops
+    assert not legal_configs(GEMM_SPACE, shape, dataclasses.replace(h200, max_threads_per_sm=64)).configs

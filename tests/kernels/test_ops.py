@@ -119,6 +119,41 @@ def test_fallback_runs_torch(monkeypatch):
         rooftune.matmul(a, b, fallback=False)
 
 
+def test_a_shape_over_the_kernels_size_limit_falls_back_or_is_refused():
+    """K over the 32-bit indexing limit (candidates/shapes.py MAX_ROW_ELEMS): fallback=True raised ShapeError."""
+    k = 2**23 + 1
+    a = torch.ones(1, 1, dtype=DTYPE, device=DEVICE).expand(2, k)  # stride-0 views: no 16 MB copies
+    b = torch.ones(1, 1, dtype=DTYPE, device=DEVICE).expand(k, 3)
+    assert torch.equal(rooftune.matmul(a, b, fallback=True), torch.matmul(a, b))
+    with pytest.raises(ops.UnsupportedInputError, match=r"k = 8388609 is over the limit.*fallback=True"):
+        rooftune.matmul(a, b)
+    with pytest.raises(ops.UnsupportedInputError, match="over the limit"):
+        rooftune.linear(a, b.t())
+
+
+@pytest.mark.parametrize("scale", [float("inf"), float("-inf"), float("nan")])
+def test_a_scale_that_is_not_finite_is_refused_even_with_fallback(scale):
+    """scale=inf returned all NaN (as SDPA does with it); NaN, 0 and -1 were refused already."""
+    q = randn(1, 2, 16, 32)
+    for fallback in (False, True):
+        with pytest.raises(ops.UnsupportedInputError, match="scale must"):
+            rooftune.attention(q, q, q, scale=scale, fallback=fallback)
+
+
+@pytest.mark.parametrize("name", ["ROOFTUNE_TUNE", "ROOFTUNE_FALLBACK", "ROOFTUNE_KERNEL_ONLY"])
+@pytest.mark.parametrize("value", ["maybe", "2", "onn"])
+def test_a_setting_that_is_not_a_boolean_is_refused_naming_it(monkeypatch, name, value):
+    """ROOFTUNE_TUNE=maybe and ROOFTUNE_FALLBACK=2 were read as off without a word."""
+    from rooftune.environment import SettingError
+
+    monkeypatch.setenv(name, value)
+    a, b = randn(5, 7), randn(7, 3)
+    with pytest.raises(SettingError, match=rf"\${name}='{value}' is not a boolean"):
+        rooftune.matmul(a, b)
+    with pytest.raises(SettingError, match=name):
+        rooftune.attention(*(randn(1, 2, 16, 32),) * 3)
+
+
 def test_gradients_match_torch():
     x, w = randn(9, 47).requires_grad_(), randn(65, 47).requires_grad_()
     rooftune.linear(x, w).float().square().sum().backward()

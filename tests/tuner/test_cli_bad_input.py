@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from fakes import cli_error, heldout_copy, rewrite_text
 from typer.testing import CliRunner
 
 from rooftune.candidates import ATTENTION_SPACE, GEMM_SPACE
-from rooftune.eval.datasets.format import read_shape_text
+from rooftune.eval.datasets.format import DatasetWarning, read_shape_text
 from rooftune.eval.datasets.readers import load_records
 from rooftune.tuner.cli.app import app
 
@@ -299,3 +300,54 @@ def test_eval_caps_a_budget_larger_than_the_space_and_says_so(tmp_path):
     assert f"--budget 100000 is more than any shape here has configs (at most {largest}): replaying at {largest}" \
         in text
     assert json.loads((tmp_path / "e.json").read_text())["budget"] == largest
+
+
+def test_a_row_outside_the_space_is_left_out_of_eval_and_report_with_a_warning(tmp_path):
+    """A row of BLOCK_M=17 at 0.5 µs was served as the space's best: eval's scores collapsed to ~0.01 and report
+    called it 401x cuBLAS. Now it is left out, with one warning naming the file and the row."""
+    root = heldout_copy(tmp_path, shapes=1)
+    victim = next((root / "shapes").iterdir())
+    header, _, body = read_shape_text(victim).partition("\n")
+    lines = body.rstrip("\n").split("\n")
+    columns, cells = lines[0].split(","), lines[1].split(",")
+    cells[columns.index("BLOCK_M")], cells[columns.index("time_us")] = "17", "0.5"
+    cells[columns.index("in_space")] = "1"
+    rewrite_text(victim, "\n".join([header, *lines, ",".join(cells)]) + "\n")
+    for args in (["eval", "gemm", "--data", str(root), "--budget", "3", "--methods", "model", "--json",
+                  str(tmp_path / "e.json")],
+                 ["report", "gemm", "--data", str(root), "--json", str(tmp_path / "r.json")]):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        (warned,) = [str(w.message) for w in said if w.category is DatasetWarning]
+        assert victim.name in warned and "BLOCK_M=17 is not in the gemm space" in warned
+    assert json.loads((tmp_path / "e.json").read_text())["methods"]["model"]["mean"] > 0.5
+    (row,) = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert row["best_us"] > 1.0
+
+
+@pytest.mark.parametrize("value", ["1e-308", "0.01"])
+def test_a_dataset_time_under_any_kernels_is_refused(tmp_path, value):
+    """time_us=1e-308 was accepted: eval's worst tenth read 0.000."""
+    root = heldout_copy(tmp_path, shapes=1)
+    victim = next((root / "shapes").iterdir())
+    _set_value(victim, 2, "time_us", value)
+    for args in (["eval", "gemm", "--data", str(root), "--budget", "2", "--methods", "model"],
+                 ["report", "gemm", "--data", str(root)]):
+        _bad_input(args, victim.name, "row 2 (line 4): time_us", "at least 0.1 µs")
+
+
+def test_a_profile_on_which_no_config_is_legal_exits_2_from_every_command(tmp_path, synthetic, counting, live_from):
+    """An SM of 64 threads holds no block of the spaces (4 warps and up): `tune` raised a plain ValueError."""
+    from rooftune.candidates import parse_gemm_shape
+    from rooftune.hwprofiles import load_profile
+
+    profile = json.loads((Path(__file__).parents[2] / "hwprofiles" / "h200.json").read_text())
+    path = tmp_path / "t64.json"
+    path.write_text(json.dumps({**profile, "max_threads_per_sm": 64}))
+    shape = parse_gemm_shape("512x512x512")
+    live_from(counting(synthetic(shape, load_profile("h200"))))
+    for args in (["explain", "gemm", "--shape", "512x512x512", "--gpu", str(path)],
+                 ["tune", "gemm", "--shape", "512x512x512", "--gpu", str(path), "--cache", "none"]):
+        _bad_input(args, "no legal gemm config for 512x512x512")

@@ -197,6 +197,43 @@ def test_an_output_that_is_one_of_the_inputs(tmp_path):
              shape_file.name, "an input of this command")
 
 
+def _residual_copy(tmp_path: Path) -> Path:
+    """The shipped GEMM residual and its neighbour table (its companion, which `read_residual` reads) in tmp_path."""
+    path = tmp_path / "r.json"
+    path.write_bytes(SHIPPED_GEMM.read_bytes())
+    (tmp_path / "neighbours-r.json").write_bytes(SHIPPED_GEMM.with_name(f"neighbours-{SHIPPED_GEMM.name}").read_bytes())
+    return path
+
+
+def test_no_output_is_an_input_companions_included(tmp_path):
+    """Issue 57: `eval --json` onto the residual's neighbour table, `fit --route --out DATA/manifest.json`, `fit
+    --check --out` onto the --gpu profile or the residual's table: each was written over what the command read."""
+    residual, data = _residual_copy(tmp_path), _training(tmp_path)
+    table = tmp_path / "neighbours-r.json"
+    profile = tmp_path / "h200.json"
+    profile.write_bytes((REPO / "hwprofiles" / "h200.json").read_bytes())
+    _refused(tmp_path, ["eval", "gemm", "--data", str(data), "--budget", "2", "--residual", str(residual),
+                        "--json", str(table)], "--json", "neighbours-r.json", "an input of this command")
+    _refused(tmp_path, ["fit", "gemm", "--data", str(data), "--route", "--out", str(data / "manifest.json")],
+             "--out", "manifest.json", f"is inside {data}")
+    for out in (profile, table):
+        _refused(tmp_path, ["fit", "gemm", "--data", str(data), "--gpu", str(profile), "--check", str(residual),
+                            "--out", str(out)], "--out", out.name, "an input of this command")
+
+
+@pytest.mark.parametrize("outputs, words", [
+    (["--json", "X", "--markdown", "X"], ("--markdown", "also the path of --json")),
+    (["--markdown", "X", "--plot", "X"], ("--plot", "also the path of --markdown")),
+])
+def test_two_outputs_of_one_command_never_share_a_path(tmp_path, outputs, words):
+    """`report --json X --markdown X` said "wrote" twice and kept the Markdown alone."""
+    root = heldout_copy(tmp_path)
+    args = [str(tmp_path / "x.png") if a == "X" else a for a in outputs]
+    _refused(tmp_path, ["report", "gemm", "--data", str(root), *args], "x.png", *words)
+    _refused(tmp_path, ["eval", "gemm", "--data", str(root), "--budget", "2", "--json", str(tmp_path / "x.png"),
+                        "--plot", str(tmp_path / "x.png")], "--plot", "also the path of --json")
+
+
 def _training(tmp_path: Path) -> Path:
     root = heldout_copy(tmp_path, shapes=2, name="train")
     manifest = json.loads((root / "manifest.json").read_text())

@@ -17,7 +17,8 @@ from rooftune.hwprofiles.shipped import SHIPPED_BY_GPU_NAME, shipped_profile_nam
 from rooftune.kernels import gemm as kgemm
 from rooftune.kernels.harness.check import relative_error
 from rooftune.outputs import OutputError
-from rooftune.tuner.cache import TuneCache, TuneCacheError, tune_key
+from rooftune.environment import SettingError
+from rooftune.tuner.cache import CacheEntryWarning, TuneCache, TuneCacheError, tune_key
 from rooftune.tuner.residual_choice import shipped_residual
 from rooftune.tuner.tune import TuneResult
 from rooftune.tuner.pytorch import ops
@@ -195,6 +196,30 @@ def test_gpu_names_map_to_shipped_profiles():
         "NVIDIA A100-SXM4-80GB": "NVIDIA A100-SXM4-80GB", "NVIDIA B200": "NVIDIA B200"}
     with pytest.raises(ProfileError, match="rooftune hwprobe --out.*ROOFTUNE_PROFILE"):
         shipped_profile_name("NVIDIA GeForce RTX 4090")
+
+
+def test_a_cache_entry_outside_the_space_is_never_run(cache, launched, monkeypatch):
+    """A winner of BLOCK_M=17 was served, and crashed inside Triton: now ignored with one warning, the untuned
+    choice runs."""
+    monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")
+    winner = next(c for c in legal() if c["BLOCK_M"] == 16)
+    TuneCache(cache).put(key(), TuneResult(SHAPE, winner, 3.0, (Trial(winner, 3.0),), "rooftune", PROFILE.name,
+                                           kernel_of(SHAPE).space.version, kernel="gemm"))
+    cache.write_text(cache.read_text().replace("BLOCK_M=16,", "BLOCK_M=17,"))
+    a, b = inputs()
+    with pytest.warns(CacheEntryWarning, match=r"tune.json: tune cache entry .* ignored.*BLOCK_M=17"):
+        out = rooftune.matmul(a, b)
+    assert launched == [zero_trial()] and relative_error(out.float(), a.float() @ b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("value, words", [
+    ("~nouser_of_rooftune/x.json", r"\$ROOFTUNE_CACHE='~nouser_of_rooftune/x.json': user 'nouser_of_rooftune' has no"),
+])
+def test_a_cache_path_naming_no_home_is_refused_naming_the_variable(monkeypatch, value, words):
+    """RuntimeError: Could not determine home directory, from the CLI and the ops alike."""
+    monkeypatch.setenv("ROOFTUNE_CACHE", value)
+    with pytest.raises(SettingError, match=words):
+        rooftune.matmul(*inputs())
 
 
 def test_the_device_profile(monkeypatch):

@@ -29,9 +29,17 @@ from rooftune.tuner.cli import sweep as cli_sweep
 from rooftune.tuner.cli import tune as cli_tune
 from rooftune.tuner.cli import tune_model as cli_tune_model  # noqa: F401 (registers `tune model`)
 from rooftune.tuner.cli import tune_moe as cli_tune_moe  # noqa: F401 (registers `tune moe`)
-from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, cli_errors, family_command, load_gpu, parse_shape  # noqa: E402
+from rooftune.tuner.cli.args import (  # noqa: E402
+    DEFAULT_GPU,
+    GPU_HELP,
+    cli_errors,
+    family_command,
+    load_gpu,
+    parse_shape,
+    warnings_as_lines,
+)
 from rooftune.tuner.cli.help import NAME_OR_PATH, plain_flags
-from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table  # noqa: E402
+from rooftune.tuner.cli.terminal import add_cells, narrow_note, plain_streams, width_table  # noqa: E402
 
 app = typer.Typer(
     name="rooftune",
@@ -183,7 +191,11 @@ class _WatchedOutput:
 
 def main() -> None:
     """The `rooftune` program (`_run`). A standard output that cannot be written (a full disk, /dev/full, a closed
-    pipe) ends the command with one line on standard error and exit 2, never a traceback from the console."""
+    pipe) ends the command with one line on standard error and exit 2, never a traceback from the console; one that
+    cannot encode a character gets its plain spelling (terminal.py `plain_streams`); a Python warning is one
+    `warning:` line (args.py `warnings_as_lines`)."""
+    plain_streams()
+    warnings_as_lines()
     watched = sys.stdout = _WatchedOutput(sys.stdout)
     try:
         _run()

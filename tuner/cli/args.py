@@ -5,7 +5,8 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
@@ -17,9 +18,11 @@ from rich.markup import escape
 from rooftune.candidates import KERNELS
 from rooftune.eval.datasets.readers import recorded_device
 from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
+from rooftune.hwprofiles.profile import profile_file
 from rooftune.hwprofiles.shipped import shipped_profile_name
 from rooftune.outputs import OutputError, check_not_input
-from rooftune.roofline.releases import choose_residual, shipped_releases
+from rooftune.roofline.neighbours import neighbours_file
+from rooftune.roofline.releases import choose_residual, residuals_root, shipped_releases
 from rooftune.roofline.residual import ResidualError, read_residual
 
 # The CLI's one map from an exception to an exit code, as (module, class, code). `cli_errors` looks a
@@ -34,6 +37,7 @@ EXIT_CODES = (
     ("rooftune.candidates.shapes", "ShapeError", 2),
     ("rooftune.candidates.shapes", "ShapeListError", 2),
     ("rooftune.candidates.config", "ConfigError", 2),
+    ("rooftune.candidates.space", "NoLegalConfigError", 2),
     ("rooftune.hwprofiles.profile", "ProfileError", 2),
     ("rooftune.hwprofiles.hwprobe", "NoGpuError", 2),
     ("rooftune.hwprofiles.hwprobe", "PartitionError", 2),
@@ -50,6 +54,7 @@ EXIT_CODES = (
     ("rooftune.tuner.llm.tables", "TableError", 2),
     ("rooftune.outputs", "OutputError", 2),
     ("rooftune.inputs", "InputError", 2),
+    ("rooftune.environment", "SettingError", 2),
     ("rooftune.tuner.tune", "TuneError", 1),
     ("rooftune.eval.sweeping.workers", "WorkerError", 1),
     ("rooftune.eval.sweeping.quarantine", "ContextQuarantined", 3),
@@ -72,6 +77,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
 def warn(message: str) -> None:
     """Print a warning on stderr; the command goes on."""
     Console(stderr=True, soft_wrap=True).print(f"[bold yellow]warning:[/] {escape(message)}")
+
+
+def warnings_as_lines() -> None:
+    """Show every Python warning a command meets (a cache entry ignored, dataset rows left out) as one `warning:`
+    line (`warn`), not Python's two lines naming the source file: for the `rooftune` program (app.py `main`)."""
+    warnings.showwarning = lambda message, *_, **__: warn(str(message))
 
 
 DEFAULT_GPU = "h200"
@@ -293,6 +304,35 @@ def check_output(path: str | os.PathLike | None, option: str, folder: bool = Fal
         raise ArgumentError(f"{option} {path}: folder {parent} is not writable")
 
 
+def read_files(*paths: str | os.PathLike | None, gpu: str | None = None, residual: str | None = None) -> list:
+    """What a command reads, for its outputs' `inputs`: `paths` as given (a dataset folder stands for every file in
+    it), the profile `gpu` names (a shipped profile's JSON in the package), and the residual `residual` names with
+    its companion, the neighbour table `read_residual` reads beside it ('shipped': the shipped residuals' folder;
+    'none': nothing)."""
+    files = [*paths, profile_file(gpu) if gpu else None]
+    if residual == "shipped":
+        files.append(residuals_root())
+    elif residual not in (None, "none"):
+        files += [residual, neighbours_file(residual)]
+    return files
+
+
+@cli_errors()
+def check_outputs(outputs: Iterable[tuple[str | os.PathLike | None, str]], inputs=()) -> None:
+    """`check_output` for each (path, option) of a command's file outputs (None: not given), none of them one of its
+    `inputs`, and no two of them one file: the second write would replace the first (`report --json X --markdown
+    X` said "wrote" twice and kept the Markdown alone)."""
+    seen: dict[Path, str] = {}
+    for path, option in outputs:
+        if path is None:
+            continue
+        same = seen.get(Path(path).resolve())
+        if same is not None:
+            raise ArgumentError(f"{option} {path}: also the path of {same}; two outputs of one command need two paths")
+        seen[Path(path).resolve()] = f"{option}"
+        check_output(path, option, inputs=inputs)
+
+
 # Help texts that several commands share, so that one option reads the same everywhere. Help is rich
 # markup: a literal "[" before a lowercase letter is written "\\[".
 # What --sms gets (hwprobe.granted_sms): the driver gives a green context whole groups of SMs.
@@ -313,8 +353,8 @@ SHAPE_OPTIONS = {"layout": ("kn", "--layout", LAYOUT_HELP), "dtype": ("bf16", "-
                  "gemm": ("gate_up", "--gemm", MOE_GEMM_HELP), "quant": ("w8a8", "--quant", QUANT_HELP)}
 # Recorded data are refused whole where one record is damaged (eval/datasets/format.py `read_shape`): a score, a
 # report or a fit over the rest would silently be of other data than the folder holds.
-DAMAGED_HELP = ("a damaged file (a time that is not finite and positive, a value that is not a number) is "
-                "refused, naming the file and row")
+DAMAGED_HELP = ("a damaged file (a time that is not finite or under 0.1 µs, a value that is not a number, a row cut "
+                "short) is refused, naming the file and row; a row outside the space is left out, with a warning")
 
 
 def residual_option(kernel: str, profile, choice: str, space_version: str | None, triton: str | None = None):

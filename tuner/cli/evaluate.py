@@ -17,11 +17,12 @@ from rooftune.tuner.cli.args import (
     GPU_HELP,
     PLOT_EXTRA,
     RESIDUAL_HELP,
-    check_output,
+    check_outputs,
     cli_errors,
     data_profile,
     fail,
     family_command,
+    read_files,
     register_missing,
     residual_option,
     warn,
@@ -46,8 +47,8 @@ def _eval(kernel: str, data: Path, budget: int, gpu: str | None, json_out: Path 
     (and, with `plot`, each method's CDF of per-shape scores); with `transfer_from`, also `transfer`: that
     dataset's best config per shape (another GPU's table) measured here."""
     profile = data_profile(gpu, data)
-    inputs = (data, transfer_from, gpu, residual_choice)
-    check_output(json_out, "--json", inputs=inputs)
+    inputs = read_files(data, transfer_from, gpu=gpu, residual=residual_choice)
+    check_outputs([(json_out, "--json"), (plot, "--plot")], inputs)
     check_plot(plot, inputs=inputs)
     records = _replayable(kernel, data, profile)
     residual = residual_option(kernel, profile, residual_choice, records[0].meta.get("space_version"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -10,8 +9,17 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune import roofline
-from rooftune.candidates import KERNELS, SPACES, check_in_grid, config_legality, kernel_of, legal_configs
+from rooftune.candidates import (
+    KERNELS,
+    SPACES,
+    check_in_grid,
+    config_legality,
+    kernel_of,
+    legal_configs,
+    no_legal_config,
+)
 from rooftune.candidates.config import config_label
+from rooftune.environment import env_flag
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.roofline.occupancy import LIMITERS
 from rooftune.tuner.cli.args import (
@@ -25,6 +33,7 @@ from rooftune.tuner.cli.args import (
     family_command,
     load_gpu,
     parse_shape,
+    read_files,
     residual_option,
     warn,
 )
@@ -59,12 +68,12 @@ def _explain(kernel: str, shape_text: str, gpu: str, top: int, config_text: str 
     space = SPACES[kernel]
     shape = parse_shape(kernel, shape_text, **options)
     profile = load_gpu(gpu)
-    _check_plot_options(plot, data)
+    _check_plot_options(plot, data, read_files(data, gpu=gpu, residual=residual_choice))
     legal = legal_configs(space, shape, profile)
     named = _named_config(space, legal.configs, config_text)
     configs = list(legal.configs) + ([named] if named is not None and named not in legal.configs else [])
     if not configs:
-        fail(f"no legal {kernel} config for {shape} on {profile.name}")
+        raise no_legal_config(kernel, shape, profile)
     residual = residual_option(kernel, profile, residual_choice, space.version, installed_triton())
     ranking = rank_configs(shape, configs, len(legal), profile, residual)
     console = Console()
@@ -101,13 +110,14 @@ def _print_pick(console: Console, shape, legal: list, ranking, profile, residual
                       f"{config_label(pick)}, rank {ranking.order.index(ranking.configs.index(pick)) + 1} here")
 
 
-def _check_plot_options(plot: Path | None, data: Path | None) -> None:
-    """--plot needs --data; --data alone is ignored, with a warning; the plot's path and extra are checked."""
+def _check_plot_options(plot: Path | None, data: Path | None, inputs: list) -> None:
+    """--plot needs --data; --data alone is ignored, with a warning; the plot's path (none of the command's
+    `inputs`) and extra are checked."""
     if plot is not None and data is None:
         fail("--plot needs --data: a recorded dataset holding this shape, whose measured times it draws")
     if data is not None and plot is None:
         warn("--data is read only with --plot; ignoring it")
-    check_plot(plot)
+    check_plot(plot, inputs=inputs)
 
 
 def _named_config(space, legal: list, text: str | None):
@@ -166,7 +176,7 @@ def untuned_line(kernel: str, shape, configs: list, profile, residual) -> str:
     if KERNELS[kernel].ops is None:
         return "untuned op: none (fused MoE runs through vLLM's tables: `rooftune tune moe`)"
     route, why = route_choice(kernel_of(shape), profile, residual, installed_triton())
-    kernel_only = os.environ.get(KERNEL_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    kernel_only = env_flag(KERNEL_ONLY_ENV)
     choice = untuned_choice(shape, configs, profile, residual, route, kernel_only, why)
     return f"untuned op runs {choice.why}" + ("" if choice.library else f" ({config_label(choice.pick)})")
 

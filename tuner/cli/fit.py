@@ -11,6 +11,7 @@ from rich.console import Console
 from rooftune.candidates import kernel_spec
 from rooftune.eval.datasets.format import read_manifest
 from rooftune.eval.datasets.readers import load_records
+from rooftune.roofline.neighbours import neighbours_file
 from rooftune.roofline.releases import shipped_route_path
 from rooftune.roofline.residual import triton_release, write_residual
 from rooftune.roofline.route import write_route
@@ -18,10 +19,12 @@ from rooftune.tuner.cli.args import (
     DAMAGED_HELP,
     GPU_HELP,
     check_output,
+    check_outputs,
     cli_errors,
     data_profile,
     fail,
     family_command,
+    read_files,
     register_missing,
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
@@ -127,13 +130,14 @@ def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str 
             fail(f"{data} holds {manifest.get('kernel', 'gemm')} measurements, not {kernel}")
         if also and (check is not None or route):
             fail("--also adds training data to a fit: not with --check or --route")
+        inputs = read_files(data, *(also or ()), gpu=gpu)
         if check is not None:
-            return _check(kernel, data, profile, manifest, check, out, console)
+            return _check(kernel, data, profile, manifest, check, out, console, inputs)
         if route:
-            return _fit_route(kernel, data, profile, out, console)
+            return _fit_route(kernel, data, profile, out, console, inputs)
         extra = [_also_data(kernel, path, manifest, profile) for path in also or ()]
         target = fit_target(kernel, profile, None if out is None else str(out), _data_triton(manifest))
-        check_output(str(target), "--out", inputs=(data, gpu, *(also or ())))
+        check_outputs([(target, "--out"), (neighbours_file(target), "--out's neighbour table")], inputs)
         residual, against = _fit_residual(kernel, data, profile, manifest, console, extra)
         if str(out) == SHIPPED and not against.ranks_well:
             console.print(f"cross-validated, the residual ranks worse than the model alone on average: not shipped; "
@@ -198,16 +202,16 @@ def _data_triton(manifest: dict) -> str | None:
     return (manifest.get("device") or {}).get("triton")
 
 
-def _fit_route(kernel: str, data: Path, profile, out: Path | None, console: Console) -> None:
+def _fit_route(kernel: str, data: Path, profile, out: Path | None, console: Console, inputs: list) -> None:
     """`fit --route`: cross-validate and refit the untuned route beside the shipped residual of the data's Triton
-    release; print, write (by default in that release's folder)."""
+    release; print, write (by default in that release's folder; never over one of the command's `inputs`)."""
     triton = _data_triton(read_manifest(data))
     if out is None and not triton:
         fail(f"{data}: its manifest records no Triton version, so the route's release is not known; give --out FILE")
     target = out or shipped_route_path(kernel, profile, triton)
     if out is None:
         target.parent.mkdir(parents=True, exist_ok=True)  # the first route of a release makes its folder
-    check_output(str(target), "--out")
+    check_output(str(target), "--out", inputs=inputs)
     spec = kernel_spec(kernel)
     residual = shipped_residual(spec, profile, triton)
     route, chosen, _ = fit_route_data(data, kernel, profile, residual, spec.baseline)
@@ -220,12 +224,16 @@ def _fit_route(kernel: str, data: Path, profile, out: Path | None, console: Cons
     console.print(f"wrote {target}")
 
 
-def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Path | None, console: Console) -> None:
+def _check(kernel: str, data: Path, profile, manifest: dict, check: str, out: Path | None, console: Console,
+           inputs: list) -> None:
     """`fit --check`: replay the residual and the model alone on the training data; write the residual with
-    the data's Triton release added where it ranks well (exit 1 where it does not: nothing written)."""
+    the data's Triton release added where it ranks well (exit 1 where it does not: nothing written), in place or
+    at --out, never over another of the command's `inputs` (the residual's neighbour table among them)."""
     residual, target, other_gpu = check_plan(kernel, profile, manifest, check, out, str(data))
     triton = _data_triton(manifest)
-    check_output(str(target), "--out", inputs=(data,))
+    in_place = check != SHIPPED and Path(target).resolve() == Path(check).resolve()
+    check_output(str(target), "--out", inputs=inputs + ([] if in_place or check == SHIPPED
+                                                        else read_files(residual=check)))
     result = check_residual(residual, load_records(data, kernel=kernel), profile, triton)
     for budget in result.residual_mean:
         console.print(f"  {budget:>2} configs: with the residual {result.residual_mean[budget]:.3f}, "

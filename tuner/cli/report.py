@@ -22,7 +22,7 @@ from rooftune.outputs import json_text, write_all, write_atomic
 from rooftune.tuner.cli.args import (
     DAMAGED_HELP,
     PLOT_EXTRA,
-    check_output,
+    check_outputs,
     cli_errors,
     fail,
     family_command,
@@ -103,8 +103,7 @@ def _report(kernel: str, data: Path, json_out: Path | None, markdown: Path | Non
             plot: Path | None) -> None:
     """Read the dataset once, print the per-shape table and the summary, write what was asked for."""
     kind, label = report_kind(kernel), KERNELS[kernel].baseline_label
-    for path, option in ((json_out, "--json"), (markdown, "--markdown")):
-        check_output(path, option, inputs=(data,))
+    check_outputs([(json_out, "--json"), (markdown, "--markdown"), (plot, "--plot")], inputs=(data,))
     check_plot(plot, inputs=(data,))
     if (recorded := read_manifest(data).get("kernel", "gemm")) != kernel:
         fail(f"{data} holds {recorded} measurements, not {kernel}")

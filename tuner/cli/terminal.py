@@ -1,13 +1,39 @@
-"""The CLI's tables at any terminal width (fewer columns below a width, a number never cut to fit) and its progress bars."""
+"""The CLI's tables at any terminal width (fewer columns below a width, a number never cut to fit), its text in any
+terminal's encoding, and its progress bars."""
 
 from __future__ import annotations
 
+import codecs
+import sys
 from collections.abc import Collection, Mapping, Sequence
 
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+
+# What a stream that cannot encode a character writes instead (LANG=C, PYTHONIOENCODING=ascii): the plain spelling
+# of the CLI's own symbols; any other character as its backslash escape (`plain_streams`).
+PLAIN_SPELLING = {"×": "x", "µ": "u", "·": "*", "÷": "/", "−": "-", "–": "-", "—": "--", "Σ": "sum ", "Δ": "d",
+                  "²": "^2", "≥": ">=", "≤": "<=", "±": "+-", "→": "->", "…": "...", "∞": "inf"}
+PLAIN_ERRORS = "rooftune-plain"
+
+
+def _plain(error: UnicodeEncodeError) -> tuple[str, int]:
+    text = error.object[error.start:error.end]
+    return "".join(PLAIN_SPELLING.get(c) or c.encode("ascii", "backslashreplace").decode() for c in text), error.end
+
+
+codecs.register_error(PLAIN_ERRORS, _plain)
+
+
+def plain_streams() -> None:
+    """Standard output and error write what their encoding cannot hold in plain spelling (PLAIN_SPELLING), never
+    raise UnicodeEncodeError (which, on a terminal of LANG=C, ended a command in a traceback at its first µ)."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors=PLAIN_ERRORS)
 
 
 def width_table(console: Console, title: str, columns: Sequence[str], narrow: Sequence[str] | None = None,

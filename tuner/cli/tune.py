@@ -25,6 +25,7 @@ from rooftune.tuner.cli.args import (
     fail,
     live_gpu,
     parse_shape,
+    read_files,
     residual_option,
 )
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
@@ -87,8 +88,8 @@ def _tune(kernel: str, problem, budget: int, gpu: str | None, sms: int | None, c
     if budget < 1:
         fail(f"--budget must be at least 1, got {budget}")
     check_sms(sms, profile)  # before the GPU: --sms 0 would divide by zero in the model
-    check_output(json_out, "--json", inputs=(gpu, residual_choice, cache))
     cache = cache_file(cache)
+    check_output(json_out, "--json", inputs=read_files(cache, gpu=gpu, residual=residual_choice))
     residual = ranking(kernel, profile, residual_choice)
     with console.status(f"tuning {problem}: up to {budget} configs compiled, checked and timed"):
         result = tune_shape(problem, profile, budget, cache=cache, sms=sms, residual=residual)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rooftune.candidates import AttentionShape, GemmShape, Shape
 from rooftune.candidates.shapes import ShapeError
+from rooftune.environment import expand_home
 from rooftune.inputs import check_input, read_text
 
 DTYPE = "bf16"
@@ -68,8 +69,8 @@ def shipped_models() -> dict[str, Path]:
 
 def load_model_config(path_or_name: str) -> ModelConfig:
     """A config.json file, a folder holding one (a downloaded model), or a shipped name
-    (case-insensitive: see `shipped_models`). Raises ModelConfigError."""
-    path = check_input(Path(path_or_name).expanduser(), folder=True)  # a pipe or device: never opened
+    (case-insensitive: see `shipped_models`). Raises ModelConfigError, SettingError (a `~user` of no home)."""
+    path = check_input(expand_home(str(path_or_name), "--config"), folder=True)  # a pipe or device: never opened
     if path.is_dir():
         path = path / "config.json"
     shipped = shipped_models()

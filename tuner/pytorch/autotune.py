@@ -116,6 +116,24 @@ def entry_key(profile_name: str, kernel_id: str, tuning_key: tuple, configs: lis
     return "|".join((profile_name, kernel_id, f"triton={installed_triton()}", repr(tuning_key), benched))
 
 
+def stored_choice(stored, benched: list):
+    """The config of `benched` an autotune cache entry names; a ValueError saying what is wrong where the entry is
+    not {"config": one of `benched`, "time_ms": {config: ms}} with a finite, positive time for the config it names
+    (tuner/cache.py `CacheFile.entry` then ignores it, with a warning, and the configs are timed again)."""
+    if not isinstance(stored, dict):
+        raise ValueError(f"an entry must be a JSON object, got {type(stored).__name__}")
+    times = stored.get("time_ms")
+    if not isinstance(times, dict):
+        raise ValueError(f"time_ms must map configs to times, got {times!r}")
+    choice = next((c for c in benched if str(c) == stored.get("config")), None)
+    if choice is None:
+        raise ValueError(f"its config {stored.get('config')!r} is none of the configs benchmarked")
+    time = times.get(str(choice))
+    if isinstance(time, bool) or not isinstance(time, (int, float)) or not np.isfinite(time) or time <= 0:
+        raise ValueError(f"its config's time {time!r} ms is not a finite, positive time")
+    return choice
+
+
 def _median_ms(timing) -> float:
     return float(timing[0] if isinstance(timing, (list, tuple)) else timing)
 
@@ -184,10 +202,8 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
         return entry_key(device_profile(_first_tensor(args).device).name, kernel_id, tuning_key, benched)
 
     def recall(kernel_id, tuning_key, benched, args):
-        stored = autotune_cache().entry(entry_id(kernel_id, tuning_key, benched, args))
-        if stored is None:
-            return None
-        return next((c for c in benched if str(c) == stored.get("config")), None)
+        return autotune_cache().entry(entry_id(kernel_id, tuning_key, benched, args),
+                                      lambda key, stored: stored_choice(stored, benched))
 
     def remember(kernel_id, tuning_key, benched, args, choice, timings):
         times = {str(c): _median_ms(t) for c, t in timings.items()}

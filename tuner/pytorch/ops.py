@@ -26,7 +26,8 @@ import os
 import warnings
 from pathlib import Path
 
-from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs
+from rooftune.candidates import LIBRARY_ROUTE, Config, kernel_of, legal_configs, no_legal_config
+from rooftune.environment import env_flag
 from rooftune.hwprofiles import HardwareProfile, load_profile
 from rooftune.hwprofiles.hwprobe import NoGpuError, installed_triton
 from rooftune.hwprofiles.shipped import shipped_profile_name
@@ -77,7 +78,8 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     within TUNE_BUDGET configs (stored in the cache); else the zero-trial pick (model + shipped
     residual, nothing measured). LIBRARY_ROUTE instead of a tune's winner where that tune timed the
     library's op faster, and instead of the zero-trial pick where the shipped route sends the untuned op to
-    the library or no shipped route applies, unless `kernel_only`. Raises TuneCacheError, ValueError (no legal config), TuneError."""
+    the library or no shipped route applies, unless `kernel_only`. Raises TuneCacheError, NoLegalConfigError,
+    TuneError."""
     spec = kernel_of(shape)
     triton = installed_triton()  # one release for the residual and the route beside it
     residual = shipped_residual(spec, profile, triton)
@@ -93,7 +95,7 @@ def choose_config(shape, profile: HardwareProfile, cache: Path, tune: bool, kern
     route = route_choice(spec, profile, residual, triton)[0]
     choice = untuned_choice(shape, configs, profile, residual, route, kernel_only)
     if choice is None:
-        raise ValueError(f"no legal {spec.name} config for {shape} on {profile.name}")
+        raise no_legal_config(spec.name, shape, profile)
     return LIBRARY_ROUTE if choice.library else choice.pick
 
 
@@ -104,10 +106,8 @@ def resolve_config(shape, device, tune: bool) -> Config | str:
     key = (shape, str(device), tune, env)
     config = _memo.get(key)
     if config is None:
-        from rooftune.kernels.ops import flag  # loaded already: only the ops resolve configs
-
         config = _memo[key] = choose_config(shape, device_profile(device), cache_path(), tune,
-                                            flag(None, KERNEL_ONLY_ENV))
+                                            env_flag(KERNEL_ONLY_ENV))
     return config
 
 
