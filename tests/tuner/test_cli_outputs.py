@@ -96,7 +96,7 @@ def test_fit_prints_its_figures_before_a_write_that_fails(tmp_path, monkeypatch)
     assert "CV at 20 configs: mean 0.990" in text
 
 
-def _fake_fit(kernel, shapes, profile, data, progress=None):
+def _fake_fit(kernel, shapes, profile, data, progress=None, also=()):
     from types import SimpleNamespace
 
     from rooftune.roofline.residual import GEMM_FEATURES_VERSION, Residual
