@@ -147,7 +147,7 @@ def test_residual_json_round_trip_and_errors(tmp_path):
 
 
 def test_a_profile_without_a_residual_runs_the_model_alone():
-    assert load_residual("gemm", load_profile("h100_sxm")) is None
+    assert load_residual("gemm", load_profile("a100_sxm4_80gb")) is None
     shipped = load_residual("gemm", PROFILE)
     assert shipped is not None and shipped.profile == PROFILE.name and "heldout" not in shipped.fit["data"]
 

@@ -162,3 +162,10 @@ def test_the_h100_call_sweeps_into_the_h100s_folders_only_on_an_h100(tmp_path):
                          env={"PATH": f"{bin_}:/usr/bin:/bin", "OUT": str(out), "TMPDIR": str(tmp_path)}, timeout=60)
     assert run.returncode == 3 and "not an H100" in run.stdout
     assert not (tmp_path / "rooftune.log").exists() and not list(out.iterdir())
+
+
+def test_the_h100_ranks_gemm_with_the_residual_of_both_gpus_chosen_on_its_training_shapes(shipped_triton):
+    residual, _ = residual_choice(kernel_spec("gemm"), H100, "3.6.0")
+    assert residual is not None and residual.profile == H100.name
+    assert residual.fit["data"].endswith("datasets/h100/gemm/train")
+    assert [(a["gpu"], a["data"].endswith("datasets/h200/gemm/train")) for a in residual.fit["also"]] == [(H200.name, True)]

@@ -80,14 +80,14 @@ def test_without_a_cache_entry_the_op_runs_the_routes_choice_the_library_where_n
     assert launched == [zero_trial_pick(SHAPE, legal(), PROFILE, shipped_residual(kernel_of(SHAPE), PROFILE, TRITON))]
     assert relative_error(out.float(), a.float() @ b.float()) < 1e-2
     launched.clear()
-    monkeypatch.setenv("ROOFTUNE_PROFILE", "h100_sxm")  # no route ships for the H100: nothing says the pick wins there
+    monkeypatch.setenv("ROOFTUNE_PROFILE", "a100_sxm4_80gb")  # no route ships for the A100: nothing says the pick wins there
     out = rooftune.matmul(a, b)
     assert launched == [] and torch.equal(out, torch.matmul(a, b))
     monkeypatch.setenv("ROOFTUNE_KERNEL_ONLY", "1")
     out = rooftune.matmul(a, b)
-    h100 = load_profile("h100_sxm")
-    assert launched == [zero_trial_pick(SHAPE, legal_configs(kernel_of(SHAPE).space, SHAPE, h100).configs, h100,
-                                        shipped_residual(kernel_of(SHAPE), h100, TRITON))]
+    a100 = load_profile("a100_sxm4_80gb")
+    assert launched == [zero_trial_pick(SHAPE, legal_configs(kernel_of(SHAPE).space, SHAPE, a100).configs, a100,
+                                        shipped_residual(kernel_of(SHAPE), a100, TRITON))]
     assert relative_error(out.float(), a.float() @ b.float()) < 1e-2
 
 
