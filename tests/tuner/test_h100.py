@@ -169,3 +169,16 @@ def test_the_h100_ranks_gemm_with_the_residual_of_both_gpus_chosen_on_its_traini
     assert residual is not None and residual.profile == H100.name
     assert residual.fit["data"].endswith("datasets/h100/gemm/train")
     assert [(a["gpu"], a["data"].endswith("datasets/h200/gemm/train")) for a in residual.fit["also"]] == [(H200.name, True)]
+
+
+@pytest.mark.parametrize(("gpu", "nvml"), [("h100_sxm", "NVIDIA H200"), ("h200", "NVIDIA H100 80GB HBM3")])
+def test_a_sweep_records_ground_truth_only_on_its_profiles_gpu(tmp_path, monkeypatch, gpu, nvml):
+    """`rooftune sweep --gpu PROFILE` on another GPU is refused before anything is timed or written: the H100's times
+    never enter the H200's folder, nor the reverse."""
+    from rooftune.hwprofiles import hwprobe
+
+    monkeypatch.setattr(hwprobe, "nvml_gpu_name", lambda device=0: nvml)
+    out = tmp_path / "data"
+    result = runner.invoke(app, ["sweep", "attention", "--shapes", str(ROOT / "datasets/h100/attention/shapes_train.json"),
+                                 "--out", str(out), "--gpu", gpu])
+    assert result.exit_code == 2 and f"but this GPU is {nvml}" in _out(result) and not out.exists()
