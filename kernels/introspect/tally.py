@@ -1,0 +1,144 @@
+"""A kernel's IR work (kernels/introspect/work.py) put to one call: every program of the grid evaluated at once
+(program ids as NumPy arrays), each op's amount times its loops' trip counts and its branches' shares, summed.
+
+Stated rules where the call cannot give a count (each applied one is named in the result's notes, which
+`explain` prints):
+- a for loop whose bounds depend on what the call does not hold runs (the call's largest integer argument) / step
+  iterations (at least one): as if it swept the call's largest size, so that its work still scales with the
+  config's step the way a counted loop's does; a while loop that is not a counted one runs once;
+- a branch on such a value is taken by half the programs (kernels/introspect/expressions.py `Chance`);
+- a grid of more than MAX_PROGRAMS programs is evaluated on MAX_PROGRAMS of them spread evenly over the launch
+  order, each standing for its share of the grid.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from rooftune.kernels.introspect.expressions import Env, evaluate, largest, trip_count
+from rooftune.kernels.introspect.work import KernelWork, Loop, WorkItem
+
+MAX_PROGRAMS = 1 << 16
+# Programs whose work differs by less than this (relative) are one run of `work_runs`.
+RUN_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A call's counts, summed over the grid (see candidates/kernel_counts.py `KernelCounts`): `loads` and
+    `stores` bytes by argument (None: not traced to one); `loop_trips`: each loop's mean trips per program."""
+
+    programs: int
+    mma_flops: dict[str, float]
+    dot_operand_bytes: float
+    loads: dict[str | None, float]
+    stores: dict[str | None, float]
+    vector_ops: float
+    sfu_ops: float
+    loop_iterations: float
+    work_runs: tuple[tuple[float, int], ...]
+    loop_trips: tuple[float, ...]
+    notes: tuple[str, ...]
+
+
+def program_ids(grid: tuple[int, int, int], limit: int = MAX_PROGRAMS) -> tuple[tuple[np.ndarray, ...], float]:
+    """(x, y, z ids of the programs evaluated, in launch order: x fastest; how many programs each stands for)."""
+    total = int(np.prod(grid))
+    linear = np.arange(total) if total <= limit else np.linspace(0, total - 1, limit).round().astype(np.int64)
+    x, rest = linear % grid[0], linear // grid[0]
+    return (x, rest % grid[1], rest // grid[1]), total / len(linear)
+
+
+def _loop_trips(loop: Loop, env: Env, extent: float, notes: list[str]) -> np.ndarray:
+    """Trips per program of `loop` (its enclosing loops' mean indices already in `env`), by the stated rule
+    where the call cannot give them; records the loop's mean index for the loops and ops inside it."""
+    lower, upper, step = (evaluate(e, env) for e in (loop.lower, loop.upper, loop.step))
+    shape = env.pids[0].shape
+    if lower is None or upper is None or step is None:
+        if loop.kind == "while":
+            trips = np.ones(shape)
+            notes.append(f"{loop.describe()}: counted as one trip (a while loop the call cannot count)")
+        else:
+            per = step if step is not None and np.all(step > 0) else np.asarray(1.0)
+            trips = np.broadcast_to(np.maximum(np.ceil(extent / per), 1.0), shape)
+            notes.append(f"{loop.describe()}: counted as {float(np.mean(trips)):g} trips (the call's largest size "
+                         f"{extent:g} / step)")
+    else:
+        trips = np.broadcast_to(trip_count(lower, upper + (1 if loop.inclusive else 0), step), shape)
+    if lower is not None and step is not None:
+        env.loop_means[loop.id] = np.broadcast_to(lower + step * np.maximum(trips - 1, 0) / 2, shape)
+    return trips
+
+
+def _weight(item: WorkItem, trips: dict[int, np.ndarray], env: Env) -> np.ndarray:
+    """Executions of `item` per program: its loops' trips times its branches' shares."""
+    weight = np.ones(env.pids[0].shape)
+    for loop in item.loops:
+        weight = weight * trips[loop]
+    for guard in item.guards:
+        share = evaluate(guard, env)
+        weight = weight * (0.5 if share is None else np.clip(share, 0.0, 1.0))
+    return weight
+
+
+def _runs(work: np.ndarray, stands_for: float) -> tuple[tuple[float, int], ...]:
+    """`work` relative to its mean, as (value, run length) pairs in launch order."""
+    mean = work.mean()
+    if mean <= 0:
+        return ((1.0, int(round(len(work) * stands_for))),)
+    rel = work / mean
+    runs: list[list] = []
+    for value in rel:
+        if runs and abs(runs[-1][0] - value) <= RUN_TOLERANCE * max(1.0, value):
+            runs[-1][1] += 1
+        else:
+            runs.append([float(value), 1])
+    return tuple((v, max(1, int(round(n * stands_for)))) for v, n in runs)
+
+
+def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
+    """`work` evaluated for the programs of `env` (each standing for `stands_for` programs of the grid)."""
+    notes: list[str] = []
+    extent = largest(list(env.args.values()))
+    trips: dict[int, np.ndarray] = {}
+    for loop in work.loops:  # parents come before their children
+        trips[loop.id] = _loop_trips(loop, env, extent, notes)
+    sums: dict = defaultdict(float)
+    per_program = np.zeros(env.pids[0].shape)
+    moved = np.zeros(env.pids[0].shape)
+    innermost_loading: set[int] = {item.loops[-1] for item in work.items if item.kind == "load" and item.loops}
+    for item in work.items:
+        executions = _weight(item, trips, env)
+        total = float(executions.sum()) * stands_for * item.amount
+        sums[(item.kind, item.dtype if item.kind == "dot" else item.tensor)] += total
+        if item.kind == "dot":
+            sums["operand"] += float(executions.sum()) * stands_for * item.operand_bytes
+            per_program += executions * item.amount
+        elif item.kind in ("load", "store"):
+            moved += executions * item.amount
+    iterations = np.zeros(env.pids[0].shape)
+    for loop_id in innermost_loading:
+        chain, lid = np.ones(env.pids[0].shape), loop_id
+        while lid is not None:
+            chain, lid = chain * trips[lid], work.loops[lid].parent
+        iterations += chain
+    programs = int(round(len(env.pids[0]) * stands_for))
+    return Tally(
+        programs=programs,
+        mma_flops={d: v for (k, d), v in _pairs(sums) if k == "dot"},
+        dot_operand_bytes=sums["operand"],
+        loads={t: v for (k, t), v in _pairs(sums) if k == "load"},
+        stores={t: v for (k, t), v in _pairs(sums) if k == "store"},
+        vector_ops=sum(v for (k, _), v in _pairs(sums) if k == "vector"),
+        sfu_ops=sum(v for (k, _), v in _pairs(sums) if k == "sfu"),
+        loop_iterations=float(iterations.mean()) if len(iterations) else 0.0,
+        work_runs=_runs(per_program if per_program.any() else moved, stands_for),
+        loop_trips=tuple(float(np.mean(trips[loop.id])) for loop in work.loops),
+        notes=tuple(dict.fromkeys(notes + env.unresolved)))
+
+
+def _pairs(sums: dict) -> list:
+    return [(k, v) for k, v in sums.items() if isinstance(k, tuple)]
