@@ -9,9 +9,9 @@ compile worker (kernels/introspect/binary.py) compiles the text from there and s
 so the launches of the configs then timed load it instead of compiling again.
 
 The lowering runs on a fresh copy of the kernel's JITFunction, for the profile's architecture (a stand-in
-driver: kernels/harness/offline.py `stand_in_target`), so the user's kernel object keeps no state of it. Triton's
-interpreter (TRITON_INTERPRET=1) gives `InterpretedFunction`s; their Python function is lowered as a JITFunction
-(a kernel calling other interpreted helpers cannot be, and falls back: tuner/pytorch/kernel_order.py).
+driver: kernels/harness/offline.py `stand_in_target`), so the user's kernel object keeps no state of it. Under
+Triton's interpreter (TRITON_INTERPRET=1) the kernel's Python function is lowered as a JITFunction, in the view of
+the process kernels/introspect/interpreted.py makes for the frontend.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from triton.runtime.cache import get_cache_key
 from triton.runtime.jit import JITFunction
 
 from rooftune.kernels.harness.offline import stand_in_target
+from rooftune.kernels.introspect.interpreted import frontend_view
 
 
 class LoweringError(RuntimeError):
@@ -92,7 +93,7 @@ def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32) 
     for name, heuristic in heuristics.items():
         kwargs[name] = heuristic(kwargs)
     kwargs = {k: v for k, v in kwargs.items() if k in fn.arg_names or k in _OPTION_NAMES}
-    with stand_in_target(arch, warp_size):
+    with stand_in_target(arch, warp_size), frontend_view(fn):
         request = _compile_request(fn, kwargs)
         target = GPUTarget("cuda", arch, warp_size)
         backend = make_backend(target)
