@@ -192,11 +192,12 @@ def _build(name: str, defs: dict[str, Definition], memo: dict) -> Expr:
 
 
 def _scalar_load(op: Op, defs: dict[str, Definition], memo: dict) -> Expr:
-    """A scalar `tt.load` from an argument pointer (plus an integer offset): data the call's tensor holds."""
+    """A scalar `tt.load` from an argument pointer (plus integer offsets): data the call's tensor holds."""
     pointer = defs.get(op.operands[0])
     offset: Expr = Const(0.0)
-    if pointer is not None and pointer.op is not None and pointer.op.name == "tt.addptr":
-        offset = build(pointer.op.operands[1], defs, memo)
+    while pointer is not None and pointer.op is not None and pointer.op.name == "tt.addptr":
+        step = build(pointer.op.operands[1], defs, memo)
+        offset = step if offset == Const(0.0) else Apply("add", (offset, step))
         pointer = defs.get(pointer.op.operands[0])
     if pointer is None or pointer.param is None or scalar_pointee(op.text) is None:
         return Unknown("a value loaded through a computed pointer")
@@ -219,6 +220,7 @@ class Env:
     pids: tuple[np.ndarray, np.ndarray, np.ndarray]
     read: Reader = lambda name, offsets: None
     loop_means: dict[int, np.ndarray] = field(default_factory=dict)
+    loop_starts: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # first index and step
     memo: dict[int, object] = field(default_factory=dict)
     unresolved: list[str] = field(default_factory=list)  # the branches counted by the one-half rule
 

@@ -7,6 +7,8 @@ Stated rules where the call cannot give a count (each applied one is named in th
   iterations (at least one): as if it swept the call's largest size, so that its work still scales with the
   config's step the way a counted loop's does; a while loop that is not a counted one runs once;
 - a branch on such a value is taken by half the programs (kernels/introspect/expressions.py `Chance`);
+- a loop whose bounds read its enclosing loop's index (a loop over groups of their own sizes) is counted at each of
+  the enclosing loop's iterations, up to UNROLL_TRIPS of them, else at its mean index (exact for affine bounds);
 - a grid of more than MAX_PROGRAMS programs is evaluated on MAX_PROGRAMS of them spread evenly over the launch
   order, each standing for its share of the grid.
 """
@@ -14,14 +16,17 @@ Stated rules where the call cannot give a count (each applied one is named in th
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rooftune.kernels.introspect.expressions import Env, evaluate, largest, trip_count
+from rooftune.kernels.introspect.expressions import Env, LoopIndex, evaluate, largest, trip_count
 from rooftune.kernels.introspect.work import KernelWork, Loop, WorkItem
 
 MAX_PROGRAMS = 1 << 16
+# A loop whose bounds read its enclosing loop's index is counted at each of the enclosing loop's iterations where
+# that loop has at most this many (per program); beyond, at the enclosing loop's mean index.
+UNROLL_TRIPS = 64
 # Programs whose work differs by less than this (relative) are one run of `work_runs`.
 RUN_TOLERANCE = 1e-6
 
@@ -52,25 +57,69 @@ def program_ids(grid: tuple[int, int, int], limit: int = MAX_PROGRAMS) -> tuple[
     return (x, rest % grid[1], rest // grid[1]), total / len(linear)
 
 
-def _loop_trips(loop: Loop, env: Env, extent: float, notes: list[str]) -> np.ndarray:
-    """Trips per program of `loop` (its enclosing loops' mean indices already in `env`), by the stated rule
-    where the call cannot give them; records the loop's mean index for the loops and ops inside it."""
-    lower, upper, step = (evaluate(e, env) for e in (loop.lower, loop.upper, loop.step))
+def _uses(expr, loop: int) -> bool:
+    """Whether `expr` reads loop `loop`'s index."""
+    if isinstance(expr, LoopIndex):
+        return expr.loop == loop
+    children = getattr(expr, "args", None) or [getattr(expr, n) for n in ("offset", "cond") if hasattr(expr, n)]
+    return any(_uses(c, loop) for c in children)
+
+
+def _trips(loop: Loop, lower, upper, step) -> np.ndarray:
+    """Trips of `loop` from its evaluated bounds: ceil((upper − lower) / step), or (upper − lower) / step for a
+    counter entering its range at any phase (`expected`)."""
+    if loop.expected:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(step > 0, np.maximum((upper - lower) / step, 0.0), 0.0)
+    return trip_count(lower, upper + (1 if loop.inclusive else 0), step)
+
+
+def _unrolled(loop: Loop, env: Env, trips: dict[int, np.ndarray]) -> np.ndarray | None:
+    """Trips per program of a loop whose bounds read its enclosing loop's index, averaged over each of the
+    enclosing loop's iterations where it has at most UNROLL_TRIPS (a loop over groups of their own sizes); None
+    where the bounds do not read it, it has more, or a bound cannot be evaluated at some iteration."""
+    parent = loop.parent
+    exprs = (loop.lower, loop.upper, loop.step)
+    if parent is None or parent not in env.loop_starts or not any(_uses(e, parent) for e in exprs):
+        return None
+    outer = trips[parent]
+    if not 1 <= outer.max(initial=0) <= UNROLL_TRIPS:
+        return None
+    start, step = env.loop_starts[parent]
+    total = np.zeros(env.pids[0].shape)
+    for i in range(int(outer.max())):
+        index = np.broadcast_to(start + i * step, total.shape)
+        view = replace(env, memo={}, loop_means={**env.loop_means, parent: index})
+        bounds = [evaluate(e, view) for e in exprs]
+        if any(b is None for b in bounds):
+            return None
+        total += np.where(i < outer, _trips(loop, *bounds), 0.0)
+    return total / np.maximum(outer, 1)
+
+
+def _loop_trips(loop: Loop, env: Env, trips: dict[int, np.ndarray], extent: float, notes: list[str]) -> np.ndarray:
+    """Trips per program of `loop` (its enclosing loops' indices already in `env`), by the stated rule where the
+    call cannot give them; records the loop's first index, step and mean index for the loops and ops inside it."""
     shape = env.pids[0].shape
-    if lower is None or upper is None or step is None:
+    lower, upper, step = (evaluate(e, env) for e in (loop.lower, loop.upper, loop.step))
+    counted = _unrolled(loop, env, trips)
+    if counted is not None:
+        trips_ = counted
+    elif lower is None or upper is None or step is None:
         if loop.kind == "while":
-            trips = np.ones(shape)
+            trips_ = np.ones(shape)
             notes.append(f"{loop.describe()}: counted as one trip (a while loop the call cannot count)")
         else:
             per = step if step is not None and np.all(step > 0) else np.asarray(1.0)
-            trips = np.broadcast_to(np.maximum(np.ceil(extent / per), 1.0), shape)
-            notes.append(f"{loop.describe()}: counted as {float(np.mean(trips)):g} trips (the call's largest size "
+            trips_ = np.broadcast_to(np.maximum(np.ceil(extent / per), 1.0), shape)
+            notes.append(f"{loop.describe()}: counted as {float(np.mean(trips_)):g} trips (the call's largest size "
                          f"{extent:g} / step)")
     else:
-        trips = np.broadcast_to(trip_count(lower, upper + (1 if loop.inclusive else 0), step), shape)
+        trips_ = np.broadcast_to(_trips(loop, lower, upper, step), shape)
     if lower is not None and step is not None:
-        env.loop_means[loop.id] = np.broadcast_to(lower + step * np.maximum(trips - 1, 0) / 2, shape)
-    return trips
+        env.loop_starts[loop.id] = (np.broadcast_to(lower, shape), np.broadcast_to(step, shape))
+        env.loop_means[loop.id] = np.broadcast_to(lower + step * np.maximum(trips_ - 1, 0) / 2, shape)
+    return trips_
 
 
 def _weight(item: WorkItem, trips: dict[int, np.ndarray], env: Env) -> np.ndarray:
@@ -105,7 +154,7 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
     extent = largest(list(env.args.values()))
     trips: dict[int, np.ndarray] = {}
     for loop in work.loops:  # parents come before their children
-        trips[loop.id] = _loop_trips(loop, env, extent, notes)
+        trips[loop.id] = _loop_trips(loop, env, trips, extent, notes)
     sums: dict = defaultdict(float)
     per_program = np.zeros(env.pids[0].shape)
     moved = np.zeros(env.pids[0].shape)

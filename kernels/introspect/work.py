@@ -57,7 +57,8 @@ F32_PRECISION = {"tf32": ("tf32", 1), "tf32x3": ("tf32", 3), "ieee": ("fp32", 1)
 @dataclass(frozen=True)
 class Loop:
     """A loop: `for i in range(lower, upper, step)` (a counted while loop: `inclusive` where it runs while
-    i <= upper), its enclosing loop, the branch weights it sits under; `kind` 'for' or 'while'."""
+    i <= upper; `expected` where its counter enters the range at a phase the call does not give), its enclosing
+    loop, the branch weights it sits under; `kind` 'for' or 'while'."""
 
     id: int
     kind: str
@@ -67,6 +68,7 @@ class Loop:
     parent: int | None
     guards: tuple[Expr, ...] = ()
     inclusive: bool = False
+    expected: bool = False  # a counter entering its range at any phase: (upper − lower) / step trips on average
 
     @property
     def known(self) -> bool:
@@ -256,8 +258,9 @@ def _ops(walk: _Walk, ops, defs, memo, loops: tuple[int, ...], guards: tuple) ->
             walk.items += _op_items(op, defs, loops, guards)
 
 
-def _new_loop(walk: _Walk, kind: str, bounds: tuple[Expr, Expr, Expr], loops, guards, inclusive=False) -> int:
-    loop = Loop(len(walk.loops), kind, *bounds, loops[-1] if loops else None, guards, inclusive)
+def _new_loop(walk: _Walk, kind: str, bounds: tuple[Expr, Expr, Expr], loops, guards, inclusive=False,
+              expected=False) -> int:
+    loop = Loop(len(walk.loops), kind, *bounds, loops[-1] if loops else None, guards, inclusive, expected)
     walk.loops.append(loop)
     return loop.id
 
@@ -279,10 +282,11 @@ def _while(walk: _Walk, op: Op, defs, memo, loops, guards) -> None:
     before, after = op.regions[0], op.regions[1] if len(op.regions) > 1 else None
     counted = _counter(op, args, inits, before, after, defs, memo)
     if counted is None:
-        bounds, inclusive, counter = (Const(0.0), Unknown("a while loop's condition"), Const(1.0)), False, None
+        bounds, inclusive, counter, expected = (Const(0.0), Unknown("a while loop's condition"), Const(1.0)), False, \
+            None, False
     else:
-        bounds, inclusive, counter = counted
-    loop = _new_loop(walk, "while", bounds, loops, guards, inclusive)
+        bounds, inclusive, counter, expected = counted
+    loop = _new_loop(walk, "while", bounds, loops, guards, inclusive, expected)
     first = defs.new_child({a: Definition(init=i) for a, i in zip(args, inits)})
     _region(walk, before, first, memo.new_child(), loops + (loop,), guards)
     if after is not None and after.blocks:
@@ -292,29 +296,57 @@ def _while(walk: _Walk, op: Op, defs, memo, loops, guards) -> None:
         _region(walk, after, second, memo.new_child(), loops + (loop,), guards)
 
 
+def _compares(cond_name: str, scope) -> list[Op]:
+    """The integer compares a while loop's condition is (one, or the operands of an `arith.andi`)."""
+    d = scope.get(cond_name)
+    if d is None or d.op is None:
+        return []
+    if d.op.name == "arith.andi":
+        return [c for o in d.op.operands[:2] for c in _compares(o, scope)]
+    return [d.op] if d.op.name == "arith.cmpi" else []
+
+
+def _range(upper: str, lower: str, scope, memo) -> tuple[Expr, Expr]:
+    """(lower, upper) of a counter's condition `lower <= counter < upper`, as (0, width) where `upper` is
+    `lower + width` (the lower bound is then often a value the call cannot give, carried by an outer loop)."""
+    d = scope.get(upper)
+    if d is not None and d.op is not None and d.op.name == "arith.addi" and lower in d.op.operands[:2]:
+        width = next((o for o in d.op.operands[:2] if o != lower), lower)
+        return Const(0.0), build(width, scope, memo)
+    return build(lower, scope, memo), build(upper, scope, memo)
+
+
 def _counter(op: Op, args, inits, before: Region, after: Region | None, defs, memo):
-    """((lower, upper, step), inclusive, the counter's name in the body) of a while loop whose condition is
-    `counter < bound` (or <=, !=) and whose body yields `counter + step`; None for any other."""
+    """((lower, upper, step), inclusive, the counter's name in the body, expected) of a while loop whose condition is
+    `counter < bound` (or <=, !=; with `and counter >= lower`) and whose body yields `counter + step`; None for any
+    other. Where the condition bounds the counter from both sides, the loop is counted over that range (a counter
+    entering it at any phase of its step makes range / step trips on average: a persistent loop's programs);
+    else from the counter's initial value."""
     ops = before.ops
     if not ops or ops[-1].name != "scf.condition" or after is None or not after.blocks:
         return None
-    cond_name = ops[-1].operands[0]
-    compare = next((o for o in ops if cond_name in o.results and o.name == "arith.cmpi"), None)
-    if compare is None or compare.operands[0] not in args:
-        return None
-    predicate = compare.text.split(",")[0].strip()
-    k = args.index(compare.operands[0])
-    bound = build(compare.operands[1], defs, memo)
+    scope, inner_memo = defs.new_child({a: Definition(init=i) for a, i in zip(args, inits)}), memo.new_child()
+    for o in ops:
+        _define(o, scope)
+    compares = [c for c in _compares(ops[-1].operands[0], scope) if c.operands[0] in args]
+    kinds = {c.text.split(",")[0].strip(): c for c in compares}
+    below = next((kinds[p] for p in ("slt", "ult", "sle", "ule", "ne") if p in kinds), None)
+    above = next((kinds[p] for p in ("sge", "uge", "sgt", "ugt") if p in kinds), None)
     passed = ops[-1].operands[1:]
-    if predicate not in ("slt", "ult", "sle", "ule", "ne") or compare.operands[0] not in passed:
+    if below is None or below.operands[0] not in passed or (above and above.operands[0] != below.operands[0]):
         return None
-    counter = after.blocks[0].args[passed.index(compare.operands[0])]
+    k = args.index(below.operands[0])
+    counter = after.blocks[0].args[passed.index(below.operands[0])]
     yielded = after.blocks[0].ops[-1].operands if after.blocks[0].ops else ()
     advance = next((o for o in after.blocks[0].ops if k < len(yielded) and yielded[k] in o.results), None)
     if advance is None or advance.name != "arith.addi" or counter not in advance.operands:
         return None
     step = build(next(o for o in advance.operands if o != counter), defs, memo)
-    return (build(inits[k], defs, memo), bound, step), predicate in ("sle", "ule"), counter
+    if above is not None:
+        lower, upper = _range(below.operands[1], above.operands[1], scope, inner_memo)
+    else:
+        lower, upper = build(inits[k], defs, memo), build(below.operands[1], scope, inner_memo)
+    return (lower, upper, step), below.text.split(",")[0].strip() in ("sle", "ule"), counter, above is not None
 
 
 def _successors(op: Op) -> list[str]:

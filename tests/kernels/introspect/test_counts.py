@@ -75,6 +75,21 @@ def while_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + tl.arange(0, BLOCK), acc + j)
 
 
+@triton.jit
+def grouped_kernel(x_ptr, y_ptr, offsets, G, NUM_PROGRAMS: tl.constexpr, BLOCK: tl.constexpr):
+    # a persistent walk over groups of their own sizes (the grouped GEMM's loop): tiles pid, pid + NUM_PROGRAMS, ...
+    tile = tl.program_id(0)
+    last = 0
+    for g in range(G):
+        start = tl.load(offsets + g)
+        g_tiles = tl.cdiv(tl.load(offsets + g + 1) - start, BLOCK)
+        while tile >= last and tile < last + g_tiles:
+            offs = start + (tile - last) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+            tile += NUM_PROGRAMS
+        last += g_tiles
+
+
 def _one(kernel, args, grid, **config):
     warps = config.pop("num_warps", 4)
     (result,) = analyze(kernel, [triton.Config(config, num_warps=warps, num_stages=2)], args, grid)
@@ -168,3 +183,13 @@ def test_a_config_that_cannot_compile_is_an_error_not_an_exception():
     grid_error = analyze(copy_kernel, [good], {"x_ptr": x, "y_ptr": y, "n": 1000}, lambda meta: meta["NOPE"])
     assert grid_error[0].stage == "grid"
     np.testing.assert_equal(results[1].counts.programs, 8)
+
+
+def test_a_persistent_walk_over_groups_counts_each_groups_tiles():
+    offsets = torch.tensor([0, 300, 300, 1000], dtype=torch.int32)  # groups of 300, 0 and 700 rows: 3 + 0 + 6 tiles
+    args = {"x_ptr": torch.zeros(1024), "y_ptr": torch.zeros(1024), "offsets": offsets, "G": 3, "NUM_PROGRAMS": 2}
+    a = _one(grouped_kernel, args, (2,), BLOCK=128)
+    groups, tiles = a.work.loops
+    assert tiles.kind == "while" and str(tiles.upper) == "(((offsets[(1 + i0)] - offsets[i0]) + 127) / 128)"
+    assert a.loop_trips == (3.0, 4.5 / 3)  # per group, each of the 2 programs takes half of the group's tiles
+    assert _traffic(a.counts)["x_ptr"][1] == 9 * 128 * 4
