@@ -1,4 +1,4 @@
-"""`rooftune fit generic`: the generic model's residual (roofline/generic_residual.py) fitted across the training
+"""`rooftune fit generic` and `rooftune eval generic`: the generic model's residual (roofline/generic_residual.py) fitted across the training
 kernels of a suite dataset (eval/datasets/suite.py), never on a held-out kernel: asking for one is refused
 (`training_kernels`), as `rooftune fit` refuses a held-out shape list (tuner/fitting.py `refuse_held_out`), and a
 held-out kernel's file is never opened. Leave-one-kernel-out cross-validation says what the correction gains over
@@ -6,6 +6,7 @@ the model alone: each training kernel's calls scored by a residual fitted on the
 
 A call's score at budget b is the best recorded time over the best of the b configs ranked first (a config that
 failed or that the model could not read scores 0 where it is picked); the fit is roofline/fit.py's ridge.
+`evaluate_generic` scores the held-out kernels the issue's way (a geometric mean over kernel × shape).
 """
 
 from __future__ import annotations
@@ -92,3 +93,33 @@ def fit_generic(folder: str | os.PathLike, profile: HardwareProfile, kernels: Se
            "ridge": settings.ridge, "model_alone": score(prepared, {}),
            "cross_validated": {f"budget_{b}": summarize([s[b] for s in cross_validated]) for b in SCORE_BUDGETS}}
     return GenericResidual(profile.name, {n: float(coefficients.get(n, 0.0)) for n in FEATURE_NAMES}, fit)
+
+
+def geometric_mean(scores) -> float:
+    s = np.asarray(scores, dtype=float)
+    return float(np.exp(np.log(np.maximum(s, 1e-12)).mean())) if s.size else float("nan")
+
+
+def evaluate_generic(folder: str | os.PathLike, profile: HardwareProfile, split: str = "heldout",
+                     residual: GenericResidual | None = None) -> dict:
+    """The issue's figures on the `split` kernels of a suite dataset (held out by default: evaluation reads them,
+    a fit never does): per budget the geometric mean over kernel × shape of best recorded time ÷ the best of the
+    configs ranked first, the mean of the worst tenth and the 10th percentile; and each kernel's geometric mean."""
+    manifest = read_suite_manifest(folder)
+    names = sorted(n for n, e in manifest["kernels"].items() if e["split"] == split)
+    coefficients = residual.coefficients if residual is not None else {}
+    per_call = []
+    for call in read_suite_calls(folder, names):
+        d = prepare_call(call, profile)
+        if not np.isfinite(call.time_us).any():
+            continue
+        scores = call_scores(d, coefficients, float(np.nanmin(call.time_us))) if d is not None \
+            else dict.fromkeys(SCORE_BUDGETS, 0.0)
+        per_call.append((call.kernel, scores))
+    summary = {}
+    for b in SCORE_BUDGETS:
+        values = [s[b] for _, s in per_call]
+        summary[f"budget_{b}"] = {"geomean": geometric_mean(values), **summarize(values)}
+    summary["kernels"] = {k: geometric_mean([s[1] for n, s in per_call if n == k]) for k in names}
+    summary["calls"] = len(per_call)
+    return summary

@@ -38,6 +38,12 @@ class OfflineTarget:
         return 0
 
 
+def arch_of(compute_capability) -> int:
+    """Triton's number of a compute capability: (9, 0) -> 90."""
+    major, minor = compute_capability
+    return 10 * int(major) + int(minor)
+
+
 def interpreter_active() -> bool:
     return bool(triton.knobs.runtime.interpret)
 

@@ -94,3 +94,16 @@ def test_the_command_fits_writes_and_refuses(dataset, tmp_path):
     (dataset / "manifest.json").write_text(json.dumps(manifest))
     result = CliRunner().invoke(app, ["fit", "generic", "--data", str(dataset), "--out", str(out)])
     assert result.exit_code == 2 and "has no split" in result.output
+
+
+def test_evaluation_scores_the_held_out_kernels(dataset):
+    from rooftune.tuner.generic_fitting import evaluate_generic
+
+    write_kernel_rows(dataset, "softmax", _rows("softmax", 7))
+    alone = evaluate_generic(dataset, H100)
+    assert alone["calls"] == 2 and set(alone["kernels"]) == {"softmax"}
+    assert 0.5 < alone["budget_1"]["geomean"] <= alone["budget_5"]["geomean"] <= 1.0
+    corrected = evaluate_generic(dataset, H100, residual=fit_generic(dataset, H100))
+    assert corrected["budget_1"]["geomean"] >= alone["budget_1"]["geomean"]
+    result = CliRunner().invoke(app, ["eval", "generic", "--data", str(dataset), "--residual", "none"])
+    assert result.exit_code == 0 and "2 calls of the heldout kernels" in result.output and "softmax:" in result.output

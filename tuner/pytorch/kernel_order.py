@@ -67,12 +67,6 @@ def shared_pool():
     return _pools[workers]
 
 
-def arch_of(profile: HardwareProfile) -> int:
-    """The compute capability the profile's GPU compiles for, as Triton numbers it (9.0 -> 90)."""
-    major, minor = profile.compute_capability
-    return 10 * major + minor
-
-
 def rank_analyses(analyses: list, profile: HardwareProfile, residual: GenericResidual | None) -> Ordering:
     """The order of analysed configs (module docstring)."""
     from rooftune.kernels.introspect.analyze import ConfigAnalysis
@@ -95,10 +89,11 @@ def generic_order(kernel, configs: list, args: dict, grid, profile: HardwareProf
     """`configs` of `kernel` on the call `args` with launch `grid` ranked by the generic model on `profile`
     ('shipped': the shipped generic residual where there is one; None: the model alone). Never raises."""
     try:
+        from rooftune.kernels.harness.offline import arch_of
         from rooftune.kernels.introspect.analyze import analyze
 
         chosen = shipped_generic_residual(profile, installed_triton()) if residual == "shipped" else residual
-        analyses = analyze(kernel, configs, args, grid, arch=arch_of(profile), pool=shared_pool())
+        analyses = analyze(kernel, configs, args, grid, arch=arch_of(profile.compute_capability), pool=shared_pool())
         return rank_analyses(analyses, profile, chosen)
     except Exception as exc:  # the user's call goes on in their order
         return Ordering(list(range(len(configs))), fallback=f"the analysis failed: {type(exc).__name__}: {exc}"[:400])
