@@ -20,11 +20,17 @@ import numpy as np
 
 from rooftune.candidates.kernel_counts import KernelCounts
 from rooftune.hwprofiles import HardwareProfile
-from rooftune.inputs import check_input, read_text
+from rooftune.inputs import read_json
 from rooftune.outputs import write_atomic
 from rooftune.roofline.generic import GenericBreakdown
 from rooftune.roofline.releases import release_folder, release_order, residuals_root
-from rooftune.roofline.residual import COEFFICIENT_LIMIT, ResidualError, residual_file_name, triton_release
+from rooftune.roofline.residual import (
+    COEFFICIENT_LIMIT,
+    ResidualError,
+    occupancy_features,
+    residual_file_name,
+    triton_release,
+)
 
 GENERIC_RESIDUAL_FORMAT = "rooftune-generic-residual-1"
 # Bump when a feature's definition changes: a residual fitted on other features cannot be applied.
@@ -42,8 +48,7 @@ def generic_features(bd: GenericBreakdown, counts: Sequence[KernelCounts]) -> tu
         "tensor_frac": bd.compute_us / t, "vector_frac": bd.vector_us / t, "sfu_frac": bd.sfu_us / t,
         "smem_frac": bd.smem_us / t, "l2_frac": bd.l2_us / t, "memory_frac": bd.memory_us / t,
         "latency_frac": bd.latency_us / t, "launch_frac": bd.launch_us / t,
-        "occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
-        "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency,
+        **occupancy_features(bd),
         "log_imbalance": np.log2(bd.imbalance), "wgmma": bd.uses_wgmma.astype(float),
         "log_warps": log_warps, "log_warps_sq": log_warps ** 2, "stages": stages, "stages_sq": stages ** 2,
         "regs": bd.regs_per_thread / 255.0, "log_spill": np.log2(1.0 + bd.local_bytes_per_thread) / 10.0,
@@ -107,14 +112,7 @@ def generic_residual_from_dict(data, origin: str) -> GenericResidual:
 
 
 def read_generic_residual(path: str | os.PathLike) -> GenericResidual:
-    path = check_input(path)
-    if not path.is_file():
-        raise ResidualError(f"{path}: no such residual file")
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise ResidualError(f"{path}: not valid JSON ({exc})") from exc
-    return generic_residual_from_dict(data, str(path))
+    return generic_residual_from_dict(read_json(path, ResidualError, "no such residual file"), str(path))
 
 
 def write_generic_residual(residual: GenericResidual, path: str | os.PathLike) -> None:

@@ -101,9 +101,9 @@ def _best_lines(explanation: KernelExplanation, o: Ordering) -> list[str]:
     terms = ", ".join(f"{name} {getattr(bd, field)[j]:.2f}" for name, field in TERM_FIELDS)
     flops = ", ".join(f"{d} {f / 1e9:.3g} GFLOP" for d, f in counts.mma_flops) or "no dot"
     lines = [f"best predicted: {triton_config_label(explanation.configs[i])}: each term alone (µs): {terms}",
-             f"  grid {analysis.grid} = {counts.programs} programs; {flops}; loads {counts.load_bytes / 1e6:.3g} MB, "
-             f"stores {counts.store_bytes / 1e6:.3g} MB, DRAM {bd.dram_bytes[j] / 1e6:.3g} MB; "
-             f"{counts.vector_ops / 1e6:.3g} M elementwise, {counts.sfu_ops / 1e6:.3g} M special-function results"]
+             (f"  grid {analysis.grid} = {counts.programs} programs; {flops}; loads {counts.load_bytes / 1e6:.3g} MB, "
+              f"stores {counts.store_bytes / 1e6:.3g} MB, DRAM {bd.dram_bytes[j] / 1e6:.3g} MB; "
+              f"{counts.vector_ops / 1e6:.3g} M elementwise, {counts.sfu_ops / 1e6:.3g} M special-function results")]
     lines += [f"  {loop.describe()}: {trips:g} trips per program on average"
               for loop, trips in zip(analysis.work.loops, analysis.loop_trips)]
     lines += [f"  rule: {note}" for note in counts.notes]

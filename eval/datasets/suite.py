@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from rooftune.candidates.kernel_counts import KernelCounts, counts_from_dict
-from rooftune.inputs import check_input, read_text
+from rooftune.inputs import check_input, read_json, read_text
 from rooftune.outputs import write_atomic
 
 SUITE_DATASET_FORMAT = "rooftune-suite-dataset-1"
@@ -67,14 +67,10 @@ def config_text(config: dict) -> str:
 
 def read_suite_manifest(folder: str | os.PathLike) -> dict:
     """The manifest of the suite dataset `folder` (SuiteDatasetError where it is not one)."""
-    path = check_input(Path(folder) / MANIFEST)
-    if not path.is_file():
-        raise SuiteDatasetError(f"{folder}: no {MANIFEST}; not a suite dataset")
-    try:
-        manifest = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise SuiteDatasetError(f"{path}: not valid JSON ({exc})") from None
-    if manifest.get("format") != SUITE_DATASET_FORMAT or not isinstance(manifest.get("kernels"), dict):
+    path = Path(folder) / MANIFEST
+    manifest = read_json(path, SuiteDatasetError, f"missing; {folder} is not a suite dataset")
+    if not isinstance(manifest, dict) or manifest.get("format") != SUITE_DATASET_FORMAT \
+            or not isinstance(manifest.get("kernels"), dict):
         raise SuiteDatasetError(f"{path}: not a suite dataset (expected format {SUITE_DATASET_FORMAT!r})")
     for name, entry in manifest["kernels"].items():
         if not isinstance(entry, dict) or entry.get("split") not in SPLITS:

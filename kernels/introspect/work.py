@@ -34,7 +34,15 @@ from rooftune.kernels.introspect.expressions import (
     is_known,
     unknown_reason,
 )
-from rooftune.kernels.introspect.ttir import Function, Op, Region, element_bytes, scalar_pointee, split_top, tensor_types
+from rooftune.kernels.introspect.ttir import (
+    Function,
+    Op,
+    Region,
+    element_bytes,
+    scalar_pointee,
+    split_top,
+    tensor_types,
+)
 
 SFU_OPS = {"math.exp", "math.exp2", "math.log", "math.log2", "math.log1p", "math.expm1", "math.sqrt", "math.rsqrt",
            "math.sin", "math.cos", "math.tan", "math.tanh", "math.erf", "math.atan", "math.atan2", "math.powf",

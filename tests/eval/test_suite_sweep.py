@@ -1,11 +1,12 @@
 """The suite's ground truth on the CPU: a one-kernel suite swept in Triton's interpreter with a fake timer, written
 as a suite dataset with each config's counts and its split; a wrong result is an error row; a re-run resumes."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import triton
 import triton.language as tl
-from types import SimpleNamespace
 
 from rooftune.eval.datasets.suite import read_kernel_rows, read_suite_manifest
 from rooftune.eval.sweeping.suite import sweep_suite

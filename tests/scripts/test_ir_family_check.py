@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from script_module import REPO
 
 CODE = """

@@ -12,7 +12,6 @@ import triton.language as tl
 
 import rooftune
 from rooftune.hwprofiles import load_profile
-from rooftune.kernels.autotune import OrderedAutotuner
 from rooftune.kernels.introspect import analyze as introspect
 from rooftune.tuner.pytorch.kernel_order import generic_order
 
@@ -45,19 +44,6 @@ def in_process(tmp_path, monkeypatch, triton_cache):
     monkeypatch.delenv("ROOFTUNE_PROFILE", raising=False)
     monkeypatch.setattr(triton.knobs.cache, "dir", str(triton_cache))
     return tmp_path / "autotune.json"
-
-
-@pytest.fixture
-def benched(monkeypatch):
-    """The configs Triton's Autotuner times, in order; each faster than the one before (the last is chosen)."""
-    calls = []
-
-    def fake_bench(self, *args, config, **meta):
-        calls.append(config)
-        return [100.0 - len(calls)] * 3
-
-    monkeypatch.setattr(OrderedAutotuner, "_bench", fake_bench)
-    return calls
 
 
 def _grid(meta):

@@ -8,8 +8,13 @@ import pytest
 from typer.testing import CliRunner
 
 from rooftune.candidates.kernel_counts import CompiledFacts, KernelCounts, TensorTraffic
-from rooftune.eval.datasets.suite import SuiteDatasetError, SuiteRow, read_suite_manifest, write_kernel_rows, \
-    write_suite_manifest
+from rooftune.eval.datasets.suite import (
+    SuiteDatasetError,
+    SuiteRow,
+    read_suite_manifest,
+    write_kernel_rows,
+    write_suite_manifest,
+)
 from rooftune.hwprofiles import load_profile
 from rooftune.roofline.generic import predict_generic
 from rooftune.roofline.generic_residual import read_generic_residual

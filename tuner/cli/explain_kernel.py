@@ -8,11 +8,11 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from rooftune.roofline.generic_residual import read_generic_residual
 from rooftune.tuner.cli.args import DEFAULT_GPU, GPU_HELP, cli_errors, load_gpu
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table
 from rooftune.tuner.kernel_explanation import COLUMNS, explain_script
-from rooftune.roofline.generic_residual import read_generic_residual
 
 NARROW_COLUMNS = ("#", "config", "µs", "dominant", "CTA/SM", "waves")
 WIDE_COLUMNS = 160

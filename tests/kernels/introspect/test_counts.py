@@ -2,7 +2,6 @@
 process: Triton's interpreter runs the tests, and kernels/introspect lowers its kernels all the same)."""
 
 import numpy as np
-import pytest
 import torch
 import triton
 import triton.language as tl
@@ -189,7 +188,7 @@ def test_a_persistent_walk_over_groups_counts_each_groups_tiles():
     offsets = torch.tensor([0, 300, 300, 1000], dtype=torch.int32)  # groups of 300, 0 and 700 rows: 3 + 0 + 6 tiles
     args = {"x_ptr": torch.zeros(1024), "y_ptr": torch.zeros(1024), "offsets": offsets, "G": 3, "NUM_PROGRAMS": 2}
     a = _one(grouped_kernel, args, (2,), BLOCK=128)
-    groups, tiles = a.work.loops
+    _, tiles = a.work.loops
     assert tiles.kind == "while" and str(tiles.upper) == "(((offsets[(1 + i0)] - offsets[i0]) + 127) / 128)"
     assert a.loop_trips == (3.0, 4.5 / 3)  # per group, each of the 2 programs takes half of the group's tiles
     assert _traffic(a.counts)["x_ptr"][1] == 9 * 128 * 4
