@@ -67,22 +67,29 @@ def _split(family: str, config: Config) -> tuple[triton.Config, dict]:
 
 
 def gemm_call(shape: GemmShape, config: Config):
-    """(kernel, args, grid, triton.Config) of the GEMM launch `kernels/gemm.py` makes ('kn' B, split-K's fp32
-    workspace; pointer tiles or, with TMA, tensor descriptors)."""
-    m, n, k, dtype = shape.m, shape.n, shape.k, TORCH[shape.dtype]
-    a, b, c = torch.empty(m, k, dtype=dtype), torch.empty(k, n, dtype=dtype), torch.empty(m, n, dtype=dtype)
+    """(kernel, args, grid, triton.Config) of the GEMM launch `kernels/gemm.py` makes (B [K, N] or, 'nk', [N, K];
+    split-K's fp32 workspace; pointer tiles or, with TMA, tensor descriptors; not its persistent or composite
+    tiles: NotImplementedError)."""
+    if config.get("PERSISTENT", 0) or config.get("BLOCK_N2", 0):
+        raise NotImplementedError("the persistent and composite-tile GEMM kernels are not read here")
+    m, n, k, dtype, nk = shape.m, shape.n, shape.k, TORCH[shape.dtype], shape.layout == "nk"
+    a, c = torch.empty(m, k, dtype=dtype), torch.empty(m, n, dtype=dtype)
+    b = torch.empty((n, k) if nk else (k, n), dtype=dtype)
     ws = torch.empty(config["SPLIT_K"] * m * n, dtype=torch.float32)
     triton_config, rest = _split("gemm", config)
-    align_n, align_k = gemm.alignments("kn", n, k, gemm.shape_strides(shape))
+    align_n, align_k = gemm.alignments(shape.layout, n, k, gemm.shape_strides(shape))
     common = {"M": m, "N": n, "K": k, "stride_cm": n, "stride_cn": 1, "GROUP_M": rest["GROUP_M"],
-              "SPLIT_K": rest["SPLIT_K"], "B_NK": False, "ALIGN_N": align_n, "c_ptr": c, "ws_ptr": ws}
+              "SPLIT_K": rest["SPLIT_K"], "B_NK": nk, "ALIGN_N": align_n, "c_ptr": c, "ws_ptr": ws}
     grid = (triton.cdiv(m, config["BLOCK_M"]) * triton.cdiv(n, config["BLOCK_N"]), config["SPLIT_K"])
+    if rest.get("FIXUP"):
+        common["FIXUP"] = 1
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     if rest.get("TMA"):
-        descs = {"a_desc": TensorDescriptor(a, [m, k], [k, 1], [config["BLOCK_M"], config["BLOCK_K"]]),
-                 "b_desc": TensorDescriptor(b, [k, n], [n, 1], [config["BLOCK_K"], config["BLOCK_N"]])}
+        b_desc = TensorDescriptor(b, [n, k], [k, 1], [bn, bk]) if nk else TensorDescriptor(b, [k, n], [n, 1], [bk, bn])
+        descs = {"a_desc": TensorDescriptor(a, [m, k], [k, 1], [bm, bk]), "b_desc": b_desc}
         return gemm._gemm_tma_kernel, {**common, **descs}, grid, triton_config
-    pointers = {"a_ptr": a, "b_ptr": b, "stride_am": k, "stride_ak": 1, "stride_bk": n, "stride_bn": 1,
-                "ALIGN_K": align_k}
+    pointers = {"a_ptr": a, "b_ptr": b, "stride_am": k, "stride_ak": 1, "stride_bk": 1 if nk else n,
+                "stride_bn": k if nk else 1, "ALIGN_K": align_k}
     return gemm._gemm_kernel, {**common, **pointers}, grid, triton_config
 
 

@@ -136,10 +136,10 @@ def read_config(config, grid: tuple[int, int, int], lowered: LoweredConfig, comp
                           seconds)
 
 
-def _lowered(kernel, configs: Sequence, args: dict, grid, arch: int) -> list:
-    """Per config: (grid, LoweredConfig, seconds) or an AnalysisError."""
+def _lowered(calls: Sequence[tuple], arch: int) -> list:
+    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError."""
     out = []
-    for config in configs:
+    for kernel, config, args, grid in calls:
         started = time.perf_counter()
         try:
             dims = evaluate_grid(grid, launch_meta(kernel, config, args))
@@ -153,11 +153,11 @@ def _lowered(kernel, configs: Sequence, args: dict, grid, arch: int) -> list:
     return out
 
 
-def analyze(kernel, configs: Sequence, args: dict, grid, *, arch: int = 90, pool: CompilePool | None = None,
-            timeout_s: float | None = None) -> list[Analysis]:
-    """Each of `configs` of `kernel` on the call `args` with launch `grid`, compiled for compute capability `arch`
-    in `pool`'s workers (None: in this process), read (module docstring); one result per config, in order."""
-    lowered = _lowered(kernel, configs, args, grid, arch)
+def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool | None = None,
+                  timeout_s: float | None = None) -> list[Analysis]:
+    """Each (kernel, config, args, grid) of `calls` read as `analyze` reads a config, their compiles batched in
+    `pool`'s workers (None: in this process); one result per call, in order."""
+    lowered = _lowered(calls, arch)
     jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
     started = time.perf_counter()
     if pool is None:
@@ -166,7 +166,7 @@ def analyze(kernel, configs: Sequence, args: dict, grid, *, arch: int = 90, pool
         compiled = pool.compile(jobs, timeout_s=timeout_s)
     per_job = (time.perf_counter() - started) / max(len(jobs), 1)
     results: list[Analysis] = []
-    for i, (config, item) in enumerate(zip(configs, lowered)):
+    for i, ((_, config, args, _), item) in enumerate(zip(calls, lowered)):
         if isinstance(item, AnalysisError):
             results.append(item)
         elif not isinstance(compiled.get(i), CompiledFacts):
@@ -177,6 +177,13 @@ def analyze(kernel, configs: Sequence, args: dict, grid, *, arch: int = 90, pool
             except Exception as exc:
                 results.append(AnalysisError(config, "ir", error_text(exc)))
     return results
+
+
+def analyze(kernel, configs: Sequence, args: dict, grid, *, arch: int = 90, pool: CompilePool | None = None,
+            timeout_s: float | None = None) -> list[Analysis]:
+    """Each of `configs` of `kernel` on the call `args` with launch `grid`, compiled for compute capability `arch`
+    in `pool`'s workers (None: in this process), read (module docstring); one result per config, in order."""
+    return analyze_calls([(kernel, c, args, grid) for c in configs], arch=arch, pool=pool, timeout_s=timeout_s)
 
 
 def _compile_here(lowered: LoweredConfig) -> CompiledFacts | str:

@@ -82,10 +82,10 @@ def frontend_view(fn: JITFunction) -> Iterator[None]:
     swaps = _swaps(fn)
     for space, is_dict, name, _, value in swaps:
         _set(space, is_dict, name, value)
-    knobs.runtime.interpret = False
     try:
-        yield
+        with knobs.runtime.scope():  # the knob and its environment variable put back as they were
+            knobs.runtime.interpret = False
+            yield
     finally:
-        knobs.runtime.interpret = True
         for space, is_dict, name, value, _ in reversed(swaps):
             _set(space, is_dict, name, value)
