@@ -38,7 +38,8 @@ from rooftune.roofline.moe import moe_routing, moe_tiling  # noqa: E402
 PROFILE = load_profile("h100_sxm")
 TORCH = {"bf16": torch.bfloat16, "fp16": torch.float16}
 CASES = [
-    ("gemm", GemmShape(1024, 1024, 1024), "BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,num_warps=8,num_stages=3"),
+    ("gemm", GemmShape(1024, 1024, 1024), "BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,num_warps=8,"
+                                          "num_stages=3"),
     ("gemm", GemmShape(512, 2048, 768, dtype="fp16"), "BLOCK_M=64,BLOCK_N=128,BLOCK_K=32,GROUP_M=1,SPLIT_K=1,"
                                                       "num_warps=4,num_stages=4"),
     ("gemm", GemmShape(256, 4096, 4096), "BLOCK_M=64,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,SPLIT_K=1,TMA=1,num_warps=8,"
@@ -183,7 +184,8 @@ def rows() -> list[str]:
         store_note = f" (+{f['model_padding_stores'] / 1e6:.3f} MB of padding rows)" if family == "moe" else ""
         out.append(f"| {family} | {shape} | {text} | {f['ir_flops'] / 1e9:.4f} | {f['model_flops'] / 1e9:.4f} | "
                    f"{(f.get('ir_weights', 0) + f.get('ir_a', 0) or f['ir_loads']) / 1e6:.3f} | "
-                   f"{model_loads / 1e6:.3f}{note} | {f['ir_stores'] / 1e6:.3f} | {f['model_stores'] / 1e6:.3f}{store_note} |")
+                   f"{model_loads / 1e6:.3f}{note} | {f['ir_stores'] / 1e6:.3f} | "
+                   f"{f['model_stores'] / 1e6:.3f}{store_note} |")
     return out
 
 

@@ -1,8 +1,8 @@
-"""`rooftune fit generic` and `rooftune eval generic`: the generic model's residual (roofline/generic_residual.py) fitted across the training
-kernels of a suite dataset (eval/datasets/suite.py), never on a held-out kernel: asking for one is refused
-(`training_kernels`), as `rooftune fit` refuses a held-out shape list (tuner/fitting.py `refuse_held_out`), and a
-held-out kernel's file is never opened. Leave-one-kernel-out cross-validation says what the correction gains over
-the model alone: each training kernel's calls scored by a residual fitted on the other kernels.
+"""`rooftune fit generic` and `rooftune eval generic`: the generic model's residual (roofline/generic_residual.py)
+fitted across the training kernels of a suite dataset (eval/datasets/suite.py), never on a held-out kernel: asking
+for one is refused (`training_kernels`), as `rooftune fit` refuses a held-out shape list (tuner/fitting.py
+`refuse_held_out`), and a held-out kernel's file is never opened. Leave-one-kernel-out cross-validation says what
+the correction gains over the model alone: each training kernel's calls scored by a residual fitted on the others.
 
 A call's score at budget b is the best recorded time over the best of the b configs ranked first (a config that
 failed or that the model could not read scores 0 where it is picked); the fit is roofline/fit.py's ridge.

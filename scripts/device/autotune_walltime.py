@@ -81,8 +81,9 @@ def main() -> None:
     for name in names:
         triton_row, rooftune_row = (next(r for r in results if r["kernel"] == name and r["mode"] == m)
                                     for m in ("triton", "rooftune"))
+        ratio = triton_row["first_call_s"] / rooftune_row["first_call_s"]
         print(f"{name} ({triton_row['configs']} configs): first call {triton_row['first_call_s']:.1f} s ÷ "
-              f"{rooftune_row['first_call_s']:.1f} s = {triton_row['first_call_s'] / rooftune_row['first_call_s']:.1f}x;"
+              f"{rooftune_row['first_call_s']:.1f} s = {ratio:.1f}x;"
               f" choices {triton_row['choice_us']:.1f} µs (triton) and {rooftune_row['choice_us']:.1f} µs (rooftune)")
 
 

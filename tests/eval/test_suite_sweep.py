@@ -46,7 +46,7 @@ def _timer(launchers):
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path / "triton"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # not the knob: setting it outlives the test
 
 
 def test_every_config_of_every_shape_is_timed_beside_its_counts(tmp_path):

@@ -42,7 +42,7 @@ def in_process(tmp_path, monkeypatch, triton_cache):
     monkeypatch.setenv("ROOFTUNE_COMPILE_WORKERS", "0")  # compile in the test's process: no workers to start
     monkeypatch.setenv("ROOFTUNE_CACHE", str(tmp_path / "tune.json"))
     monkeypatch.delenv("ROOFTUNE_PROFILE", raising=False)
-    monkeypatch.setattr(triton.knobs.cache, "dir", str(triton_cache))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(triton_cache))  # not the knob: setting it outlives the test
     return tmp_path / "autotune.json"
 
 

@@ -62,7 +62,7 @@ def row_sum(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
 @pytest.fixture(autouse=True)
 def in_process(monkeypatch, tmp_path):
     monkeypatch.setenv("ROOFTUNE_COMPILE_WORKERS", "0")
-    monkeypatch.setattr(triton.knobs.cache, "dir", str(tmp_path / "triton"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # not the knob: setting it outlives the test
 
 
 def test_the_ranking_its_breakdown_and_the_configs_not_read():

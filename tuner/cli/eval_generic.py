@@ -43,7 +43,7 @@ def eval_generic_command(data: Path = _DATA, gpu: str | None = _GPU, split: str 
                   + (" × its residual" if chosen is not None else " alone"))
     for b in SCORE_BUDGETS:
         s = summary[f"budget_{b}"]
-        console.print(f"  budget {b}: geometric mean {s['geomean']:.3f}, worst-decile mean {s['worst_decile_mean']:.3f}, "
-                      f"p10 {s['p10']:.3f}")
+        console.print(f"  budget {b}: geometric mean {s['geomean']:.3f}, worst-decile mean "
+                      f"{s['worst_decile_mean']:.3f}, p10 {s['p10']:.3f}")
     for kernel, score in summary["kernels"].items():
         console.print(f"  {kernel}: {score:.3f} at budget 1")

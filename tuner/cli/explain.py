@@ -1,4 +1,5 @@
-"""`rooftune explain FAMILY` for every registered kernel family (and `explain kernel` for any Triton kernel: tuner/cli/explain_kernel.py): the configs as rooftune ranks them and why."""
+"""`rooftune explain FAMILY` for every registered kernel family (and `explain kernel` for any Triton kernel:
+tuner/cli/explain_kernel.py): the configs as rooftune ranks them and why."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def fp32_dot_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK:
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(knobs.cache, "dir", str(tmp_path / "triton"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # not the knob: setting it outlives the test
     return tmp_path / "triton"
 
 
