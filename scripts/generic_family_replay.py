@@ -1,7 +1,8 @@
 """The generic model against a family's own on recorded ground truth: at budget 1 (the first config each ranks), the
 best recorded time over the pick's, on shapes of a recorded dataset (the H200's: no H100 data exist yet), each
 shape's configs a seeded sample of its recorded space (both models rank the same sample). The generic model reads
-every config from its sm_90 IR, compiled on this CPU (scripts/ir_family_check.py builds each family's call).
+every config from its sm_90 IR, compiled on this CPU (scripts/ir_family_check.py builds each family's launches; a
+config of several launches, split-K's reduction kernel after the GEMM, costs the sum of its launches').
 
     python scripts/generic_family_replay.py gemm --data datasets/h200/gemm/heldout --shapes 12 --configs 150
 
@@ -38,13 +39,14 @@ def _score(times: dict, pick) -> float:
 
 
 def replay_shape(kernel: str, records, configs: list, profile, residual, pool) -> tuple[float, float, float]:
-    """(family model alone, family × residual, generic alone) scores of one shape's sampled configs."""
+    """(family model alone, family × residual, generic alone) scores of one shape's sampled configs. A config of
+    several launches (split-K's reduction kernel) costs the sum of its launches' predictions."""
     shape = records.shape
     times = {t.config: t.time_us for t in records.trials if t.ok}
-    calls, kept = [], []
+    launches, kept = [], []
     for c in configs:
         try:
-            calls.append(family.CALLS[kernel](shape, c))
+            launches.append(family.LAUNCHES[kernel](shape, c))
             kept.append(c)
         except NotImplementedError:
             continue
@@ -52,10 +54,17 @@ def replay_shape(kernel: str, records, configs: list, profile, residual, pool) -
     alone = kept[int(np.argmin(np.where(bd.fits, bd.time_us, np.inf)))]
     ranked, prior = corrected_prior(shape, kept, profile, residual)
     corrected = ranked[int(np.argmin(prior))]
-    analyses = analyze_calls([(fn, tc, args, grid) for fn, args, grid, tc in calls], arch=90, pool=pool)
+    flat = [(fn, tc, args, grid) for calls in launches for fn, args, grid, tc in calls]
+    analyses = analyze_calls(flat, arch=90, pool=pool)
     read = [i for i, a in enumerate(analyses) if isinstance(a, ConfigAnalysis)]
     gbd = predict_generic([analyses[i].counts for i in read], profile)
-    generic = kept[read[int(np.argmin(np.where(gbd.fits, gbd.time_us, np.inf)))]]
+    predicted = dict(zip(read, np.where(gbd.fits, gbd.time_us, np.inf)))
+    totals, at = [], 0
+    for calls in launches:
+        parts = [predicted.get(at + j, np.inf) for j in range(len(calls))]
+        totals.append(sum(parts))
+        at += len(calls)
+    generic = kept[int(np.argmin(totals))]
     sample = {c: times[c] for c in kept if c in times}
     return _score(sample, alone), _score(sample, corrected), _score(sample, generic)
 

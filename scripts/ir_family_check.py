@@ -130,7 +130,23 @@ def moe_call(shape: MoeShape, config: Config):
     return moe._moe_kernel, args, grid, triton_config
 
 
+def gemm_launches(shape: GemmShape, config: Config) -> list:
+    """Every launch of a GEMM config: the GEMM, then, for split-K summed outside it, the reduction kernel."""
+    launches = [gemm_call(shape, config)]
+    if config["SPLIT_K"] > 1 and not config.get("FIXUP", 0):
+        fn, args, _, _ = launches[0]
+        reduce_args = {"ws_ptr": args["ws_ptr"], "c_ptr": args["c_ptr"], "M": shape.m, "N": shape.n,
+                       "stride_cm": shape.n, "stride_cn": 1, "SPLIT_K": config["SPLIT_K"], "ALIGN_N": args["ALIGN_N"]}
+        tiles = triton.Config({"BLOCK_M": gemm.REDUCE_BLOCK_M, "BLOCK_N": gemm.REDUCE_BLOCK_N},
+                              num_warps=gemm.REDUCE_NUM_WARPS)
+        grid = (triton.cdiv(shape.m, gemm.REDUCE_BLOCK_M), triton.cdiv(shape.n, gemm.REDUCE_BLOCK_N))
+        launches.append((gemm._splitk_reduce_kernel, reduce_args, grid, tiles))
+    return launches
+
+
 CALLS = {"gemm": gemm_call, "attention": attention_call, "moe": moe_call}
+LAUNCHES = {"gemm": gemm_launches, "attention": lambda s, c: [attention_call(s, c)],
+            "moe": lambda s, c: [moe_call(s, c)]}
 
 
 def _model(family: str, shape, config: Config) -> dict[str, float]:
