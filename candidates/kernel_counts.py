@@ -28,12 +28,15 @@ class CompiledFacts:
 @dataclass(frozen=True)
 class TensorTraffic:
     """Bytes the grid's loads and stores move through one argument (a tensor, or a tensor descriptor's tensor),
-    and the tensor's own size (0: unknown, e.g. an argument the IR reaches through no named pointer)."""
+    and the tensor's own size (0: unknown, e.g. an argument the IR reaches through no named pointer). `sharing`:
+    ((programs in flight, share), ...), the share of the loaded bytes of that many consecutive programs that are
+    distinct tiles (empty: where a load's tiles lie is not the programs' to say, e.g. gathered rows)."""
 
     name: str
     tensor_bytes: int
     load_bytes: float
     store_bytes: float
+    sharing: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ def counts_from_dict(data: dict) -> KernelCounts:
         programs=int(data["programs"]), compiled=CompiledFacts(**data["compiled"]),
         mma_flops=tuple((str(d), float(f)) for d, f in data.get("mma_flops", ())),
         dot_operand_bytes=float(data.get("dot_operand_bytes", 0.0)),
-        tensors=tuple(TensorTraffic(**t) for t in data.get("tensors", ())),
+        tensors=tuple(TensorTraffic(**{**t, "sharing": tuple(tuple(p) for p in t.get("sharing", ()))})
+                      for t in data.get("tensors", ())),
         vector_ops=float(data.get("vector_ops", 0.0)), sfu_ops=float(data.get("sfu_ops", 0.0)),
         loop_iterations=float(data.get("loop_iterations", 0.0)),
         work_runs=tuple((float(v), int(n)) for v, n in data.get("work_runs", ((1.0, 1),))),

@@ -22,9 +22,12 @@ makespan to that of equal programs (roofline/attention.py `makespan_blocks`). Th
 
 The L2 / DRAM rule, per argument tensor: its loads read its unique bytes, min(loaded, tensor size), from DRAM once
 where the tensor fits the share of L2 an operand reused across programs keeps (L2_REUSE_FRACTION of the GEMM
-model); a larger tensor's re-reads (loaded / unique − 1 of them per byte) miss L2 in the share of it L2 cannot
-hold, 1 − kept / size; its stores write min(stored, size) bytes; an argument of unknown size (or bytes not traced
-to one) goes to DRAM whole. Every loaded and stored byte crosses L2, and so does local memory: a thread's spilled
+model). A larger tensor is read again by each set of programs in flight together (resident programs · SMs), which
+share in L2 only the tiles they read alike: its loads × the share of them that are distinct among that many
+consecutive programs (its sharing table, from where each program's tiles start: kernels/introspect/tally.py), at
+least its unique bytes; where the IR does not say where a program's tiles lie (gathered rows), its re-reads
+(loaded / unique − 1 per byte) miss L2 in the share of it L2 cannot hold, 1 − kept / size. Its stores write
+min(stored, size) bytes; an argument of unknown size (or bytes not traced to one) goes to DRAM whole. Every loaded and stored byte crosses L2, and so does local memory: a thread's spilled
 bytes stored and reloaded once per loop iteration. A load's latency is an L2 hit's, or DRAM's for the share of L2
 traffic DRAM serves (`load_latency_s`).
 
@@ -106,8 +109,16 @@ def _rate(dtype: str, wgmma: np.ndarray, profile: HardwareProfile) -> np.ndarray
         return mma_flops_per_sm_s("bf16", wgmma, profile)
 
 
-def dram_bytes(counts: KernelCounts, profile: HardwareProfile) -> float:
-    """Bytes the call's loads and stores move to and from DRAM (module docstring's rule)."""
+def shared_share(sharing: tuple[tuple[float, float], ...], in_flight: float) -> float:
+    """The share of loaded bytes that are distinct among `in_flight` programs, from a tensor's sharing table
+    (log-linear between its sizes; its last beyond)."""
+    sizes = np.log2([max(size, 1.0) for size, _ in sharing])
+    return float(np.interp(np.log2(max(in_flight, 1.0)), sizes, [share for _, share in sharing]))
+
+
+def dram_bytes(counts: KernelCounts, profile: HardwareProfile, in_flight: float = 1.0) -> float:
+    """Bytes the call's loads and stores move to and from DRAM with `in_flight` programs running together
+    (module docstring's rule)."""
     kept = L2_REUSE_FRACTION * profile.l2_bytes
     total = 0.0
     for t in counts.tensors:
@@ -115,9 +126,14 @@ def dram_bytes(counts: KernelCounts, profile: HardwareProfile) -> float:
             total += t.load_bytes + t.store_bytes
             continue
         unique = min(t.load_bytes, t.tensor_bytes)
-        rereads = t.load_bytes / unique - 1.0 if unique > 0 else 0.0
-        miss = 0.0 if t.tensor_bytes <= kept else 1.0 - kept / t.tensor_bytes
-        total += unique * (1.0 + rereads * miss) + min(t.store_bytes, t.tensor_bytes)
+        if t.tensor_bytes <= kept:
+            reads = unique
+        elif t.sharing:
+            reads = max(unique, t.load_bytes * shared_share(t.sharing, in_flight))
+        else:
+            rereads = t.load_bytes / unique - 1.0 if unique > 0 else 0.0
+            reads = unique * (1.0 + rereads * (1.0 - kept / t.tensor_bytes))
+        total += reads + min(t.store_bytes, t.tensor_bytes)
     return total
 
 
@@ -147,8 +163,9 @@ class ProgramWork:
     latency_s: np.ndarray
 
 
-def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile) -> ProgramWork:
-    """Each config's work per program, at one SM's full rates (module docstring)."""
+def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_flight: np.ndarray) -> ProgramWork:
+    """Each config's work per program, at one SM's full rates, with `in_flight` programs running together
+    (module docstring)."""
     c = counts
     programs = np.array([max(k.programs, 1) for k in c], dtype=float)
     wgmma = np.array([k.compiled.wgmma for k in c])
@@ -161,7 +178,7 @@ def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile) -> Pr
     spilled = np.array([k.compiled.local_bytes_per_thread * k.compiled.num_warps * THREADS_PER_WARP * SPILL_PASSES
                         for k in c], dtype=float) * np.maximum(iterations, 1.0)
     l2 = np.array([k.load_bytes + k.store_bytes for k in c]) / programs + spilled
-    dram = np.array([dram_bytes(k, profile) for k in c]) / programs
+    dram = np.array([dram_bytes(k, profile, f) for k, f in zip(c, in_flight)]) / programs
     miss = np.clip(dram / np.maximum(l2, 1.0), 0.0, 1.0)
     return ProgramWork(
         tensor_s=tensor / programs,
@@ -191,11 +208,11 @@ def _facts(counts: Sequence[KernelCounts], name: str) -> np.ndarray:
 
 def predict_generic(counts: Sequence[KernelCounts], profile: HardwareProfile) -> GenericBreakdown:
     """Cost of every config of `counts` (one call of one kernel) on `profile` (module docstring)."""
-    w = program_work(counts, profile)
     smem, regs, warps = _facts(counts, "smem_bytes"), _facts(counts, "regs_per_thread"), _facts(counts, "num_warps")
     reserved = profile.smem_per_sm_bytes - profile.smem_per_block_bytes  # the driver's, per resident block
     resident, limiter = ctas_per_sm(smem + reserved, np.minimum(regs, profile.regs_per_thread_max), warps, profile)
     programs = np.array([max(k.programs, 1) for k in counts], dtype=np.int64)
+    w = program_work(counts, profile, np.minimum(programs, resident * profile.sm_count))
     full, last_per_sm, _, waves, wave_eff = wave_split(programs, resident, profile.sm_count)
     full_terms = wave_terms(w, resident, resident * profile.sm_count, profile)
     last_terms = wave_terms(w, last_per_sm, programs - full * resident * profile.sm_count, profile)

@@ -117,7 +117,7 @@ def counts_of(tallied: Tally, compiled: CompiledFacts, args: dict, notes: tuple[
     """The KernelCounts of a tallied call with what the compiler decided and the arguments' sizes."""
     names = sorted(set(tallied.loads) | set(tallied.stores), key=lambda n: (n is None, n or ""))
     tensors = tuple(TensorTraffic(n or UNTRACED, tensor_bytes(args.get(n)) if n else 0, tallied.loads.get(n, 0.0),
-                                  tallied.stores.get(n, 0.0)) for n in names)
+                                  tallied.stores.get(n, 0.0), (tallied.sharing or {}).get(n, ())) for n in names)
     return KernelCounts(
         programs=tallied.programs, compiled=compiled, mma_flops=tuple(sorted(tallied.mma_flops.items())),
         dot_operand_bytes=tallied.dot_operand_bytes, tensors=tensors, vector_ops=tallied.vector_ops,

@@ -34,7 +34,9 @@ RUN_TOLERANCE = 1e-6
 @dataclass(frozen=True)
 class Tally:
     """A call's counts, summed over the grid (see candidates/kernel_counts.py `KernelCounts`): `loads` and
-    `stores` bytes by argument (None: not traced to one); `loop_trips`: each loop's mean trips per program."""
+    `stores` bytes by argument (None: not traced to one); `loop_trips`: each loop's mean trips per program;
+    `sharing`: for the arguments whose every load has an address, the share of their loaded bytes that are
+    distinct among programs in flight together (`sharing`)."""
 
     programs: int
     mma_flops: dict[str, float]
@@ -47,6 +49,7 @@ class Tally:
     work_runs: tuple[tuple[float, int], ...]
     loop_trips: tuple[float, ...]
     notes: tuple[str, ...]
+    sharing: dict = None  # argument -> ((programs in flight, distinct share), ...): `sharing`
 
 
 def program_ids(grid: tuple[int, int, int], limit: int = MAX_PROGRAMS) -> tuple[tuple[np.ndarray, ...], float]:
@@ -186,7 +189,49 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
         loop_iterations=float(iterations.mean()) if len(iterations) else 0.0,
         work_runs=_runs(per_program if per_program.any() else moved, stands_for),
         loop_trips=tuple(float(np.mean(trips[loop.id])) for loop in work.loops),
-        notes=tuple(dict.fromkeys(notes + env.unresolved)))
+        notes=tuple(dict.fromkeys(notes + env.unresolved)), sharing=sharing(work, env, trips, stands_for))
+
+
+def _key_ids(item: WorkItem, first: Env, n: int) -> np.ndarray | None:
+    """An id per program of where `item`'s tiles start (equal ids: the same tiles), None where not evaluable."""
+    values = [evaluate(e, first) for e in item.address or ()]
+    if not values or any(v is None for v in values):
+        return None
+    rows = np.stack([np.broadcast_to(v, (n,)) for v in values], axis=1)
+    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def sharing(work: KernelWork, env: Env, trips: dict[int, np.ndarray], stands_for: float) -> dict:
+    """Per argument whose every load has an address: ((programs in flight S, share), ...) for S = 1, 2, 4, ...:
+    the loaded bytes of S consecutive programs (launch order) that are distinct tiles, over their bytes (1: no two
+    read the same; 1/S: all read the same, equally much). Tiles are told apart by where each program's sequence of
+    them starts (the first iteration of its loops: kernels/introspect/addresses.py); a group of programs starting
+    alike reads its longest program's tiles (a causal row's prefix covers the shorter rows')."""
+    n = len(env.pids[0])
+    first = replace(env, memo={}, loop_means={k: start for k, (start, _) in env.loop_starts.items()})
+    per_tensor: dict = defaultdict(list)
+    for item in work.items:
+        if item.kind == "load" and item.tensor is not None:
+            per_tensor[item.tensor].append((item, _key_ids(item, first, n), _weight(item, trips, env) * item.amount))
+    out = {}
+    sizes = [2 ** k for k in range(int(np.log2(max(n, 1))) + 1)]
+    for tensor, entries in per_tensor.items():
+        total = sum(float(b.sum()) for _, _, b in entries)
+        if any(ids is None for _, ids, _ in entries) or total <= 0:
+            continue
+        table = [(size * stands_for, sum(_distinct_bytes(ids, b, size) for _, ids, b in entries) / total)
+                 for size in sizes]
+        out[tensor] = tuple(table)
+    return out
+
+
+def _distinct_bytes(ids: np.ndarray, moved: np.ndarray, size: int) -> float:
+    """Bytes of the distinct tiles in each run of `size` consecutive programs: programs whose tiles start alike
+    walk the same sequence of them, so a group of them reads its longest program's bytes."""
+    key = (np.arange(len(ids)) // size) * (int(ids.max()) + 1) + ids
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
+    return float(np.maximum.reduceat(np.broadcast_to(moved, ids.shape)[order], starts).sum())
 
 
 def _pairs(sums: dict) -> list:

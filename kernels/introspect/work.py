@@ -23,6 +23,7 @@ import re
 from collections import ChainMap
 from dataclasses import dataclass, field
 
+from rooftune.kernels.introspect.addresses import address, for_header, iter_init
 from rooftune.kernels.introspect.expressions import (
     Apply,
     Chance,
@@ -96,7 +97,8 @@ class WorkItem:
     """One op's work: `kind` 'dot' (FLOPs), 'load' / 'store' (bytes), 'vector' / 'sfu' (element results);
     `amount` per execution, in the loops `loops` (outermost first), weighed by `guards` (each the share of
     programs reaching it, an expression in [0, 1]); a load's or store's argument `tensor` (None: not traced to
-    one); a dot's operand `dtype` and A + B tile bytes; `masked`: a load or store under a mask."""
+    one); a dot's operand `dtype` and A + B tile bytes; `masked`: a load or store under a mask; `address`: where
+    a load's tiles lie as the program decides it (None: not the program's to say)."""
 
     kind: str
     label: str
@@ -107,6 +109,7 @@ class WorkItem:
     dtype: str | None = None
     operand_bytes: float = 0.0
     masked: bool = False
+    address: tuple[Expr, ...] | None = None  # where the program's tiles start (kernels/introspect/addresses.py)
 
 
 @dataclass(frozen=True)
@@ -175,29 +178,15 @@ def origin(name: str, defs) -> str | None:
             name = d.init
             continue
         if d.op.name == "scf.for":
-            inits = _for_header(d.op)[4]
-            index = int(name.split("#")[1]) if "#" in name else 0
-            if index >= len(inits):
+            name = iter_init(d.op, name)
+            if name is None:
                 return None
-            name = inits[index]
             continue
         step = POINTER_STEPS.get(d.op.name)
         if step is None or step >= len(d.op.operands):
             return None
         name = d.op.operands[step]
     return None
-
-
-def _for_header(op: Op) -> tuple[str, str, str, str, list[str], list[str]]:
-    """(iv, lower, upper, step, iter-arg inits, iter-arg names) of an `scf.for`."""
-    m = re.match(r"\s*%([\w$.\-]+)\s*=\s*%([\w$.\-#]+)\s+to\s+%([\w$.\-#]+)\s+step\s+%([\w$.\-#]+)", op.text)
-    if m is None:
-        raise ValueError(f"unreadable scf.for: {op.text[:80]}")
-    carried = re.search(r"iter_args\((.*?)\)\s*->", op.text) or re.search(r"iter_args\((.*)\)", op.text)
-    pairs = [p.split("=") for p in split_top(carried.group(1))] if carried else []
-    names = [p[0].strip().lstrip("%") for p in pairs]
-    inits = [p[1].strip().lstrip("%") for p in pairs]
-    return m.group(1), m.group(2), m.group(3), m.group(4), inits, names
 
 
 # --- the walk ---------------------------------------------------------------------------------------------
@@ -210,7 +199,7 @@ def _plus(a: Expr | None, b: Expr) -> Expr:
     return b if a is None else Apply("add", (a, b))
 
 
-def _op_items(op: Op, defs, loops: tuple[int, ...], guards: tuple) -> list[WorkItem]:
+def _op_items(op: Op, defs, memo, loops: tuple[int, ...], guards: tuple) -> list[WorkItem]:
     """The work of one op that is neither a loop, a branch nor a call."""
     place = dict(loops=loops, guards=guards)
     if op.name == "tt.dot":
@@ -222,7 +211,8 @@ def _op_items(op: Op, defs, loops: tuple[int, ...], guards: tuple) -> list[WorkI
         tensor = origin(op.operands[0], defs) if op.operands else None
         masked = (op.name == "tt.load" and len(op.operands) > 1) or (op.name == "tt.store" and len(op.operands) > 2)
         kinds = ["load"] if op.name in LOAD_OPS else ["store"] if op.name in STORE_OPS else ["load", "store"]
-        return [WorkItem(kind, label, amount, tensor=tensor, masked=masked, **place) for kind in kinds]
+        where = address(op.operands[0], op, defs, memo) if op.operands else None
+        return [WorkItem(kind, label, amount, tensor=tensor, masked=masked, address=where, **place) for kind in kinds]
     if op.name in ("tt.reduce", "tt.scan"):
         combine = [o for r in op.regions for o in r.ops if not o.name.endswith("return")]
         inputs = tensor_types(op.tail) or tensor_types(op.text)
@@ -263,7 +253,7 @@ def _ops(walk: _Walk, ops, defs, memo, loops: tuple[int, ...], guards: tuple) ->
                                         for a in callee.args})
                 _region(walk, callee.body, inner, memo.new_child(), loops, guards)
         else:
-            walk.items += _op_items(op, defs, loops, guards)
+            walk.items += _op_items(op, defs, memo, loops, guards)
 
 
 def _new_loop(walk: _Walk, kind: str, bounds: tuple[Expr, Expr, Expr], loops, guards, inclusive=False,
@@ -274,7 +264,7 @@ def _new_loop(walk: _Walk, kind: str, bounds: tuple[Expr, Expr, Expr], loops, gu
 
 
 def _for(walk: _Walk, op: Op, defs, memo, loops, guards) -> None:
-    iv, lb, ub, st, inits, names = _for_header(op)
+    iv, lb, ub, st, inits, names = for_header(op)
     bounds = tuple(build(v, defs, memo) for v in (lb, ub, st))
     loop = _new_loop(walk, "for", bounds, loops, guards)
     inner = defs.new_child({iv: Definition(loop=loop), **{n: Definition(init=i) for n, i in zip(names, inits)}})

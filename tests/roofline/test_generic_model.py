@@ -60,6 +60,11 @@ def test_a_tensor_that_fits_l2_is_read_from_dram_once_a_larger_one_partly_again(
     miss = 1 - kept / (4 * H100.l2_bytes)
     assert dram_bytes(replace(counts, tensors=(large,)), H100) == pytest.approx(4 * H100.l2_bytes * (1 + 7 * miss))
     assert dram_bytes(replace(counts, tensors=(unknown,)), H100) == 1024.0
+    # where the IR says which programs read alike: each set in flight reads its distinct tiles
+    shared = replace(large, sharing=((1.0, 1.0), (64.0, 0.5), (256.0, 0.25)))
+    assert dram_bytes(replace(counts, tensors=(shared,)), H100, in_flight=128) == pytest.approx(8.0 * 4 * H100.l2_bytes
+                                                                                               * 0.375)
+    assert dram_bytes(replace(counts, tensors=(shared,)), H100, in_flight=1e6) == pytest.approx(2.0 * 4 * H100.l2_bytes)
 
 
 def test_the_last_waves_programs_and_unequal_programs_cost_time():

@@ -135,6 +135,10 @@ def test_a_dot_in_a_loop_counts_2mnk_and_its_tiles():
     tiles = 4 * 3 * 32 * 32 * 2  # every program's K loop reads a 32x32 fp16 tile of A and of B per trip
     assert _traffic(c) == {"a_ptr": (m * k * 2, tiles, 0.0), "b_ptr": (k * n * 2, tiles, 0.0),
                            "c_ptr": (m * n * 2, 0.0, m * n * 2)}
+    # programs 0, 1 read A's first row of tiles and B's two columns; 2, 3 the second row and the same columns
+    sharing = {t.name: t.sharing for t in c.tensors}
+    assert sharing["a_ptr"] == ((1.0, 1.0), (2.0, 0.5), (4.0, 0.5))
+    assert sharing["b_ptr"] == ((1.0, 1.0), (2.0, 1.0), (4.0, 0.5))
 
 
 def test_a_loop_bounded_by_the_calls_data_is_counted_from_it_or_by_the_stated_rule():
