@@ -15,9 +15,13 @@ programs in full waves and a last partial one (`wave_split`); each wave's time f
     dram    = programs in flight · DRAM bytes / DRAM bandwidth,
     latency = (iterations of loops that load · a load's latency + the busiest term) / max(stages − 1, 1):
               the software pipeline's overlap, as the GEMM model's pipelined term,
+    serial  = one program's matrix and elementwise work in sequence at the share of the SM its warps span (the
+              elementwise instructions at CHAIN_ISSUE_CPI clocks each, the attention model's figure for a lone
+              warp's dependences) plus the profile's `mma_latency_clocks` per dot: a program is one dependent
+              chain, which other resident programs can overlap but not shorten,
 
-combined by `overlap` (the GEMM's p-norm: units never overlap perfectly), plus one load latency for the program's
-first loads. Programs of unequal work (a causal mask's rows) stretch the schedule by the ratio of their greedy
+combined by `overlap` (the GEMM's p-norm: units never overlap perfectly) and never shorter than the serial chain
+(the attention model's step), plus one load latency for the program's first loads. Programs of unequal work (a causal mask's rows) stretch the schedule by the ratio of their greedy
 makespan to that of equal programs (roofline/attention.py `makespan_blocks`). Then the launch overhead.
 
 The L2 / DRAM rule, per argument tensor: its loads read its unique bytes, min(loaded, tensor size), from DRAM once
@@ -43,7 +47,7 @@ import numpy as np
 
 from rooftune.candidates.kernel_counts import KernelCounts
 from rooftune.hwprofiles import HardwareProfile, ProfileError
-from rooftune.roofline.attention import makespan_blocks
+from rooftune.roofline.attention import CHAIN_ISSUE_CPI, makespan_blocks
 from rooftune.roofline.gemm import L2_REUSE_FRACTION, SUBPARTITIONS_PER_SM, overlap
 from rooftune.roofline.lowering import mma_flops_per_sm_s
 from rooftune.roofline.occupancy import (
@@ -56,9 +60,9 @@ from rooftune.roofline.occupancy import (
     wave_split,
 )
 
-TERMS = ("tensor", "vector", "sfu", "smem", "l2", "dram", "latency")
+TERMS = ("tensor", "vector", "sfu", "smem", "l2", "dram", "latency", "serial")
 TERM_BOUND = {"tensor": "compute", "vector": "compute", "sfu": "compute", "smem": "compute", "l2": "memory",
-              "dram": "memory", "latency": "latency"}
+              "dram": "memory", "latency": "latency", "serial": "latency"}
 # Each operand tile of a dot is written to shared memory once and read by the matrix instructions once.
 SMEM_PASSES_PER_OPERAND = 2
 # A spilled register is stored and reloaded once per loop iteration.
@@ -95,6 +99,7 @@ class GenericBreakdown:
     l2_us: np.ndarray
     memory_us: np.ndarray         # DRAM bytes / DRAM bandwidth
     latency_us: np.ndarray        # the pipelined loads' latency and each wave's first load
+    serial_us: np.ndarray         # one program's work in sequence, each wave
     launch_us: np.ndarray
     time_us: np.ndarray
     dominant: np.ndarray          # index into TERMS of the term that binds the busiest wave
@@ -161,6 +166,7 @@ class ProgramWork:
     warps: np.ndarray
     stages: np.ndarray
     latency_s: np.ndarray
+    chain_s: np.ndarray          # one program's work in sequence, at the share of the SM its warps span
 
 
 def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_flight: np.ndarray) -> ProgramWork:
@@ -180,14 +186,18 @@ def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_fl
     l2 = np.array([k.load_bytes + k.store_bytes for k in c]) / programs + spilled
     dram = np.array([dram_bytes(k, profile, f) for k, f in zip(c, in_flight)]) / programs
     miss = np.clip(dram / np.maximum(l2, 1.0), 0.0, 1.0)
+    vector_s = np.array([k.vector_ops for k in c]) / programs / (profile.fp32_lanes_per_sm * clock)
+    sfu_s = np.array([k.sfu_ops for k in c]) / programs / (profile.sfu_ops_per_clock * clock)
+    share = np.minimum(1.0, warps / SUBPARTITIONS_PER_SM)
+    dots = np.array([k.dot_executions for k in c], dtype=float)
     return ProgramWork(
-        tensor_s=tensor / programs,
-        vector_s=np.array([k.vector_ops for k in c]) / programs / (profile.fp32_lanes_per_sm * clock),
-        sfu_s=np.array([k.sfu_ops for k in c]) / programs / (profile.sfu_ops_per_clock * clock),
+        tensor_s=tensor / programs, vector_s=vector_s, sfu_s=sfu_s,
         smem_s=np.array([k.dot_operand_bytes for k in c]) * SMEM_PASSES_PER_OPERAND / programs
         / smem_bytes_per_sm_s(profile),
         l2_bytes=l2, dram_bytes=dram, iterations=iterations, warps=warps,
-        stages=np.array([k.compiled.num_stages for k in c], dtype=float), latency_s=load_latency_s(profile, miss))
+        stages=np.array([k.compiled.num_stages for k in c], dtype=float), latency_s=load_latency_s(profile, miss),
+        chain_s=(tensor / programs + CHAIN_ISSUE_CPI * (vector_s + sfu_s)) / share
+        + dots * profile.mma_latency_clocks / clock)
 
 
 def wave_terms(w: ProgramWork, per_sm, in_flight, profile: HardwareProfile) -> np.ndarray:
@@ -199,7 +209,13 @@ def wave_terms(w: ProgramWork, per_sm, in_flight, profile: HardwareProfile) -> n
         in_flight * w.l2_bytes / (profile.l2_bw_gbps * 1e9), in_flight * w.dram_bytes / (profile.dram_bw_gbps * 1e9),
     ])
     pipelined = (w.iterations * w.latency_s + resources.max(axis=0)) / np.maximum(w.stages - 1, 1)
-    return np.concatenate([resources, pipelined[None]])
+    return np.concatenate([resources, pipelined[None], w.chain_s[None]])
+
+
+def wave_time(terms: np.ndarray, w: ProgramWork) -> np.ndarray:
+    """A wave's seconds from its terms: their `overlap`, never shorter than one program's serial chain, plus the
+    program's first load."""
+    return np.maximum(overlap(terms), terms[-1]) + w.latency_s
 
 
 def _facts(counts: Sequence[KernelCounts], name: str) -> np.ndarray:
@@ -218,7 +234,7 @@ def predict_generic(counts: Sequence[KernelCounts], profile: HardwareProfile) ->
     last_terms = wave_terms(w, last_per_sm, programs - full * resident * profile.sm_count, profile)
     has_last = last_per_sm > 0
     imbalance = np.array([_imbalance(k.work_runs, int(profile.sm_count * r)) for k, r in zip(counts, resident)])
-    main_s = (full * (overlap(full_terms) + w.latency_s) + has_last * (overlap(last_terms) + w.latency_s)) * imbalance
+    main_s = (full * wave_time(full_terms, w) + has_last * wave_time(last_terms, w)) * imbalance
     launch_s = profile.launch_overhead_us * 1e-6
     dominant = np.where(full > 0, full_terms.argmax(axis=0), last_terms.argmax(axis=0))
     flops = np.array([k.total_mma_flops for k in counts], dtype=float)
@@ -238,5 +254,6 @@ def predict_generic(counts: Sequence[KernelCounts], profile: HardwareProfile) ->
         l2_us=us * w.l2_bytes * programs / (profile.l2_bw_gbps * 1e9),
         memory_us=us * w.dram_bytes * programs / (profile.dram_bw_gbps * 1e9),
         latency_us=us * n_waves * (w.iterations / np.maximum(w.stages - 1, 1) + 1) * w.latency_s,
+        serial_us=us * n_waves * w.chain_s,
         launch_us=np.full(len(counts), us * launch_s), time_us=us * (main_s + launch_s), dominant=dominant,
         bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant])

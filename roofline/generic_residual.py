@@ -47,7 +47,7 @@ def generic_features(bd: GenericBreakdown, counts: Sequence[KernelCounts]) -> tu
     base = {
         "tensor_frac": bd.compute_us / t, "vector_frac": bd.vector_us / t, "sfu_frac": bd.sfu_us / t,
         "smem_frac": bd.smem_us / t, "l2_frac": bd.l2_us / t, "memory_frac": bd.memory_us / t,
-        "latency_frac": bd.latency_us / t, "launch_frac": bd.launch_us / t,
+        "latency_frac": bd.latency_us / t, "serial_frac": bd.serial_us / t, "launch_frac": bd.launch_us / t,
         **occupancy_features(bd),
         "log_imbalance": np.log2(bd.imbalance), "wgmma": bd.uses_wgmma.astype(float),
         "log_warps": log_warps, "log_warps_sq": log_warps ** 2, "stages": stages, "stages_sq": stages ** 2,
@@ -59,7 +59,7 @@ def generic_features(bd: GenericBreakdown, counts: Sequence[KernelCounts]) -> tu
 
 # The features, in the order of a residual's coefficients.
 FEATURE_NAMES = ("tensor_frac", "vector_frac", "sfu_frac", "smem_frac", "l2_frac", "memory_frac", "latency_frac",
-                 "launch_frac", "occupancy", "ctas_per_sm", "log_waves", "wave_eff", "log_imbalance", "wgmma",
+                 "serial_frac", "launch_frac", "occupancy", "ctas_per_sm", "log_waves", "wave_eff", "log_imbalance", "wgmma",
                  "log_warps", "log_warps_sq", "stages", "stages_sq", "regs", "log_spill", "log_programs")
 
 

@@ -28,7 +28,8 @@ COLUMNS = ("#", "config", "µs", "model µs", "resid ×", "bound", "dominant", "
            "regs", "smem KiB", "spill B", "DRAM MB", "wgmma")
 # A config's whole-GPU terms, as the breakdown names them, in the order the best config's line lists them.
 TERM_FIELDS = (("tensor", "compute_us"), ("vector", "vector_us"), ("sfu", "sfu_us"), ("smem", "smem_us"),
-               ("L2", "l2_us"), ("DRAM", "memory_us"), ("latency", "latency_us"), ("launch", "launch_us"))
+               ("L2", "l2_us"), ("DRAM", "memory_us"), ("latency", "latency_us"), ("serial", "serial_us"),
+               ("launch", "launch_us"))
 
 
 def triton_config_label(config) -> str:

@@ -46,6 +46,7 @@ class Tally:
     vector_ops: float
     sfu_ops: float
     loop_iterations: float
+    dot_executions: float
     work_runs: tuple[tuple[float, int], ...]
     loop_trips: tuple[float, ...]
     notes: tuple[str, ...]
@@ -161,6 +162,7 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
     sums: dict = defaultdict(float)
     per_program = np.zeros(env.pids[0].shape)
     moved = np.zeros(env.pids[0].shape)
+    dots = np.zeros(env.pids[0].shape)
     innermost_loading: set[int] = {item.loops[-1] for item in work.items if item.kind == "load" and item.loops}
     for item in work.items:
         executions = _weight(item, trips, env)
@@ -169,6 +171,7 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
         if item.kind == "dot":
             sums["operand"] += float(executions.sum()) * stands_for * item.operand_bytes
             per_program += executions * item.amount
+            dots += executions
         elif item.kind in ("load", "store"):
             moved += executions * item.amount
     iterations = np.zeros(env.pids[0].shape)
@@ -187,6 +190,7 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
         vector_ops=sum(v for (k, _), v in _pairs(sums) if k == "vector"),
         sfu_ops=sum(v for (k, _), v in _pairs(sums) if k == "sfu"),
         loop_iterations=float(iterations.mean()) if len(iterations) else 0.0,
+        dot_executions=float(dots.mean()) if len(dots) else 0.0,
         work_runs=_runs(per_program if per_program.any() else moved, stands_for),
         loop_trips=tuple(float(np.mean(trips[loop.id])) for loop in work.loops),
         notes=tuple(dict.fromkeys(notes + env.unresolved)), sharing=sharing(work, env, trips, stands_for))

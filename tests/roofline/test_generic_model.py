@@ -100,3 +100,16 @@ def test_the_model_is_vectorized_over_configs():
     many = [copy(MB * (1 + i % 7), 100 + i) for i in range(300)]
     bd = predict_generic(many, H100)
     assert bd.time_us.shape == (300,) and np.all(np.isfinite(bd.time_us)) and np.all(bd.time_us > 0)
+
+
+def test_a_lone_programs_serial_chain_bounds_its_wave():
+    """One resident program of 4 warps does its matrix and elementwise work in sequence: the wave is no shorter
+    than that chain, whatever the units could overlap; more resident programs hide it."""
+    work = dict(mma_flops=(("bf16", 2.0 * 132 * 2 ** 30),), vector_ops=132 * 2.0 ** 26, dot_executions=64.0)
+    alone = KernelCounts(132, replace(FACTS, regs_per_thread=255, smem_bytes=200 * 1024, wgmma=True), **work)
+    shared = KernelCounts(132 * 4, replace(FACTS, regs_per_thread=64, smem_bytes=40 * 1024, wgmma=True),
+                          mma_flops=((("bf16", 4 * 2.0 * 132 * 2 ** 28),)), vector_ops=132 * 2.0 ** 26,
+                          dot_executions=16.0)
+    bd = predict_generic([alone, shared], H100)
+    assert bd.ctas_per_sm[0] == 1 and TERMS[bd.dominant[0]] == "serial"
+    assert bd.time_us[0] >= bd.serial_us[0] and bd.time_us[1] < bd.time_us[0]

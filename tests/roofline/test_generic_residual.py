@@ -42,7 +42,7 @@ def test_the_json_round_trips_and_a_damaged_one_is_refused(tmp_path):
     assert gr.read_generic_residual(path) == residual
     data = json.loads(path.read_text())
     for damage, words in [({"features_version": "generic-features-0"}, "refit it"),
-                          ({"coefficients": {"occupancy": 1.0}}, "not the 21 generic features"),
+                          ({"coefficients": {"occupancy": 1.0}}, "not the 22 generic features"),
                           ({"coefficients": {**data["coefficients"], "regs": float("nan")}}, "not a finite number"),
                           ({"format": "x"}, "not a rooftune generic residual")]:
         path.write_text(json.dumps({**data, **damage}))
