@@ -48,8 +48,9 @@ class KernelCounts:
     matrix instructions read from shared memory); `tensors`: loads and stores by argument (masked tiles counted
     whole); `vector_ops`: elementwise results of tensor arithmetic (one per element per op), `sfu_ops`: those on
     the special-function units (exp, log, sqrt, ...); `loop_iterations`: mean per program of the iterations of
-    loops that load (what a pipeline overlaps); `dot_executions`: mean per program of the dots run (each waits for
-    its matrix instructions' results); `work_runs`: each program's work relative to the mean, in launch
+    loops that load (what a pipeline overlaps); `dot_executions`: mean per program of the dots run that wait for
+    their matrix instructions' results (not those accumulating straight into a loop's accumulator); `loop_loads`: mean per program of the loads run inside loops (what a loop
+    without prefetch waits on, one after another); `work_runs`: each program's work relative to the mean, in launch
     order, as (value, run length) pairs (one run: every program alike); `notes`: the stated rules the counts
     applied (a loop the arguments cannot bound, a data-dependent branch)."""
 
@@ -62,6 +63,7 @@ class KernelCounts:
     sfu_ops: float = 0.0
     loop_iterations: float = 0.0
     dot_executions: float = 0.0
+    loop_loads: float = 0.0
     work_runs: tuple[tuple[float, int], ...] = ((1.0, 1),)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -91,6 +93,6 @@ def counts_from_dict(data: dict) -> KernelCounts:
                       for t in data.get("tensors", ())),
         vector_ops=float(data.get("vector_ops", 0.0)), sfu_ops=float(data.get("sfu_ops", 0.0)),
         loop_iterations=float(data.get("loop_iterations", 0.0)),
-        dot_executions=float(data.get("dot_executions", 0.0)),
+        dot_executions=float(data.get("dot_executions", 0.0)), loop_loads=float(data.get("loop_loads", 0.0)),
         work_runs=tuple((float(v), int(n)) for v, n in data.get("work_runs", ((1.0, 1),))),
         notes=tuple(data.get("notes", ())))

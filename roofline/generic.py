@@ -13,12 +13,16 @@ programs in full waves and a last partial one (`wave_split`); each wave's time f
     smem    = per_sm · 2 · dot operand bytes / shared-memory bandwidth per SM (each tile written, then read),
     l2      = programs in flight · (loaded + stored + spilled bytes) / L2 bandwidth,
     dram    = programs in flight · DRAM bytes / DRAM bandwidth,
-    latency = (iterations of loops that load · a load's latency + the busiest term) / max(stages − 1, 1):
-              the software pipeline's overlap, as the GEMM model's pipelined term,
+    latency = (iterations of loops that load · a load's latency + the busiest term) / (stages − 1): a stage's
+              buffer refills only once the work reading it is done (the GEMM model's pipelined term); with one
+              stage nothing is prefetched and each load in a loop is waited on as it is issued (loads in loops ·
+              latency + the busiest term),
     serial  = one program's matrix and elementwise work in sequence at the share of the SM its warps span (the
               elementwise instructions at CHAIN_ISSUE_CPI clocks each, the attention model's figure for a lone
-              warp's dependences) plus the profile's `mma_latency_clocks` per dot: a program is one dependent
-              chain, which other resident programs can overlap but not shorten,
+              warp's dependences) plus the profile's `mma_latency_clocks` per dot that waits for its results
+              (one whose result or accumulator passes through other work: attention's QKᵀ and PV, not a GEMM's
+              chained K loop): a program is one dependent chain, which other resident programs can overlap but
+              not shorten,
 
 combined by `overlap` (the GEMM's p-norm: units never overlap perfectly) and never shorter than the serial chain
 (the attention model's step), plus one load latency for the program's first loads. Programs of unequal work (a causal mask's rows) stretch the schedule by the ratio of their greedy
@@ -163,6 +167,7 @@ class ProgramWork:
     l2_bytes: np.ndarray
     dram_bytes: np.ndarray
     iterations: np.ndarray
+    loop_loads: np.ndarray
     warps: np.ndarray
     stages: np.ndarray
     latency_s: np.ndarray
@@ -195,6 +200,7 @@ def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_fl
         smem_s=np.array([k.dot_operand_bytes for k in c]) * SMEM_PASSES_PER_OPERAND / programs
         / smem_bytes_per_sm_s(profile),
         l2_bytes=l2, dram_bytes=dram, iterations=iterations, warps=warps,
+        loop_loads=np.array([k.loop_loads for k in c], dtype=float),
         stages=np.array([k.compiled.num_stages for k in c], dtype=float), latency_s=load_latency_s(profile, miss),
         chain_s=(tensor / programs + CHAIN_ISSUE_CPI * (vector_s + sfu_s)) / share
         + dots * profile.mma_latency_clocks / clock)
@@ -208,8 +214,12 @@ def wave_terms(w: ProgramWork, per_sm, in_flight, profile: HardwareProfile) -> n
         per_sm * w.tensor_s / busy, per_sm * w.vector_s / busy, per_sm * w.sfu_s / busy, per_sm * w.smem_s,
         in_flight * w.l2_bytes / (profile.l2_bw_gbps * 1e9), in_flight * w.dram_bytes / (profile.dram_bw_gbps * 1e9),
     ])
-    pipelined = (w.iterations * w.latency_s + resources.max(axis=0)) / np.maximum(w.stages - 1, 1)
-    return np.concatenate([resources, pipelined[None], w.chain_s[None]])
+    # S stages refill a buffer only once the work reading it is done: (S − 1)·P >= latency + work (the GEMM model's);
+    # one stage prefetches nothing, and each load of an iteration is waited on as it is issued
+    busy = resources.max(axis=0)
+    exposed = np.where(w.stages <= 1, w.loop_loads * w.latency_s + busy,
+                       (w.iterations * w.latency_s + busy) / np.maximum(w.stages - 1, 1))
+    return np.concatenate([resources, exposed[None], w.chain_s[None]])
 
 
 def wave_time(terms: np.ndarray, w: ProgramWork) -> np.ndarray:

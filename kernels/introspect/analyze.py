@@ -122,7 +122,7 @@ def counts_of(tallied: Tally, compiled: CompiledFacts, args: dict, notes: tuple[
         programs=tallied.programs, compiled=compiled, mma_flops=tuple(sorted(tallied.mma_flops.items())),
         dot_operand_bytes=tallied.dot_operand_bytes, tensors=tensors, vector_ops=tallied.vector_ops,
         sfu_ops=tallied.sfu_ops, loop_iterations=tallied.loop_iterations, dot_executions=tallied.dot_executions,
-        work_runs=tallied.work_runs,
+        loop_loads=tallied.loop_loads, work_runs=tallied.work_runs,
         notes=tuple(dict.fromkeys(notes + tallied.notes)))
 
 

@@ -47,6 +47,7 @@ class Tally:
     sfu_ops: float
     loop_iterations: float
     dot_executions: float
+    loop_loads: float
     work_runs: tuple[tuple[float, int], ...]
     loop_trips: tuple[float, ...]
     notes: tuple[str, ...]
@@ -163,6 +164,7 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
     per_program = np.zeros(env.pids[0].shape)
     moved = np.zeros(env.pids[0].shape)
     dots = np.zeros(env.pids[0].shape)
+    loop_loads = np.zeros(env.pids[0].shape)
     innermost_loading: set[int] = {item.loops[-1] for item in work.items if item.kind == "load" and item.loops}
     for item in work.items:
         executions = _weight(item, trips, env)
@@ -171,9 +173,11 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
         if item.kind == "dot":
             sums["operand"] += float(executions.sum()) * stands_for * item.operand_bytes
             per_program += executions * item.amount
-            dots += executions
+            dots += executions if item.waits else 0.0
         elif item.kind in ("load", "store"):
             moved += executions * item.amount
+            if item.kind == "load" and item.loops:
+                loop_loads += executions
     iterations = np.zeros(env.pids[0].shape)
     for loop_id in innermost_loading:
         chain, lid = np.ones(env.pids[0].shape), loop_id
@@ -191,6 +195,7 @@ def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
         sfu_ops=sum(v for (k, _), v in _pairs(sums) if k == "sfu"),
         loop_iterations=float(iterations.mean()) if len(iterations) else 0.0,
         dot_executions=float(dots.mean()) if len(dots) else 0.0,
+        loop_loads=float(loop_loads.mean()) if len(loop_loads) else 0.0,
         work_runs=_runs(per_program if per_program.any() else moved, stands_for),
         loop_trips=tuple(float(np.mean(trips[loop.id])) for loop in work.loops),
         notes=tuple(dict.fromkeys(notes + env.unresolved)), sharing=sharing(work, env, trips, stands_for))

@@ -110,6 +110,7 @@ class WorkItem:
     operand_bytes: float = 0.0
     masked: bool = False
     address: tuple[Expr, ...] | None = None  # where the program's tiles start (kernels/introspect/addresses.py)
+    waits: bool = False  # a dot that waits for its results before the program goes on (`_chained`)
 
 
 @dataclass(frozen=True)
@@ -199,12 +200,23 @@ def _plus(a: Expr | None, b: Expr) -> Expr:
     return b if a is None else Apply("add", (a, b))
 
 
+def _chained(dot: Op, defs) -> bool:
+    """Whether a dot accumulates straight into the accumulator a loop carries (or another dot's result): the
+    matrix units chain such dots (a GEMM's K loop); a dot whose accumulator or result passes through other work
+    first waits for its results (attention's QKᵀ before the softmax, PV after the rescale)."""
+    if len(dot.operands) < 3:
+        return False
+    d = defs.get(dot.operands[2])
+    return d is not None and (d.init is not None or (d.op is not None and d.op.name == "tt.dot"))
+
+
 def _op_items(op: Op, defs, memo, loops: tuple[int, ...], guards: tuple) -> list[WorkItem]:
     """The work of one op that is neither a loop, a branch nor a call."""
     place = dict(loops=loops, guards=guards)
     if op.name == "tt.dot":
         flops, dtype, operand, label = _dot(op)
-        return [WorkItem("dot", label, flops, dtype=dtype, operand_bytes=operand, **place)]
+        return [WorkItem("dot", label, flops, dtype=dtype, operand_bytes=operand, waits=not _chained(op, defs),
+                         **place)]
     moves = op.name in LOAD_OPS | STORE_OPS | READ_WRITE_OPS
     if moves:
         amount, label = _moved_bytes(op)
