@@ -7,7 +7,8 @@ programs in full waves and a last partial one (`wave_split`); each wave's time f
 `per_sm` programs sharing each of `active` SMs:
 
     tensor  = per_sm · mma FLOPs / (the dtype's matrix rate per SM, wgmma or mma.sync: roofline/lowering.py),
-    vector  = per_sm · elementwise results / (fp32_lanes_per_sm · clock),
+    vector  = per_sm · (elementwise results + each loop iteration's fixed instructions, the attention model's
+              ISSUE_PER_BLOCK per warp) / (fp32_lanes_per_sm · clock),
     sfu     = per_sm · special-function results / (sfu_ops_per_clock · clock),
       (each at the share of the SM's four sub-partitions the resident warps keep busy, as the GEMM model's)
     smem    = per_sm · 2 · dot operand bytes / shared-memory bandwidth per SM (each tile written, then read),
@@ -51,7 +52,7 @@ import numpy as np
 
 from rooftune.candidates.kernel_counts import KernelCounts
 from rooftune.hwprofiles import HardwareProfile, ProfileError
-from rooftune.roofline.attention import CHAIN_ISSUE_CPI, makespan_blocks
+from rooftune.roofline.attention import CHAIN_ISSUE_CPI, ISSUE_PER_BLOCK, makespan_blocks
 from rooftune.roofline.gemm import L2_REUSE_FRACTION, SUBPARTITIONS_PER_SM, overlap
 from rooftune.roofline.lowering import mma_flops_per_sm_s
 from rooftune.roofline.occupancy import (
@@ -191,7 +192,10 @@ def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_fl
     l2 = np.array([k.load_bytes + k.store_bytes for k in c]) / programs + spilled
     dram = np.array([dram_bytes(k, profile, f) for k, f in zip(c, in_flight)]) / programs
     miss = np.clip(dram / np.maximum(l2, 1.0), 0.0, 1.0)
-    vector_s = np.array([k.vector_ops for k in c]) / programs / (profile.fp32_lanes_per_sm * clock)
+    # each iteration of a loop also issues its barriers, copies, matrix and loop-control instructions: the attention
+    # model's fixed instructions per key block, per warp
+    control = iterations * ISSUE_PER_BLOCK * warps * THREADS_PER_WARP
+    vector_s = (np.array([k.vector_ops for k in c]) / programs + control) / (profile.fp32_lanes_per_sm * clock)
     sfu_s = np.array([k.sfu_ops for k in c]) / programs / (profile.sfu_ops_per_clock * clock)
     share = np.minimum(1.0, warps / SUBPARTITIONS_PER_SM)
     dots = np.array([k.dot_executions for k in c], dtype=float)
