@@ -73,33 +73,44 @@ def address(pointer: str, op: Op, defs, memo) -> tuple[Expr, ...] | None:
         names = re.findall(r"%([\w$.\-#]+)", coords.group(1)) if coords else []
         parts = [scalar_part(n, defs, memo) for n in names]
         return tuple(parts) if parts and None not in parts else None
+    param, passed = trace_pointer(pointer, defs, {"tt.addptr": 0, **dict.fromkeys(_SHAPE_OPS, 0)})
+    if param is None:
+        return None
     offset: Expr = ZERO
-    name = pointer
+    for step in passed:
+        if step.name == "tt.addptr":
+            part = scalar_part(step.operands[1], defs, memo)
+            if part is None:
+                return None
+            offset = _plus(offset, part)
+    return (offset,)
+
+
+def trace_pointer(name: str, defs, steps: dict[str, int]) -> tuple[str | None, list[Op]]:
+    """(the argument a pointer `name` comes from, the ops it passed through on the way), following each op of
+    `steps` to its operand of the given index and loop-carried values to their initial value; (None, ops) where it
+    meets anything else."""
+    passed: list[Op] = []
     for _ in range(64):
         d = defs.get(name)
         if d is None:
-            return None
+            return None, passed
         if d.param is not None:
-            return (offset,)
+            return d.param, passed
         if d.op is None:
             if d.init is None:
-                return None
+                return None, passed
             name = d.init
-            continue
-        if d.op.name == "tt.addptr":
-            part = scalar_part(d.op.operands[1], defs, memo)
-            if part is None:
-                return None
-            offset, name = _plus(offset, part), d.op.operands[0]
-        elif d.op.name in _SHAPE_OPS:
-            name = d.op.operands[0]
         elif d.op.name == "scf.for":
             name = iter_init(d.op, name)
             if name is None:
-                return None
+                return None, passed
+        elif d.op.name in steps and steps[d.op.name] < len(d.op.operands):
+            passed.append(d.op)
+            name = d.op.operands[steps[d.op.name]]
         else:
-            return None
-    return None
+            return None, passed
+    return None, passed
 
 
 def for_header(op: Op) -> tuple[str, str, str, str, list[str], list[str]]:

@@ -23,7 +23,7 @@ import re
 from collections import ChainMap
 from dataclasses import dataclass, field
 
-from rooftune.kernels.introspect.addresses import address, for_header, iter_init
+from rooftune.kernels.introspect.addresses import address, for_header, trace_pointer
 from rooftune.kernels.introspect.expressions import (
     Apply,
     Chance,
@@ -167,27 +167,7 @@ def _moved_bytes(op: Op) -> tuple[float, str]:
 def origin(name: str, defs) -> str | None:
     """The argument a pointer or descriptor value `name` is derived from, through pointer arithmetic, layout ops
     and loop-carried values (None where it is not traced to one)."""
-    for _ in range(64):
-        d = defs.get(name)
-        if d is None:
-            return None
-        if d.param is not None:
-            return d.param
-        if d.op is None:
-            if d.init is None:
-                return None
-            name = d.init
-            continue
-        if d.op.name == "scf.for":
-            name = iter_init(d.op, name)
-            if name is None:
-                return None
-            continue
-        step = POINTER_STEPS.get(d.op.name)
-        if step is None or step >= len(d.op.operands):
-            return None
-        name = d.op.operands[step]
-    return None
+    return trace_pointer(name, defs, POINTER_STEPS)[0]
 
 
 # --- the walk ---------------------------------------------------------------------------------------------
