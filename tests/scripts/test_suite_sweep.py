@@ -170,3 +170,26 @@ def test_a_context_loss_is_quarantined_by_config_or_shape():
     kernel = SUITE["splitk_gemm"]
     assert ss.culprit_text(kernel, 4) == str(config_of(kernel.configs[4]))
     assert ss.culprit_text(kernel, "one of 73 candidates in an interleaved round") == "*"
+
+
+def test_a_real_compile_gives_the_binarys_facts_and_a_wrong_result_is_an_error_row(monkeypatch, tmp_path):
+    """Two softmax configs compiled for sm_90 in this process (Triton's bundled ptxas, the pool's in-process path):
+    each config's counts carry what the compiler decided; a reference that disagrees makes every row an error, never
+    a time, and the counts stay."""
+    from rooftune.kernels import suite
+    from rooftune.kernels.harness import timing
+    from rooftune.kernels.harness.compile_pool import CompilePool
+    from rooftune.kernels.introspect.binary import compile_job
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setattr(timing, "time_candidates", fake_time_candidates)
+    kernel = suite.SUITE["softmax"]
+    wrong = dataclasses.replace(kernel, configs=kernel.configs[:2], baseline=None,
+                                make_args=lambda s, d, dtype=None, seed=0: kernel.make_args(s, d, torch.float32, seed),
+                                reference=lambda args: {n: v + 1 for n, v in kernel.reference(args).items()})
+    profile = SimpleNamespace(l2_bytes=1, compute_capability=(9, 0))
+    measured = ss.measure_shape(wrong, SuiteShape.of(kernel.name, kernel.small_shape), profile,
+                                CompilePool(compile_job, workers=0), SweepSettings(), [], {}, device="cpu")
+    assert all(t.error.startswith("check: reference check failed") for t in measured.records.trials)
+    assert [c.compiled.num_warps for c in measured.counts] == [c.num_warps for c in kernel.configs[:2]]
+    assert all(c.compiled.regs_per_thread > 0 and c.programs > 0 for c in measured.counts)
