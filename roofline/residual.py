@@ -45,7 +45,7 @@ from rooftune.candidates import (
 from rooftune.candidates.gemm_space import tile_cols
 from rooftune.hwprofiles import HardwareProfile, ProfileError, list_profiles, load_profile
 from rooftune.hwprofiles.hwprobe import triton_release
-from rooftune.inputs import check_input, read_text
+from rooftune.inputs import check_input, read_json
 from rooftune.outputs import write_atomic
 from rooftune.roofline import predict
 from rooftune.roofline.gemm import SPLIT_K_SUMS
@@ -77,6 +77,13 @@ def is_pick_feature(name: str) -> bool:
     return "*" not in name
 
 
+def occupancy_features(bd) -> dict[str, np.ndarray]:
+    """The features every model's breakdown gives alike: occupancy, resident programs per SM (capped at 8, as a
+    share of 8), log2 of the waves, and the waves' efficiency."""
+    return {"occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
+            "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency}
+
+
 def _config_columns(configs: list[Config] | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return configs if isinstance(configs, dict) else configs_to_columns(configs)
 
@@ -99,8 +106,7 @@ def gemm_features(shape: GemmShape, configs, breakdown) -> tuple[tuple[str, ...]
         "compute_frac": bd.compute_us / t, "memory_frac": bd.memory_us / t, "latency_frac": bd.latency_us / t,
         "smem_frac": bd.smem_us / t, "l2_frac": bd.l2_us / t, "splitk_frac": bd.splitk_us / t,
         "launch_frac": bd.launch_us / t,
-        "occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
-        "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency,
+        **occupancy_features(bd),
         "pad_eff": bd.padding_efficiency, "wgmma": bd.uses_wgmma.astype(float), "warps8": warps8,
         "stages": stages, "stages_sq": stages ** 2,
         "log_bm": log_bm, "log_bn": log_bn, "log_bk": log_bk, "log_bk_sq": log_bk ** 2,
@@ -161,8 +167,7 @@ def attention_features(shape: AttentionShape, configs, breakdown) -> tuple[tuple
         "latency_frac": bd.latency_us / t, "launch_frac": bd.launch_us / t,
         # Diagonal blocks, which run the masked loop, as a share of the key blocks visited.
         "masked_frac": bd.masked_blocks / np.maximum(bd.key_blocks, 1.0),
-        "occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
-        "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency,
+        **occupancy_features(bd),
         "pad_eff": bd.padding_efficiency, "wgmma": bd.uses_wgmma.astype(float),
         "warps8": (c["num_warps"] == 8).astype(float), "log_warps_along_n": np.log2(bd.warps_along_n),
         "regs": bd.regs_per_thread / 255.0,
@@ -205,8 +210,7 @@ def moe_features(shape: MoeShape, configs, breakdown) -> tuple[tuple[str, ...], 
         "compute_frac": bd.compute_us / t, "memory_frac": bd.memory_us / t, "latency_frac": bd.latency_us / t,
         "smem_frac": bd.smem_us / t, "l2_frac": bd.l2_us / t, "launch_frac": bd.launch_us / t,
         "indirection_frac": bd.indirection_us / t, "empty_frac": bd.empty_us / t,
-        "occupancy": bd.occupancy, "ctas_per_sm": np.minimum(bd.ctas_per_sm, 8) / 8.0,
-        "log_waves": np.log2(np.maximum(bd.waves, 1e-3)), "wave_eff": bd.wave_efficiency,
+        **occupancy_features(bd),
         "pad_eff": bd.padding_efficiency, "row_eff": bd.row_efficiency,
         # Programs past the padded rows, as a share of the grid.
         "empty_share": bd.empty_programs / bd.programs,
@@ -455,14 +459,8 @@ def residual_file_name(kernel: str, profile: HardwareProfile) -> str:
 
 def read_residual(path: str | os.PathLike) -> Residual:
     """The residual at `path`, with the neighbour table beside it where there is one (`with_neighbours`)."""
-    path = check_input(path)  # a pipe or device: never opened (it would block)
-    if not path.is_file():
-        raise ResidualError(f"{path}: no such residual file")
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise ResidualError(f"{path}: not valid JSON ({exc})") from exc
-    return with_neighbours(residual_from_dict(data, str(path)), path)
+    data = read_json(path, ResidualError, "no such residual file")
+    return with_neighbours(residual_from_dict(data, str(path)), Path(path))
 
 
 def with_neighbours(residual: Residual, path: Path) -> Residual:

@@ -2,8 +2,9 @@
 
 `rooftune.matmul`, `rooftune.linear` and `rooftune.attention` are PyTorch ops on rooftune's tuned
 Triton kernels (kernels/ops.py, configs from tuner/pytorch/ops.py); they load torch on first access, so
-`import rooftune` stays light. `rooftune.autotune` is `@triton.autotune` for a user's GEMM-like kernel
-(tuner/pytorch/autotune.py).
+`import rooftune` stays light. `rooftune.autotune` is `@triton.autotune` for any Triton kernel, timing only the
+configs the model ranks first (tuner/pytorch/autotune.py); `rooftune.explain_kernel` shows that ranking and why
+(tuner/kernel_explanation.py).
 """
 
 __version__ = "0.1.0"
@@ -20,8 +21,12 @@ def __getattr__(name: str):
         from rooftune.tuner.pytorch.autotune import autotune
 
         return autotune
+    if name == "explain_kernel":
+        from rooftune.tuner.kernel_explanation import explain_kernel
+
+        return explain_kernel
     raise AttributeError(f"module 'rooftune' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *TORCH_OPS, "autotune"])
+    return sorted([*globals(), *TORCH_OPS, "autotune", "explain_kernel"])

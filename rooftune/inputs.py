@@ -4,11 +4,12 @@ as UTF-8 text, each failure an `InputError` naming the path and what it is inste
 A FIFO or a character device given where a file is expected would block a reader forever (or read without end:
 /dev/zero), so `check_input` looks at what the path is (a stat, which never blocks) before anything opens it.
 Loaders keep their own messages for a missing file or bad content; this module answers the questions every
-loader shares: is it a file, is it text.
+loader shares: is it a file, is it text (and, `read_json`, is it JSON).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -63,3 +64,15 @@ def read_text(path: str | os.PathLike) -> str:
         raise InputError(f"{path}: not a text file (byte {data[exc.start]:#04x} at offset {exc.start} is not "
                          f"UTF-8): a binary file where JSON or CSV text is expected") from None
 
+
+
+def read_json(path: str | os.PathLike, error: type[Exception], missing: str = "no such file"):
+    """The JSON value of the file at `path` (`read_text`); `error` (the caller's error class) where it is missing
+    (saying `missing`) or is not valid JSON."""
+    path = check_input(path)  # a folder, a pipe or a device: refused before anything opens it
+    if not path.is_file():
+        raise error(f"{path}: {missing}")
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON ({exc})") from None

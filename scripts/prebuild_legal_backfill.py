@@ -19,7 +19,8 @@ from rooftune.candidates.shapes import ShapeListError, load_shapes
 from rooftune.eval.sweeping.backfill import legal_backfill_plan
 from rooftune.eval.datasets.format import DatasetError
 from rooftune.hwprofiles import ProfileError, load_profile
-from rooftune.kernels.harness.prebuild import arch_of, binary_jobs, build_and_pack
+from rooftune.kernels.harness.offline import arch_of
+from rooftune.kernels.harness.prebuild import binary_jobs, build_and_pack
 
 
 def main(argv: list[str] | None = None) -> int:

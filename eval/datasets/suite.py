@@ -1,27 +1,44 @@
-"""The suite's ground truth on disk: one JSON file per (kernel, shape), `<folder>/<kernel>/<shape id>.json`, each a
-`ShapeRecords` written whole (rooftune/outputs.py); the folder's `suite.json` names the GPU and Triton it holds, and
-`quarantine.json` the configs that killed the CUDA context. No torch or Triton here: replay reads it on any machine.
+"""The kernel suite's ground truth on disk (issue 58, docs/suite.md): every config of every suite kernel timed at each
+of its shapes on one GPU, beside what the generic model reads of the config (its `KernelCounts`), so that a fit
+re-costs a recorded config without compiling it. scripts/device/suite_sweep.py writes it; the generic fit and
+evaluation (tuner/generic_fitting.py) and the suite's tests read it, on any machine (no torch or Triton here).
+
+    DIR/manifest.json                 {"format": FORMAT, "gpu": the driver's name, "profile": the profile swept with
+                                       (a shipped name), "triton", "torch", "dtype", "timing",
+                                       "kernels": {name: {"split": "train" | "heldout", "kind", "shapes", "configs"}}}
+    DIR/<kernel>/<shape id>.json.xz   one `ShapeRecords`, written whole as soon as the shape is measured (a resumed
+                                       sweep skips it): its trials in list order, each with its config's counts
+                                       (null: the model could not read it), the eager baseline, the shape's facts
+    DIR/quarantine.json               '<kernel>/<shape id>' -> the configs that killed the CUDA context there
+
+A reader names the kernels it reads and opens only their folders: a fit reads the training kernels the manifest lists,
+never a held-out kernel's files.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rooftune.candidates.config import parse_config
-from rooftune.candidates.records import ShapeRecords, Trial
+import numpy as np
+
+from rooftune.candidates.config import Config, parse_config
+from rooftune.candidates.kernel_counts import KernelCounts, counts_from_dict
+from rooftune.candidates.records import ShapeRecords, Trial, check_time_us
+from rooftune.eval.datasets.format import DatasetError, compress_text, read_shape_text
+from rooftune.inputs import read_json
 from rooftune.outputs import json_text, write_atomic
 
-FORMAT = 1
-MANIFEST = "suite.json"
+# 2: the two halves of issue 58 wrote two formats (1) before they merged; no dataset of either exists.
+FORMAT = "rooftune-suite-dataset-2"
+MANIFEST = "manifest.json"
 QUARANTINE = "quarantine.json"
-SAME_FOLDER = ("gpu", "triton")  # what every shape file of one folder shares with its manifest
-
-
-class SuiteDataError(ValueError):
-    """A suite folder that is not this run's (another GPU or Triton), or a file that is not a suite record."""
+SUFFIX = ".json.xz"
+SPLITS = ("train", "heldout")
+SAME_FOLDER = ("gpu", "triton")  # what every shape of one folder shares: their times would not mix otherwise
 
 
 @dataclass(frozen=True)
@@ -45,77 +62,146 @@ class SuiteShape:
         return "-".join(f"{k}{v}" for k, v in self.sizes)
 
 
-def shape_path(folder: str | Path, shape: SuiteShape) -> Path:
-    return Path(folder) / shape.kernel / f"{shape.id}.json"
+@dataclass(frozen=True)
+class SuiteRecords:
+    """One kernel at one shape: its `ShapeRecords` (trials in list order) and each trial's counts (None where the
+    model could not read the config), in the same order."""
+
+    records: ShapeRecords
+    counts: tuple[KernelCounts | None, ...]
+
+    def __post_init__(self):
+        if len(self.counts) != len(self.records.trials):
+            raise ValueError(f"{len(self.counts)} counts for {len(self.records.trials)} trials")
+
+    @property
+    def shape(self) -> SuiteShape:
+        return self.records.shape
+
+    @property
+    def kernel(self) -> str:
+        return self.records.shape.kernel
+
+    @property
+    def configs(self) -> tuple[Config, ...]:
+        return tuple(t.config for t in self.records.trials)
+
+    @property
+    def time_us(self) -> np.ndarray:
+        """Each trial's time, NaN where it is an error."""
+        return np.array([t.time_us if t.ok else np.nan for t in self.records.trials], dtype=float)
 
 
-def records_to_dict(records: ShapeRecords) -> dict:
+def shape_path(folder: str | os.PathLike, shape: SuiteShape) -> Path:
+    return Path(folder) / shape.kernel / f"{shape.id}{SUFFIX}"
+
+
+def records_to_dict(rec: SuiteRecords) -> dict:
     """A shape's JSON form: its trials in list order, a config as its one text form, None fields left out (but
-    `time_us`, null where the trial is an error)."""
-    trials = [{k: v for k, v in {**asdict(t), "config": str(t.config)}.items() if v is not None or k == "time_us"}
-              for t in records.trials]
-    return {"format": FORMAT, "kernel": records.shape.kernel, "shape": records.shape.dims, "shape_id": records.shape.id,
-            "trials": trials, "baselines_us": dict(records.baselines_us), "meta": dict(records.meta)}
+    `time_us`, null where the trial is an error, and `counts`, null where the model could not read the config)."""
+    trials = []
+    for t, counts in zip(rec.records.trials, rec.counts):
+        fields = {k: v for k, v in {**asdict(t), "config": str(t.config)}.items() if v is not None or k == "time_us"}
+        trials.append({**fields, "counts": None if counts is None else counts.to_dict()})
+    r = rec.records
+    return {"format": FORMAT, "kernel": rec.kernel, "shape": rec.shape.dims, "shape_id": rec.shape.id,
+            "trials": trials, "baselines_us": dict(r.baselines_us), "meta": dict(r.meta)}
 
 
-def records_from_dict(d: Mapping, origin: str = "<dict>") -> ShapeRecords:
-    if d.get("format") != FORMAT:
-        raise SuiteDataError(f"{origin}: not a suite shape file of format {FORMAT} (format {d.get('format')!r})")
+def _trial(t: dict) -> Trial:
+    fields = {k: v for k, v in t.items() if k != "counts"}
+    if fields.get("time_us") is not None:
+        check_time_us(fields["time_us"], "time_us")
+    return Trial(**{**fields, "config": parse_config(fields["config"])})
+
+
+def records_from_dict(d: Mapping, origin: str = "<dict>") -> SuiteRecords:
+    if not isinstance(d, Mapping) or d.get("format") != FORMAT:
+        raise DatasetError(f"{origin}: not a suite shape file of format {FORMAT!r}")
     try:
-        trials = tuple(Trial(**{**t, "config": parse_config(t["config"])}) for t in d["trials"])
-        return ShapeRecords(shape=SuiteShape.of(d["kernel"], d["shape"]), trials=trials,
-                            baselines_us=dict(d.get("baselines_us", {})), meta=dict(d.get("meta", {})))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SuiteDataError(f"{origin}: malformed suite shape file ({exc})") from exc
+        records = ShapeRecords(shape=SuiteShape.of(d["kernel"], d["shape"]), trials=tuple(map(_trial, d["trials"])),
+                               baselines_us=dict(d.get("baselines_us", {})), meta=dict(d.get("meta", {})))
+        counts = tuple(None if t.get("counts") is None else counts_from_dict(t["counts"]) for t in d["trials"])
+        return SuiteRecords(records, counts)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise DatasetError(f"{origin}: malformed suite shape file ({type(exc).__name__}: {exc})") from None
 
 
-def write_shape(folder: str | Path, records: ShapeRecords) -> Path:
-    """Write one shape's records whole (a killed run leaves the old file or none, never part of one)."""
-    return write_atomic(shape_path(folder, records.shape), json_text(records_to_dict(records)))
+def write_shape(folder: str | os.PathLike, rec: SuiteRecords) -> Path:
+    """Write one shape's records whole, xz-compressed (a killed run leaves the old file or none, never part of one)."""
+    return write_atomic(shape_path(folder, rec.shape), compress_text(json_text(records_to_dict(rec), indent=None)))
 
 
-def read_shape(path: str | Path) -> ShapeRecords:
+def read_shape(path: str | os.PathLike) -> SuiteRecords:
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SuiteDataError(f"{path}: cannot be read as JSON ({exc})") from exc
+        data = json.loads(read_shape_text(path))
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
     return records_from_dict(data, str(path))
 
 
-def read_suite(folder: str | Path, kernel: str | None = None) -> list[ShapeRecords]:
-    """Every shape file of the folder (of one kernel), sorted by kernel and file name."""
-    pattern = f"{kernel}/*.json" if kernel else "*/*.json"
-    return [read_shape(p) for p in sorted(Path(folder).glob(pattern))]
+def read_kernel(folder: str | os.PathLike, kernel: str) -> list[SuiteRecords]:
+    """Every shape of `kernel` recorded in `folder`, by file name ([] where none is yet); no other kernel's file
+    is opened."""
+    return [read_shape(p) for p in sorted((Path(folder) / kernel).glob(f"*{SUFFIX}"))]
 
 
-def finished(folder: str | Path) -> set[tuple[str, str]]:
-    """(kernel, shape id) of every shape file in the folder: what a resumed run skips."""
-    return {(p.parent.name, p.stem) for p in Path(folder).glob("*/*.json")}
+def read_suite(folder: str | os.PathLike, kernels: Iterable[str] | None = None) -> list[SuiteRecords]:
+    """The recorded shapes of `kernels` (default: every kernel the manifest lists), kernel by kernel."""
+    names = read_manifest(folder)["kernels"] if kernels is None else kernels
+    return [rec for kernel in names for rec in read_kernel(folder, kernel)]
 
 
-def open_folder(folder: str | Path, facts: Mapping[str, object]) -> dict:
-    """The folder's manifest, written from `facts` where there is none; SuiteDataError where the folder holds another
-    GPU's or another Triton's measurements (their times would mix with this run's)."""
+def finished(folder: str | os.PathLike) -> set[tuple[str, str]]:
+    """(kernel, shape id) of every shape file in the folder (listed, not opened): what a resumed sweep skips."""
+    return {(p.parent.name, p.name.removesuffix(SUFFIX)) for p in Path(folder).glob(f"*/*{SUFFIX}")}
+
+
+def read_manifest(folder: str | os.PathLike) -> dict:
+    """The manifest of the suite dataset `folder`, each kernel with its split (DatasetError where it is not one)."""
     path = Path(folder) / MANIFEST
-    if not path.exists():
-        manifest = {"format": FORMAT, **facts}
-        write_atomic(path, json_text(manifest))
-        return manifest
-    manifest = json.loads(path.read_text())
-    for key in SAME_FOLDER:
-        if manifest.get(key) != facts.get(key):
-            raise SuiteDataError(f"{folder} holds {key} {manifest.get(key)!r}, this run is on {facts.get(key)!r}: "
-                                 f"write into a folder of its own")
+    manifest = read_json(path, DatasetError, f"missing; {folder} is not a suite dataset")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("kernels"),
+                                                                                            dict):
+        raise DatasetError(f"{path}: not a suite dataset (expected format {FORMAT!r})")
+    for name, entry in manifest["kernels"].items():
+        if not isinstance(entry, dict) or entry.get("split") not in SPLITS:
+            raise DatasetError(f"{path}: kernel {name!r} has no split ('train' or 'heldout')")
     return manifest
 
 
-def quarantined(folder: str | Path) -> dict[str, list[str]]:
+def kernels_in(manifest: Mapping, split: str) -> list[str]:
+    """The kernels of `split` ('train' or 'heldout') the manifest lists, sorted."""
+    return sorted(n for n, e in manifest["kernels"].items() if e["split"] == split)
+
+
+def open_folder(folder: str | os.PathLike, facts: Mapping[str, object],
+                kernels: Mapping[str, Mapping[str, object]]) -> dict:
+    """The folder's manifest with `kernels` (name -> {"split", ...}) added, written from `facts` where there is none.
+    DatasetError where the folder holds another GPU's or Triton's measurements (their times would mix with this
+    run's), or gives a kernel another split."""
+    path = Path(folder) / MANIFEST
+    manifest = read_manifest(folder) if path.exists() else {"format": FORMAT, **facts, "kernels": {}}
+    for key in SAME_FOLDER:
+        if manifest.get(key) != facts.get(key):
+            raise DatasetError(f"{folder} holds {key} {manifest.get(key)!r}, this run is on {facts.get(key)!r}: "
+                               f"write into a folder of its own")
+    for name, entry in kernels.items():
+        split = manifest["kernels"].get(name, entry)["split"]
+        if split != entry["split"]:
+            raise DatasetError(f"{path}: {name} is recorded as {split}, the suite's split says {entry['split']}")
+    manifest["kernels"] = {**manifest["kernels"], **{n: dict(e) for n, e in kernels.items()}}
+    write_atomic(path, json_text(manifest))
+    return manifest
+
+
+def quarantined(folder: str | os.PathLike) -> dict[str, list[str]]:
     """'<kernel>/<shape id>' -> the configs (text form; '*' the whole shape) that killed the CUDA context there."""
     path = Path(folder) / QUARANTINE
-    return json.loads(path.read_text()) if path.exists() else {}
+    return read_json(path, DatasetError) if path.exists() else {}
 
 
-def quarantine(folder: str | Path, shape: SuiteShape, config: str) -> None:
+def quarantine(folder: str | os.PathLike, shape: SuiteShape, config: str) -> None:
     """Record that `config` ('*': something in the shape's interleaved rounds) killed the CUDA context on `shape`."""
     entries = quarantined(folder)
     key = f"{shape.kernel}/{shape.id}"

@@ -38,7 +38,7 @@ from rooftune.kernels.harness.context import error_text
 
 # warmup(shape, config, device) -> compile seconds; a module-level function (picklable by reference)
 Warmup = Callable[..., float]
-CompileResult = float | str  # seconds, or the error
+CompileResult = float | str | object  # seconds, or the error (or what a warmup that returns data returns)
 TIMEOUT = "compile timeout"
 DIED = "worker process died while compiling"
 
@@ -48,12 +48,16 @@ class CompileStalled(RuntimeError):
 
 
 def _compile_one(warmup: Warmup, shape, config, device: str) -> CompileResult:
+    """The warmup's seconds (its own count, else the wall time), its error text, or what else it returns
+    (kernels/introspect/binary.py `compile_job`: what the compiler decided)."""
     started = time.perf_counter()
     try:
-        seconds = warmup(shape, config, device)
+        result = warmup(shape, config, device)
     except Exception as exc:
         return error_text(exc)
-    return float(seconds) if seconds is not None else time.perf_counter() - started
+    if result is None:
+        return time.perf_counter() - started
+    return float(result) if isinstance(result, (int, float)) else result
 
 
 def _load_module(name: str) -> None:

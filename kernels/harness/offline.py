@@ -38,6 +38,12 @@ class OfflineTarget:
         return 0
 
 
+def arch_of(profile) -> int:
+    """The profile's compute capability (a `HardwareProfile`'s) as Triton's integer architecture: (9, 0) -> 90."""
+    major, minor = profile.compute_capability
+    return 10 * int(major) + int(minor)
+
+
 def interpreter_active() -> bool:
     return bool(triton.knobs.runtime.interpret)
 
@@ -48,6 +54,14 @@ def offline_target(arch: int = 90, warp_size: int = 32) -> Iterator[OfflineTarge
     if interpreter_active():
         raise InterpreterActive("TRITON_INTERPRET is set: unset it before triton is imported to compile "
                                 "for a GPU (python -m rooftune.kernels.harness.prebuild does, in its workers)")
+    with stand_in_target(arch, warp_size) as target:
+        yield target
+
+
+@contextmanager
+def stand_in_target(arch: int = 90, warp_size: int = 32) -> Iterator[OfflineTarget]:
+    """`offline_target` without its interpreter check: for what compiles a JITFunction or Triton IR directly
+    (kernels/introspect/), which the interpreter's `triton.jit` does not touch."""
     # Read, not `driver.active`: that would create the default driver, which raises without a GPU.
     previous = driver._active
     target = OfflineTarget(arch, warp_size)

@@ -70,7 +70,7 @@ from rooftune.candidates.shapes import ShapeListError
 from rooftune.hwprofiles import HardwareProfile, ProfileError, load_profile
 from rooftune.kernels import gemm
 from rooftune.kernels.harness.compile_pool import CompilePool
-from rooftune.kernels.harness.offline import InterpreterActive, interpreter_active, offline_target
+from rooftune.kernels.harness.offline import InterpreterActive, arch_of, interpreter_active, offline_target
 from rooftune.outputs import file_digest
 
 MANIFEST = "PREBUILD.json"  # tar member: where and with what the cache was built
@@ -436,11 +436,6 @@ def read_shapes(path: str | os.PathLike, kernel: str = "gemm") -> list[Shape]:
         return KERNELS[kernel].load_list(path)
     except ShapeListError as exc:
         raise PrebuildError(str(exc)) from None
-
-
-def arch_of(profile: HardwareProfile) -> int:
-    """The profile's compute capability as Triton's integer architecture (9.0 -> 90)."""
-    return 10 * profile.compute_capability[0] + profile.compute_capability[1]
 
 
 def build_and_pack(jobs: Sequence[BinaryJob], cache: str | os.PathLike, profile: HardwareProfile, *,

@@ -115,7 +115,8 @@ def dtype_or_default(dtype):
 
 def generator(device, seed: int):
     """A torch generator on `device`, seeded: every input of the suite is drawn from one. None on the meta device,
-    whose tensors have a dtype and a shape but no values: enough for a call's signature (signatures.py)."""
+    whose tensors have a dtype and a shape but no values: enough to compile and count a config's call
+    (kernels/introspect/analyze.py) and to size its footprint."""
     if torch.device(device).type == "meta":
         return None
     return torch.Generator(device=device).manual_seed(seed)

@@ -1,16 +1,19 @@
-"""scripts/device/suite_sweep.py on the CPU: the plan and its resume, the budget, the table, the GPU check, and one
-shape measured whole in Triton's interpreter with a fake compile pool and a fake timer (its trials, errors, pooling
-and file); importing the script loads neither torch nor Triton."""
+"""scripts/device/suite_sweep.py on the CPU: the plan and its resume, the budget, the table, the GPU check, the
+manifest's kernel entries, and one shape measured whole in Triton's interpreter with a fake compile pool and a fake
+timer (each config's counts read from its IR, its trials, errors, pooling and file); importing the script loads
+neither torch nor Triton."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
 from script_module import gpu_stack_after_import, load_script
 
 from rooftune.candidates import Config, Trial
+from rooftune.candidates.kernel_counts import CompiledFacts, KernelCounts
 from rooftune.candidates.records import ShapeRecords
-from rooftune.eval.datasets.suite import SuiteShape, finished, read_shape, write_shape
+from rooftune.eval.datasets.suite import SuiteRecords, SuiteShape, finished, read_shape, write_shape
 from rooftune.kernels.harness.measure import SweepSettings
 from rooftune.kernels.harness.timing import Timing
 
@@ -18,9 +21,9 @@ ss = load_script("scripts/device/suite_sweep.py")
 pytestmark = pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning")
 
 
-def records(shape: SuiteShape, times=(5.0, 3.0), base: float | None = 6.0) -> ShapeRecords:
+def records(shape: SuiteShape, times=(5.0, 3.0), base: float | None = 6.0) -> SuiteRecords:
     trials = tuple(Trial(Config.make(4, 3, BLOCK_M=2 ** i), t) for i, t in enumerate(times))
-    return ShapeRecords(shape, trials, baselines_us={"torch": base} if base else {})
+    return SuiteRecords(ShapeRecords(shape, trials, baselines_us={"torch": base} if base else {}), (None,) * len(times))
 
 
 def test_importing_the_script_loads_no_gpu_stack():
@@ -60,7 +63,7 @@ def test_a_sweep_writes_each_shape_stops_in_time_and_a_rerun_resumes(tmp_path):
 
 def test_the_table_names_every_shape_and_why_one_did_not_start():
     shape = SuiteShape.of("softmax", {"M": 4096, "N": 4096})
-    rows = [ss.summary(records(shape)), ss.summary(records(shape, times=(), base=None)),
+    rows = [ss.summary(records(shape).records), ss.summary(records(shape, times=(), base=None).records),
             {"kernel": "argmax", "shape": "M1-N1", "status": "not started: 3 s left, ~40 s needed"}]
     text = ss.table(rows)
     assert "softmax" in text and "3.00" in text and "2.00" in text and "0/0 ok" in text
@@ -73,8 +76,20 @@ def test_the_gpu_must_be_the_profiles():
     assert ss.gpu_matches("NVIDIA H200 (66 SMs)", "NVIDIA H200", profile_gpu="NVIDIA H200")
 
 
+def test_the_manifest_lists_each_kernel_swept_with_its_split():
+    from rooftune.kernels.suite import SUITE, suite_split
+
+    jobs = ss.plan({n: k.shapes for n, k in SUITE.items()}, suite_split(), ("heldout",), {"softmax", "argmax"}, set())
+    entries = ss.kernel_entries(SUITE, suite_split(), jobs)
+    assert entries == {n: {"split": "heldout", "kind": "memory", "shapes": len(SUITE[n].shapes),
+                           "configs": len(SUITE[n].configs)} for n in ("softmax", "argmax")}
+
+
+FACTS = CompiledFacts(num_warps=4, num_stages=3, regs_per_thread=40, smem_bytes=0)
+
+
 class FakePool:
-    """Compiles nothing: every job's config index gets 0.5 s, or the error named for it."""
+    """Compiles nothing: every lowered config gets the same compiled facts, or the error named for its index."""
 
     workers = 1
 
@@ -83,7 +98,7 @@ class FakePool:
 
     def compile(self, jobs, timeout_s=None):
         self.jobs += jobs
-        return {i: self.errors.get(i, 0.5) for _, i in jobs}
+        return {i: self.errors.get(i, FACTS) for _, i in jobs}
 
 
 def fake_time_candidates(launchers, *, rounds=7, seed=0, **_):
@@ -97,10 +112,11 @@ def fake_time_candidates(launchers, *, rounds=7, seed=0, **_):
     return out
 
 
-def test_one_shape_is_measured_whole_in_the_interpreter(monkeypatch):
+def test_one_shape_is_measured_whole_in_the_interpreter(monkeypatch, tmp_path):
     """rmsnorm_fwd at its small shape in fp16: config 3 fails to compile, configs with BLOCK_M 2 launch too few
     programs (the reference check fails), one config is quarantined; the rest are timed, the fastest ten in the
-    final passes, and the record goes to disk and back unchanged."""
+    final passes; every config that compiled has its counts, read from its IR on the call, and the record goes to
+    disk and back unchanged."""
     from rooftune.kernels import suite
     from rooftune.kernels.harness import timing
     from rooftune.kernels.suite.record import config_of
@@ -114,19 +130,31 @@ def test_one_shape_is_measured_whole_in_the_interpreter(monkeypatch):
     monkeypatch.setattr(timing, "time_candidates", fake_time_candidates)
     shape = SuiteShape.of(kernel.name, kernel.small_shape)
     quarantined = str(config_of(kernel.configs[5]))
-    profile = type("Profile", (), {"l2_bytes": 1})()
-    rec = ss.measure_shape(fp16, shape, profile, FakePool({3: "OutOfResources: shared memory"}), SweepSettings(),
-                           [quarantined], {"split": "train"}, device="cpu")
+    profile = SimpleNamespace(l2_bytes=1, compute_capability=(9, 0))
+    measured = ss.measure_shape(fp16, shape, profile, FakePool({3: "OutOfResources: shared memory"}), SweepSettings(),
+                                [quarantined], {"split": "train"}, device="cpu")
+    rec = measured.records
     errors = {i: t.error for i, t in enumerate(rec.trials) if not t.ok}
     assert errors[3].startswith("compile: OutOfResources") and errors[5].startswith("quarantined")
     assert {i for i, e in errors.items() if e.startswith("check: reference check failed")} == \
         {i for i, c in enumerate(kernel.configs) if c.kwargs["BLOCK_M"] == 2}
     timed = [(i, t) for i, t in enumerate(rec.trials) if t.ok]
-    assert all(t.time_us == 10.0 + i and t.compile_s == 0.5 for i, t in timed)
+    assert all(t.time_us == 10.0 + i and t.compile_s > 0 for i, t in timed)
     assert [i for i, t in timed if t.retime_us is not None] == [i for i, _ in timed][:10]
     assert rec.baselines_us == {"torch": 40.0} and rec.meta["split"] == "train" and rec.meta["screen_scale"] == 1.0
     assert rec.meta["flops"] == kernel.flops(kernel.small_shape) and rec.meta["clock_mhz_min"] == 1755.0
     assert [str(c) for c in (t.config for t in rec.trials)] == [str(config_of(c)) for c in kernel.configs]
+    assert measured.counts[3] is None
+    assert all(isinstance(c, KernelCounts) for i, c in enumerate(measured.counts) if i != 3)
+    rows, block_n = kernel.small_shape["M"], 128  # next_power_of_2(N = 100)
+    for config, counts in zip(kernel.configs, measured.counts):
+        if counts is not None:
+            block_m = config.kwargs["BLOCK_M"]
+            programs = 1 if block_m == 2 else -(-rows // block_m)
+            x = next(t for t in counts.tensors if t.name == "x")
+            assert counts.programs == programs and counts.compiled == FACTS
+            assert x.load_bytes == programs * block_m * block_n * 2  # fp16 tiles, a masked one counted whole
+    assert read_shape(write_shape(tmp_path, measured)) == measured
 
 
 def test_a_measured_shape_round_trips_through_its_file(tmp_path):
@@ -142,3 +170,26 @@ def test_a_context_loss_is_quarantined_by_config_or_shape():
     kernel = SUITE["splitk_gemm"]
     assert ss.culprit_text(kernel, 4) == str(config_of(kernel.configs[4]))
     assert ss.culprit_text(kernel, "one of 73 candidates in an interleaved round") == "*"
+
+
+def test_a_real_compile_gives_the_binarys_facts_and_a_wrong_result_is_an_error_row(monkeypatch, tmp_path):
+    """Two softmax configs compiled for sm_90 in this process (Triton's bundled ptxas, the pool's in-process path):
+    each config's counts carry what the compiler decided; a reference that disagrees makes every row an error, never
+    a time, and the counts stay."""
+    from rooftune.kernels import suite
+    from rooftune.kernels.harness import timing
+    from rooftune.kernels.harness.compile_pool import CompilePool
+    from rooftune.kernels.introspect.binary import compile_job
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setattr(timing, "time_candidates", fake_time_candidates)
+    kernel = suite.SUITE["softmax"]
+    wrong = dataclasses.replace(kernel, configs=kernel.configs[:2], baseline=None,
+                                make_args=lambda s, d, dtype=None, seed=0: kernel.make_args(s, d, torch.float32, seed),
+                                reference=lambda args: {n: v + 1 for n, v in kernel.reference(args).items()})
+    profile = SimpleNamespace(l2_bytes=1, compute_capability=(9, 0))
+    measured = ss.measure_shape(wrong, SuiteShape.of(kernel.name, kernel.small_shape), profile,
+                                CompilePool(compile_job, workers=0), SweepSettings(), [], {}, device="cpu")
+    assert all(t.error.startswith("check: reference check failed") for t in measured.records.trials)
+    assert [c.compiled.num_warps for c in measured.counts] == [c.num_warps for c in kernel.configs[:2]]
+    assert all(c.compiled.regs_per_thread > 0 and c.programs > 0 for c in measured.counts)

@@ -1,6 +1,6 @@
 """The tuner tests' fakes: a synthetic recorded shape (every legal config 'measured' at its predicted time times a
 deterministic per-config factor, so the model's first is not always the best), a GPU that measures any shape so,
-and the live measurer replaced by one."""
+the live measurer replaced by one, and `benched`: rooftune.autotune's benchmarking replaced by a recorder."""
 
 import zlib
 
@@ -112,3 +112,19 @@ def live_from(monkeypatch):
         return measurer
 
     return install
+
+
+@pytest.fixture
+def benched(monkeypatch):
+    """Every config rooftune.autotune's Autotuner benchmarks, in order; each timed faster than the one before, so
+    the last is the choice (the kernel itself runs only for the call's own launch)."""
+    from rooftune.kernels.autotune import OrderedAutotuner
+
+    calls = []
+
+    def fake_bench(self, *args, config, **meta):
+        calls.append(config)
+        return [100.0 - len(calls)] * 3
+
+    monkeypatch.setattr(OrderedAutotuner, "_bench", fake_bench)
+    return calls

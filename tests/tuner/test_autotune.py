@@ -57,20 +57,6 @@ def inputs():
     return x, layer.weight.detach(), layer.bias.detach()
 
 
-@pytest.fixture
-def benched(monkeypatch):
-    """Every config Triton's Autotuner benchmarks, in order; each timed faster than the one before, so
-    the last is the choice (the kernel itself runs only for the call's own launch)."""
-    calls = []
-
-    def fake_bench(self, *args, config, **meta):
-        calls.append(config)
-        return [100.0 - len(calls)] * 3
-
-    monkeypatch.setattr(OrderedAutotuner, "_bench", fake_bench)
-    return calls
-
-
 def _tuned(**kwargs):
     """The example's kernel under a fresh decorator (a fresh in-memory cache)."""
     settings = dict(configs=SMALL, key=["M", "N", "K"], layout=("stride_bk", "stride_bn"), budget=BUDGET)

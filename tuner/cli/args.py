@@ -49,6 +49,7 @@ EXIT_CODES = (
     ("rooftune.tuner.fitting", "FitError", 2),
     ("rooftune.tuner.evaluation", "NothingToScoreError", 2),
     ("rooftune.tuner.explanation", "ExplainError", 2),
+    ("rooftune.tuner.kernel_explanation", "ScriptError", 2),
     ("rooftune.tuner.cli.args", "ArgumentError", 2),
     ("rooftune.tuner.llm.shapes", "ModelConfigError", 2),
     ("rooftune.tuner.llm.tables", "TableError", 2),

@@ -27,6 +27,7 @@ from rooftune.tuner.cli.args import (
     residual_option,
     warn,
 )
+from rooftune.tuner.cli.eval_generic import eval_generic_command
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, eval_cdf
 from rooftune.tuner.evaluation import budget_cap, check_scorable, evaluate, offered_as_live, op_versus_library
@@ -290,6 +291,8 @@ def _eval_command(spec):
 
 
 register_missing(eval_app, _eval_command, lambda spec: f"The same on recorded {spec.label} timings.")
+eval_app.command("generic", short_help="The generic model on a suite dataset's held-out kernels."
+                 )(eval_generic_command)
 
 
 def register(app) -> None:

@@ -1,4 +1,5 @@
-"""`rooftune explain FAMILY` for every registered kernel family: the configs as rooftune ranks them and why."""
+"""`rooftune explain FAMILY` for every registered kernel family (and `explain kernel` for any Triton kernel:
+tuner/cli/explain_kernel.py): the configs as rooftune ranks them and why."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from rooftune.tuner.cli.args import (
     residual_option,
     warn,
 )
+from rooftune.tuner.cli.explain_kernel import explain_kernel_command
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.cli.plots import check_plot, explain_scatter
 from rooftune.tuner.cli.terminal import add_cells, narrow_note, width_table
@@ -218,6 +220,8 @@ def _explain_command(spec):
 for _spec in KERNELS.values():
     explain_app.command(_spec.name, short_help=f"The top {_spec.label} configs as rooftune ranks them, and why."
                         )(_explain_command(_spec))
+explain_app.command("kernel", short_help="Any Triton kernel's configs on one call, as rooftune.autotune ranks them."
+                    )(explain_kernel_command)
 
 
 def register(app) -> None:

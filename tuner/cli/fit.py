@@ -27,6 +27,7 @@ from rooftune.tuner.cli.args import (
     read_files,
     register_missing,
 )
+from rooftune.tuner.cli.fit_generic import fit_generic_command
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import (
     SHIPPED,
@@ -114,6 +115,8 @@ def _fit_command(spec):
 
 
 register_missing(fit_app, _fit_command, lambda spec: f"The same for the {spec.label} family.")
+fit_app.command("generic", short_help="The generic model's residual, on a suite dataset's training kernels."
+                )(fit_generic_command)
 
 
 def _fit(kernel: str, data: Path, gpu: str | None, out: Path | None, check: str | None = None,

@@ -1,16 +1,21 @@
-"""`rooftune.autotune`: `@triton.autotune` for a user's own GEMM-like Triton kernel, benchmarking only
-the `budget` configs rooftune's model ranks fastest, in that order, and keeping the choice per key.
+"""`rooftune.autotune`: `@triton.autotune` for any Triton kernel, benchmarking only the `budget` configs
+rooftune's model ranks fastest, in that order, and keeping the choice per key.
 
-On the first call for a new key (Triton's: the `key` arguments' values and the tensor arguments'
-dtypes) the user's configs, after their own `prune_configs_by`, are read as rooftune GEMM configs
-(`rooftune_config`) and ranked by the roofline model, with the shipped residual where one is fitted
-for this GPU (`corrected_prior`). rooftune's GEMM kernel is not the user's: the ranking is the model's
-view of a GEMM tile, blind to the user's epilogue. The GPU's profile is found as the ops find it
-(tuner/pytorch/ops.py `device_profile`: $ROOFTUNE_PROFILE, else the shipped one by GPU name; a ProfileError
-naming the fix on another GPU). The first `budget` are timed with Triton's own benchmarking
-(`do_bench`, `reset_to_zero`, `restore_value`, hooks: Triton's Autotuner, kernels/autotune.py).
-The fastest is kept in memory and in autotune.json beside the tune cache (`autotune_cache_path`):
-a file of its own, since its entries are a user kernel's configs, not `rooftune tune` results.
+On the first call for a new key (Triton's: the `key` arguments' values and the tensor arguments' dtypes) the
+user's configs, after their own `prune_configs_by`, are ranked by one of two models:
+- the generic model (the default): each config compiled in parallel workers that never import the user's program
+  and read from its binary and its IR (tuner/pytorch/kernel_order.py: occupancy, waves and the work of the call),
+  costed by roofline/generic.py (times the shipped generic residual where one is fitted for this GPU). A config that
+  cannot be read comes after the others; where none can, the given order stands, with one warning. Its binary
+  stays in Triton's cache under its launch's key, so timing it compiles nothing again;
+- with `gemm=` or `layout=` (a GEMM-like kernel, as before the generic model): the configs read as rooftune GEMM
+  configs (`rooftune_config`) and ranked by the GEMM model with its shipped residual (`corrected_prior`), blind
+  to the user's epilogue.
+The GPU's profile is found as the ops find it (tuner/pytorch/ops.py `device_profile`: $ROOFTUNE_PROFILE, else the
+shipped one by GPU name; a ProfileError naming the fix on another GPU). The first `budget` are timed with Triton's
+own benchmarking (`do_bench`, `reset_to_zero`, `restore_value`, hooks: Triton's Autotuner, kernels/autotune.py).
+The fastest is kept in memory and in autotune.json beside the tune cache (`autotune_cache_path`): a file of its
+own, since its entries are a user kernel's configs, not `rooftune tune` results.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from rooftune.candidates import Config, GemmShape, kernel_spec
 from rooftune.hwprofiles.hwprobe import installed_triton
 from rooftune.outputs import OutputError
 from rooftune.tuner.cache import CacheFile, cache_path
+from rooftune.tuner.pytorch.kernel_order import generic_order
 from rooftune.tuner.pytorch.ops import device_profile
 from rooftune.tuner.residual_choice import shipped_residual
 from rooftune.tuner.search.strategies import corrected_prior
@@ -76,6 +82,17 @@ def gemm_shape(args: dict, dims: tuple[str, str, str], layout) -> GemmShape:
 
 def _first_tensor(args: dict):
     return next(v for v in args.values() if hasattr(v, "dtype"))
+
+
+def call_device(args: dict):
+    """The device of a call: its first tensor's (a tensor descriptor's tensor's); CUDA's where it has none."""
+    for value in args.values():
+        device = getattr(getattr(value, "base", value), "device", None)
+        if device is not None and hasattr(device, "type"):
+            return device
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def model_order(triton_configs: list, shape: GemmShape, profile) -> list:
@@ -158,17 +175,18 @@ def check_arguments(configs, key, gemm, layout, budget) -> None:
         raise TypeError(f"rooftune.autotune: configs must be triton.Config objects, got {odd[0]!r}")
     if not _names(key):
         raise TypeError(f"rooftune.autotune: key must be a list of the kernel's argument names, got {key!r}")
-    if not _names(gemm) or len(gemm) != 3:
+    if gemm is not None and (not _names(gemm) or len(gemm) != 3):
         raise ValueError(f"rooftune.autotune: gemm names the kernel's M, N and K arguments, three names such as "
                          f"('M', 'N', 'K'); got {gemm!r}")
-    if layout not in ("kn", "nk") and not (_names(layout) and len(layout) == 2):
+    if layout is not None and layout not in ("kn", "nk") and not (_names(layout) and len(layout) == 2):
         raise ValueError(f"rooftune.autotune: layout is 'kn', 'nk' or the names of B's two strides (along K, "
                          f"along N), e.g. ('stride_bk', 'stride_bn'); got {layout!r}")
 
 
-def check_kernel(fn, key, dims: tuple[str, str, str], layout) -> None:
+def check_kernel(fn, key, dims: tuple[str, ...], layout) -> None:
     """The decorated function: a Triton kernel (@triton.jit, under the decorator) whose arguments include the
-    names `key`, `dims` and a `layout` of stride names give; TypeError or ValueError naming what is not."""
+    names `key`, `dims` (the GEMM view's) and a `layout` of stride names give; TypeError or ValueError naming
+    what is not."""
     from triton.runtime.jit import KernelInterface
 
     if not isinstance(fn, KernelInterface) or not hasattr(fn, "arg_names"):
@@ -182,24 +200,23 @@ def check_kernel(fn, key, dims: tuple[str, str, str], layout) -> None:
                              f"{getattr(fn, '__name__', 'the kernel')}({', '.join(fn.arg_names)})")
 
 
-def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 20, prune_configs_by=None,
-             reset_to_zero=None, restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None,
-             use_cuda_graph=False, do_bench=None, cache_results=False):
-    """`triton.autotune` (same arguments, same behaviour) that times at most `budget` of `configs` per new
-    key, in the model's order (module docstring). `gemm`: the names of the kernel's M, N and K arguments;
-    `layout`: B's layout, 'kn' ([K, N] row-major) or 'nk' ([N, K], an nn.Linear weight), or the names of
-    B's (K, N) strides to read it from each call. `cache_results` is accepted for Triton's signature; the
-    choice is always kept in autotune.json (`autotune_cache_path`). Arguments that cannot work are refused
+def autotune(configs, key, *, gemm=None, layout=None, budget: int = 20, prune_configs_by=None, reset_to_zero=None,
+             restore_value=None, pre_hook=None, post_hook=None, warmup=None, rep=None, use_cuda_graph=False,
+             do_bench=None, cache_results=False):
+    """`triton.autotune` (same arguments, same behaviour) that times at most `budget` of `configs` per new key, in
+    the model's order (module docstring): the generic model of any kernel, or with `gemm` or `layout` the GEMM
+    model. `gemm`: the names of the kernel's M, N and K arguments (default ('M', 'N', 'K') where `layout` alone is
+    given); `layout`: B's layout, 'kn' ([K, N] row-major, the default) or 'nk' ([N, K], an nn.Linear weight), or
+    the names of B's (K, N) strides to read it from each call. `cache_results` is accepted for Triton's signature;
+    the choice is always kept in autotune.json (`autotune_cache_path`). Arguments that cannot work are refused
     here, at decoration (`check_arguments`, `check_kernel`), not at the first call."""
     check_arguments(configs, key, gemm, layout, budget)
-    dims = tuple(gemm)
-
-    def order(candidates: list, args: dict) -> list:
-        shape = gemm_shape(args, dims, layout)
-        return model_order(candidates, shape, device_profile(_first_tensor(args).device))[:budget]
+    gemm_view = gemm is not None or layout is not None
+    dims = tuple(gemm or ("M", "N", "K")) if gemm_view else ()
+    layout = layout or "kn"
 
     def entry_id(kernel_id, tuning_key, benched, args) -> str:
-        return entry_key(device_profile(_first_tensor(args).device).name, kernel_id, tuning_key, benched)
+        return entry_key(device_profile(call_device(args)).name, kernel_id, tuning_key, benched)
 
     def recall(kernel_id, tuning_key, benched, args):
         return autotune_cache().entry(entry_id(kernel_id, tuning_key, benched, args),
@@ -218,10 +235,32 @@ def autotune(configs, key, *, gemm=("M", "N", "K"), layout="kn", budget: int = 2
     def decorator(fn):
         from rooftune.kernels.autotune import OrderedAutotuner
 
-        check_kernel(fn, key, dims, layout)
+        check_kernel(fn, key, dims, layout if gemm_view else "kn")
+
+        def order(candidates: list, args: dict) -> list:
+            profile = device_profile(call_device(args))
+            if gemm_view:
+                return model_order(candidates, gemm_shape(args, dims, layout), profile)[:budget]
+            return generic_model_order(fn, candidates, args, profile)[:budget]
+
         return OrderedAutotuner(fn, configs, key, order=order, recall=recall, remember=remember,
                                 reset_to_zero=reset_to_zero, restore_value=restore_value, pre_hook=pre_hook,
                                 post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
                                 use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results)
 
     return decorator
+
+
+# What Triton's launch passes beside the kernel's arguments (kernels/autotune.py sees them in the call).
+LAUNCH_KEYWORDS = ("grid", "warmup")
+
+
+def generic_model_order(fn, candidates: list, call: dict, profile) -> list:
+    """`candidates` in the generic model's order for the call (its arguments and `grid`, as the launch passes
+    them); the given order, with one warning naming why, where the model could read none of them."""
+    args = {k: v for k, v in call.items() if k not in LAUNCH_KEYWORDS}
+    ordering = generic_order(fn, candidates, args, call.get("grid", (1,)), profile)
+    if ordering.fallback is not None:
+        warnings.warn(f"rooftune.autotune: {getattr(fn, '__name__', 'the kernel')}'s configs are timed in the given "
+                      f"order: {ordering.fallback}", RuntimeWarning, stacklevel=4)
+    return [candidates[i] for i in ordering.order]

@@ -1,0 +1,202 @@
+"""A user kernel's configs on one call, read without running them: each config's grid, lowered IR, compiled binary
+(in parallel compile workers that never import the user's program) and per-program work, as `KernelCounts`.
+
+The ingredients are what any Triton kernel has and what `@triton.autotune` users write: the kernel (a
+JITFunction), its `triton.Config`s, the call's arguments by parameter name (tensors, tensor descriptors, ints;
+no meta-parameters) and the launch grid (a tuple, or a callable of the meta-parameters, as `kernel[grid]` takes).
+Errors are data: a config whose grid, lowering, compile or IR cannot be read becomes an `AnalysisError` saying
+which and why, never an exception out of `analyze`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rooftune.candidates.kernel_counts import CompiledFacts, KernelCounts, TensorTraffic
+from rooftune.kernels.harness.compile_pool import CompilePool
+from rooftune.kernels.harness.context import error_text
+from rooftune.kernels.introspect.binary import compile_job, compile_lowered
+from rooftune.kernels.introspect.expressions import Env
+from rooftune.kernels.introspect.lowering import LoweredConfig, jit_function, lower
+from rooftune.kernels.introspect.tally import Tally, program_ids, tally
+from rooftune.kernels.introspect.ttir import parse_ttir
+from rooftune.kernels.introspect.work import KernelWork, read_work
+from rooftune.kernels.lazy import torch
+
+# Elements of a tensor read back to evaluate the scalars a kernel loads for its control flow: at most this many
+# distinct ones per tensor (a bound a control-flow read never approaches; a larger read is left unknown).
+MAX_READ_ELEMENTS = 1 << 20
+UNTRACED = "(untraced)"  # loads and stores whose pointer the IR does not trace to an argument
+
+
+@dataclass(frozen=True)
+class ConfigAnalysis:
+    """One config read on one call: its grid, what it does (`counts`, for the generic model), its IR's loops and
+    ops (`work`) with each loop's mean trips per program, and the seconds its lowering and compile took."""
+
+    config: Any
+    grid: tuple[int, int, int]
+    counts: KernelCounts
+    work: KernelWork
+    loop_trips: tuple[float, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AnalysisError:
+    """A config that could not be read: `stage` 'grid', 'lowering', 'compile' or 'ir', and why."""
+
+    config: Any
+    stage: str
+    error: str
+
+
+Analysis = ConfigAnalysis | AnalysisError
+
+
+def launch_meta(kernel, config, args: dict) -> dict:
+    """The meta-parameters a grid callable sees for `config` on `args`: every parameter with its default, the
+    call's arguments and the config's values (Triton passes the launch's bound arguments)."""
+    fn, _ = jit_function(kernel)
+    defaults = {p.name: p.default for p in inspect.signature(fn.fn).parameters.values()
+                if p.default is not inspect.Parameter.empty}
+    return {**defaults, **args, **config.all_kwargs()}
+
+
+def evaluate_grid(grid, meta: dict) -> tuple[int, int, int]:
+    """(x, y, z) programs of `grid` (a tuple, or a callable of the meta-parameters)."""
+    dims = tuple(grid(meta) if callable(grid) else grid)
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"a grid has 1 to 3 dimensions, got {dims!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _tensor(value):
+    """The torch tensor behind an argument (a tensor descriptor's base), else None."""
+    base = getattr(value, "base", value)
+    return base if hasattr(base, "element_size") and hasattr(base, "untyped_storage") else None
+
+
+def tensor_bytes(value) -> int:
+    """Bytes of the tensor an argument is (0 where it is none: an int, a MockTensor)."""
+    t = _tensor(value)
+    return int(t.numel() * t.element_size()) if t is not None else 0
+
+
+def reader(args: dict) -> Callable[[str, np.ndarray], np.ndarray | None]:
+    """`read(name, offsets)`: the call's tensor `name` at element offsets from its data pointer (the storage
+    after the tensor's offset, as the kernel addresses it), as float64; None where it cannot be read (no tensor,
+    or one on the meta device: a dtype and a shape, no values)."""
+
+    def read(name: str, offsets: np.ndarray) -> np.ndarray | None:
+        t = _tensor(args.get(name))
+        if t is None or t.device.type == "meta":
+            return None
+        wanted, where = np.unique(offsets, return_inverse=True)
+        size = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+        if len(wanted) > MAX_READ_ELEMENTS or wanted.min() < 0 or wanted.max() >= size:
+            return None
+        flat = torch.as_strided(t, (size,), (1,), t.storage_offset())
+        picked = flat[torch.from_numpy(wanted).to(flat.device)].double().cpu().numpy()
+        return picked[where]
+
+    return read
+
+
+def call_integers(args: dict) -> dict[str, float]:
+    """The call's integer (and boolean, float) arguments by name."""
+    return {k: float(v) for k, v in args.items() if isinstance(v, (int, float, np.integer, np.floating))}
+
+
+def counts_of(tallied: Tally, compiled: CompiledFacts, args: dict, notes: tuple[str, ...]) -> KernelCounts:
+    """The KernelCounts of a tallied call with what the compiler decided and the arguments' sizes."""
+    names = sorted(set(tallied.loads) | set(tallied.stores), key=lambda n: (n is None, n or ""))
+    tensors = tuple(TensorTraffic(n or UNTRACED, tensor_bytes(args.get(n)) if n else 0, tallied.loads.get(n, 0.0),
+                                  tallied.stores.get(n, 0.0), (tallied.sharing or {}).get(n, ())) for n in names)
+    return KernelCounts(
+        programs=tallied.programs, compiled=compiled, mma_flops=tuple(sorted(tallied.mma_flops.items())),
+        dot_operand_bytes=tallied.dot_operand_bytes, tensors=tensors, vector_ops=tallied.vector_ops,
+        sfu_ops=tallied.sfu_ops, loop_iterations=tallied.loop_iterations, dot_executions=tallied.dot_executions,
+        loop_loads=tallied.loop_loads, work_runs=tallied.work_runs,
+        notes=tuple(dict.fromkeys(notes + tallied.notes)))
+
+
+def read_config(config, grid: tuple[int, int, int], lowered: LoweredConfig, compiled: CompiledFacts,
+                args: dict, seconds: float) -> ConfigAnalysis:
+    """A compiled config's work on the call: the IR read and tallied over `grid`."""
+    work = read_work(parse_ttir(lowered.ttir))
+    pids, stands_for = program_ids(grid)
+    env = Env(args=call_integers(args), grid=grid, pids=pids, read=reader(args))
+    tallied = tally(work, env, stands_for)
+    return ConfigAnalysis(config, grid, counts_of(tallied, compiled, args, work.notes), work, tallied.loop_trips,
+                          seconds)
+
+
+def _lowered(calls: Sequence[tuple], arch: int) -> list:
+    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError."""
+    out = []
+    for kernel, config, args, grid in calls:
+        started = time.perf_counter()
+        try:
+            dims = evaluate_grid(grid, launch_meta(kernel, config, args))
+        except Exception as exc:
+            out.append(AnalysisError(config, "grid", error_text(exc)))
+            continue
+        try:
+            out.append((dims, lower(kernel, config, args, arch), time.perf_counter() - started))
+        except Exception as exc:
+            out.append(AnalysisError(config, "lowering", error_text(exc)))
+    return out
+
+
+def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool | None = None,
+                  timeout_s: float | None = None) -> list[Analysis]:
+    """Each (kernel, config, args, grid) of `calls` read as `analyze` reads a config, their compiles batched in
+    `pool`'s workers (None: in this process); one result per call, in order."""
+    lowered = _lowered(calls, arch)
+    jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
+    started = time.perf_counter()
+    if pool is None:
+        compiled = {i: _compile_here(job) for job, i in jobs}
+    else:
+        compiled = pool.compile(jobs, timeout_s=timeout_s)
+    per_job = (time.perf_counter() - started) / max(len(jobs), 1)
+    results: list[Analysis] = []
+    for i, ((_, config, args, _), item) in enumerate(zip(calls, lowered)):
+        if isinstance(item, AnalysisError):
+            results.append(item)
+        elif not isinstance(compiled.get(i), CompiledFacts):
+            results.append(AnalysisError(config, "compile", str(compiled.get(i, "not compiled"))))
+        else:
+            try:
+                results.append(read_config(config, item[0], item[1], compiled[i], args, item[2] + per_job))
+            except Exception as exc:
+                results.append(AnalysisError(config, "ir", error_text(exc)))
+    return results
+
+
+def analyze(kernel, configs: Sequence, args: dict, grid, *, arch: int = 90, pool: CompilePool | None = None,
+            timeout_s: float | None = None) -> list[Analysis]:
+    """Each of `configs` of `kernel` on the call `args` with launch `grid`, compiled for compute capability `arch`
+    in `pool`'s workers (None: in this process), read (module docstring); one result per config, in order."""
+    return analyze_calls([(kernel, c, args, grid) for c in configs], arch=arch, pool=pool, timeout_s=timeout_s)
+
+
+def _compile_here(lowered: LoweredConfig) -> CompiledFacts | str:
+    try:
+        return compile_lowered(lowered)
+    except Exception as exc:
+        return error_text(exc)
+
+
+def analysis_pool(workers: int | None = None) -> CompilePool:
+    """A compile pool whose workers compile lowered configs (`compile_job`), started now."""
+    pool = CompilePool(compile_job, workers=workers)
+    pool.start()
+    return pool

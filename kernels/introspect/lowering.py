@@ -1,0 +1,129 @@
+"""A user's kernel lowered to Triton IR in the calling process, for one config and one call: the half of a compile
+that needs the user's program (the Python function, its globals), so that compile workers never import it.
+
+`lower` specializes the kernel as a launch of the call would (Triton's own binder: integer arguments equal to 1
+become constants, divisibility by 16 is marked, tensors' alignment read), catching Triton's compile request
+through its `jit_cache_hook` (which then compiles nothing), runs Triton's frontend and its TTIR passes, and
+returns the TTIR text with the backend options and the hash of the cache key that very launch will look up. A
+compile worker (kernels/introspect/binary.py) compiles the text from there and stores the binary under that key,
+so the launches of the configs then timed load it instead of compiling again.
+
+The lowering runs on a fresh copy of the kernel's JITFunction, for the profile's architecture (a stand-in
+driver: kernels/harness/offline.py `stand_in_target`), so the user's kernel object keeps no state of it. Under
+Triton's interpreter (TRITON_INTERPRET=1) the kernel's Python function is lowered as a JITFunction, in the view of
+the process kernels/introspect/interpreted.py makes for the frontend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from triton import knobs
+from triton._C.libtriton import ir
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import ASTSource, get_cache_invalidating_env_vars, make_backend
+from triton.runtime.cache import get_cache_key
+from triton.runtime.jit import JITFunction
+
+from rooftune.kernels.harness.offline import stand_in_target
+from rooftune.kernels.introspect.interpreted import frontend_view
+
+
+class LoweringError(RuntimeError):
+    """The kernel could not be lowered for this config and call (its message says why)."""
+
+
+@dataclass(frozen=True)
+class LoweredConfig:
+    """One config's kernel as Triton IR: the TTIR text (after Triton's TTIR passes), the backend options a
+    compile takes, the target, and the hash of the cache key a launch of it looks up (`launch_hash`)."""
+
+    name: str
+    ttir: str
+    options: dict
+    arch: int
+    warp_size: int
+    launch_hash: str
+
+
+def jit_function(kernel) -> tuple[JITFunction, dict]:
+    """A fresh JITFunction of `kernel` (a JITFunction, an interpreted one, or a `triton.heuristics` wrapper around
+    either) and the heuristics' functions by meta-parameter ({} without)."""
+    heuristics: dict = {}
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):
+        if hasattr(kernel, "values") and isinstance(kernel.values, dict):
+            heuristics = {**kernel.values, **heuristics}
+        if type(kernel).__name__ == "InterpretedFunction":
+            return JITFunction(kernel.fn, **kernel.kwargs), heuristics
+        kernel = kernel.fn
+    if not isinstance(kernel, JITFunction):
+        raise LoweringError(f"{type(kernel).__name__} is not a Triton kernel (@triton.jit)")
+    return JITFunction(kernel.fn, version=kernel.version, do_not_specialize=kernel.do_not_specialize,
+                       do_not_specialize_on_alignment=kernel.do_not_specialize_on_alignment, debug=kernel.debug,
+                       noinline=kernel.noinline, launch_metadata=kernel.launch_metadata), heuristics
+
+
+def _compile_request(fn: JITFunction, kwargs: dict) -> dict:
+    """What Triton asks to compile for a launch with `kwargs` (its jit_cache_hook's `compile`), nothing compiled."""
+    captured: dict = {}
+
+    def hook(*, key, repr, fn, compile, is_manual_warmup, already_compiled):
+        captured.update(compile)
+        return True  # skip the compile: only the request is wanted
+
+    previous = knobs.runtime.jit_cache_hook
+    knobs.runtime.jit_cache_hook = hook
+    try:
+        fn.run(grid=(1,), warmup=True, **kwargs)
+    finally:
+        knobs.runtime.jit_cache_hook = previous
+    if not captured:
+        raise LoweringError("Triton asked for no compile (a kernel already in this process's cache?)")
+    return captured
+
+
+def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32) -> LoweredConfig:
+    """`kernel` with `config` (a triton.Config) on the call `args` (by parameter name), lowered for compute
+    capability `arch` (e.g. 90). Raises LoweringError, or Triton's own error where its frontend fails."""
+    fn, heuristics = jit_function(kernel)
+    kwargs = {**args, **config.all_kwargs()}
+    for name, heuristic in heuristics.items():
+        kwargs[name] = heuristic(kwargs)
+    kwargs = {k: v for k, v in kwargs.items() if k in fn.arg_names or k in _OPTION_NAMES}
+    with stand_in_target(arch, warp_size), frontend_view(fn):
+        request = _compile_request(fn, kwargs)
+        target = GPUTarget("cuda", arch, warp_size)
+        backend = make_backend(target)
+        options = backend.parse_options(_options_of(request))
+        source = ASTSource(fn, request["signature"], request["constants"], request["configs"][0])
+        env_vars = get_cache_invalidating_env_vars()
+        launch_hash = hashlib.sha256(get_cache_key(source, backend, options, env_vars).encode()).hexdigest()
+        ttir = _frontend(source, backend, target, options, env_vars, launch_hash)
+    return LoweredConfig(fn.__name__, ttir, dict(options.__dict__), arch, warp_size, launch_hash)
+
+
+# Launch options a config or a call may set beside the kernel's parameters.
+_OPTION_NAMES = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+                 "launch_pdl", "debug"}
+
+
+def _options_of(request: dict) -> dict:
+    """The backend options of a compile request (as Triton's `preload` reads them back)."""
+    options = json.loads(request["specialization_data"])["options"]
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+
+
+def _frontend(source: ASTSource, backend, target: GPUTarget, options, env_vars: dict, launch_hash: str) -> str:
+    """Triton's frontend and TTIR passes on `source` (what `triton.compile` runs before its TTGIR stage)."""
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    module = source.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(),
+                            context)
+    stages: dict = {}
+    backend.add_stages(stages, options, source.language)
+    metadata = {"hash": launch_hash, "target": target, **options.__dict__, **env_vars}
+    return str(stages["ttir"](module, metadata))

@@ -1,0 +1,123 @@
+"""The first call of a new key, side by side on one GPU: `@triton.autotune` over a suite kernel's whole config list
+against `@rooftune.autotune(..., budget=5)` on the same list, each in a fresh process with an empty Triton cache and
+an empty rooftune cache (compile and benchmark both counted), alternating kernel by kernel; and the chosen config's
+time in each (Triton's do_bench, after the tune), so the speed-up is read beside what it costs.
+
+    python3 scripts/device/autotune_walltime.py --out datasets/h100/suite/walltime.jsonl --seconds 500 \\
+        [--kernels a,b] [--min-configs 25]
+
+Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "choice",
+"choice_us"}; a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel
+only where the time left covers the longest one so far. The summary printed at the end gives, per kernel of the
+file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite (rooftune.kernels.suite) and a
+CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def child(mode: str, name: str, budget: int) -> dict:
+    """One first call of `name`'s first shape under `mode`'s autotuner, in this (fresh) process."""
+    import torch
+    import triton
+
+    import rooftune
+    from rooftune.kernels.suite import SUITE
+
+    kernel = SUITE[name]
+    shape = kernel.shapes[0]
+    args = kernel.make_args(shape, "cuda")
+    common = dict(configs=list(kernel.configs), key=list(kernel.key), reset_to_zero=list(kernel.reset) or None)
+    tuned = (triton.autotune(**common) if mode == "triton" else rooftune.autotune(budget=budget, **common))(kernel.fn)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    tuned[lambda meta: kernel.grid(args, meta)](**args)
+    torch.cuda.synchronize()
+    first_call_s = time.perf_counter() - started
+    choice = tuned.best_config
+    choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
+    return {"kernel": name, "shape": shape, "configs": len(kernel.configs), "mode": mode,
+            "first_call_s": first_call_s, "choice": str(choice), "choice_us": choice_ms * 1e3}
+
+
+def run_child(mode: str, name: str, budget: int) -> dict:
+    """`child` in a fresh process with empty caches of its own."""
+    with tempfile.TemporaryDirectory(prefix="walltime-") as folder:
+        env = {**os.environ, "TRITON_CACHE_DIR": os.path.join(folder, "triton"),
+               "ROOFTUNE_CACHE": os.path.join(folder, "rooftune", "tune.json")}
+        env.pop("TRITON_INTERPRET", None)
+        done = subprocess.run([sys.executable, __file__, "--child", mode, name, "--budget", str(budget)], env=env,
+                              capture_output=True, text=True, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def done_rows(path: str) -> list[dict]:
+    """The rows already in --out (none where it does not exist)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def measure(names: list[str], out_path: str, budget: int, seconds: float, done: list[dict],
+            clock=time.monotonic) -> list[dict]:
+    """Both modes' first calls of each kernel of `names` not in `done`, appended to `out_path` as they come, while
+    the seconds left cover the longest kernel so far; the new rows."""
+    rows, started, longest = [], clock(), 0.0
+    os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
+    with open(out_path, "a") as out:
+        for name in names:
+            if {r["mode"] for r in done if r["kernel"] == name} == {"triton", "rooftune"}:
+                continue
+            left = seconds - (clock() - started)
+            if left < longest:
+                print(f"{name}: not started, {left:.0f} s left, ~{longest:.0f} s needed")
+                continue
+            began = clock()
+            for mode in ("triton", "rooftune"):  # side by side: one kernel's two first calls back to back
+                rows.append(run_child(mode, name, budget))
+                out.write(json.dumps(rows[-1]) + "\n")
+                out.flush()
+            longest = max(longest, clock() - began)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="walltime.jsonl")
+    parser.add_argument("--kernels", default=None)
+    parser.add_argument("--min-configs", type=int, default=25)
+    parser.add_argument("--budget", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=float("inf"), help="start no kernel past this")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "KERNEL"), help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.child:
+        print(json.dumps(child(*options.child, options.budget)))
+        return
+    from rooftune.kernels.suite import SUITE
+
+    names = options.kernels.split(",") if options.kernels else [n for n, k in SUITE.items()
+                                                                if len(k.configs) >= options.min_configs]
+    results = done_rows(options.out)
+    results += measure(names, options.out, options.budget, options.seconds, results)
+    for name in dict.fromkeys(r["kernel"] for r in results):
+        rows = {r["mode"]: r for r in results if r["kernel"] == name}
+        if set(rows) != {"triton", "rooftune"}:
+            continue
+        triton_row, rooftune_row = rows["triton"], rows["rooftune"]
+        ratio = triton_row["first_call_s"] / rooftune_row["first_call_s"]
+        print(f"{name} ({triton_row['configs']} configs): first call {triton_row['first_call_s']:.1f} s ÷ "
+              f"{rooftune_row['first_call_s']:.1f} s = {ratio:.1f}x;"
+              f" choices {triton_row['choice_us']:.1f} µs (triton) and {rooftune_row['choice_us']:.1f} µs (rooftune)")
+
+
+if __name__ == "__main__":
+    main()

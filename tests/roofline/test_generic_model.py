@@ -1,0 +1,115 @@
+"""The generic model on counts whose cost is known: a copy at DRAM bandwidth, occupancy from the compiled facts
+against the profile's limits, the L2 / DRAM rule, waves, unequal programs, the matrix rate."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from rooftune.candidates.kernel_counts import CompiledFacts, KernelCounts, TensorTraffic, counts_from_dict
+from rooftune.hwprofiles import load_profile
+from rooftune.roofline.generic import TERMS, dram_bytes, predict_generic
+from rooftune.roofline.lowering import MMA_SYNC_FRACTION_OF_WGMMA
+from rooftune.roofline.occupancy import LIMITERS
+
+H100 = load_profile("h100_sxm")
+FACTS = CompiledFacts(num_warps=4, num_stages=3, regs_per_thread=32, smem_bytes=0)
+MB = 1 << 20
+
+
+def copy(size_bytes: int, programs: int, facts: CompiledFacts = FACTS) -> KernelCounts:
+    return KernelCounts(programs=programs, compiled=facts, tensors=(
+        TensorTraffic("x", size_bytes, float(size_bytes), 0.0), TensorTraffic("y", size_bytes, 0.0, float(size_bytes))),
+        vector_ops=size_bytes / 2.0)
+
+
+def test_a_large_copy_runs_at_dram_bandwidth():
+    size = 1 << 30
+    bd = predict_generic([copy(size, size // 4096)], H100)
+    floor_us = 2 * size / (H100.dram_bw_gbps * 1e9) * 1e6
+    assert TERMS[bd.dominant[0]] == "dram" and bd.bound[0] == "memory"
+    assert floor_us < bd.time_us[0] < 1.25 * floor_us
+    assert bd.memory_us[0] == pytest.approx(floor_us)
+
+
+def test_occupancy_comes_from_the_binarys_registers_shared_memory_and_warps():
+    reserved = H100.smem_per_sm_bytes - H100.smem_per_block_bytes
+    cases = {  # facts -> (resident programs per SM, what limits them)
+        replace(FACTS, num_warps=8, regs_per_thread=64, smem_bytes=100 * 1024): (2, "smem"),
+        replace(FACTS, num_warps=8, regs_per_thread=255): (1, "registers"),  # 255 rounds up to 256
+        replace(FACTS, num_warps=4, regs_per_thread=16, smem_bytes=0): (16, "threads"),
+        replace(FACTS, num_warps=1, regs_per_thread=16, smem_bytes=0): (32, "cta cap"),
+    }
+    bd = predict_generic([copy(MB, 1000, f) for f in cases], H100)
+    for i, (facts, (resident, limiter)) in enumerate(cases.items()):
+        assert (bd.ctas_per_sm[i], LIMITERS[bd.occupancy_limiter[i]]) == (resident, limiter), facts
+    smem, regs = (100 * 1024 + reserved), 256 * 8 * 32
+    assert bd.ctas_per_sm[0] == min(H100.smem_per_sm_bytes // smem, H100.regs_per_sm // (64 * 256))
+    assert bd.ctas_per_sm[1] == H100.regs_per_sm // regs
+    too_big = replace(FACTS, smem_bytes=H100.smem_per_block_bytes + 1)
+    assert list(predict_generic([copy(MB, 10), copy(MB, 10, too_big)], H100).fits) == [True, False]
+
+
+def test_a_tensor_that_fits_l2_is_read_from_dram_once_a_larger_one_partly_again():
+    small = TensorTraffic("w", 4 * MB, 64.0 * 4 * MB, 0.0)           # read 64 times, kept by L2
+    kept = 0.5 * H100.l2_bytes
+    large = TensorTraffic("w", 4 * H100.l2_bytes, 8.0 * 4 * H100.l2_bytes, 0.0)
+    unknown = TensorTraffic("(untraced)", 0, 1000.0, 24.0)
+    counts = KernelCounts(1, FACTS, tensors=(small,))
+    assert dram_bytes(counts, H100) == 4 * MB
+    miss = 1 - kept / (4 * H100.l2_bytes)
+    assert dram_bytes(replace(counts, tensors=(large,)), H100) == pytest.approx(4 * H100.l2_bytes * (1 + 7 * miss))
+    assert dram_bytes(replace(counts, tensors=(unknown,)), H100) == 1024.0
+    # where the IR says which programs read alike: each set in flight reads its distinct tiles
+    shared = replace(large, sharing=((1.0, 1.0), (64.0, 0.5), (256.0, 0.25)))
+    assert dram_bytes(replace(counts, tensors=(shared,)), H100, in_flight=128) == pytest.approx(8.0 * 4 * H100.l2_bytes
+                                                                                               * 0.375)
+    assert dram_bytes(replace(counts, tensors=(shared,)), H100, in_flight=1e6) == pytest.approx(2.0 * 4 * H100.l2_bytes)
+
+
+def test_the_last_waves_programs_and_unequal_programs_cost_time():
+    slots = H100.sm_count * 16  # 4 warps, 32 registers: 16 programs per SM
+    bd = predict_generic([copy(64 * MB, slots), copy(64 * MB, 2 * slots), copy(64 * MB, 2 * slots + 1)], H100)
+    assert list(bd.waves[:2]) == [1.0, 2.0] and bd.wave_efficiency[2] < 1.0
+    programs = 4 * slots  # one program does 8 programs' work: the schedule waits for it
+    uneven = replace(copy(64 * MB, programs), work_runs=((8.0, 1), ((programs - 8) / (programs - 1), programs - 1)))
+    even = copy(64 * MB, programs)
+    bd = predict_generic([even, uneven], H100)
+    assert bd.imbalance[0] == 1.0 and bd.imbalance[1] > 1.0 and bd.time_us[1] > bd.time_us[0]
+
+
+def test_matrix_flops_at_the_dtypes_rate_wgmma_or_not():
+    flops = 2.0 * 8192 ** 3
+    dots = [KernelCounts(512, replace(FACTS, num_warps=8, regs_per_thread=168, smem_bytes=160 * 1024, wgmma=w),
+                         mma_flops=(("bf16", flops),)) for w in (True, False)]
+    bd = predict_generic(dots, H100)
+    assert bd.compute_us[0] == pytest.approx(flops / (H100.bf16_tflops * 1e12) * 1e6)
+    assert bd.compute_us[1] == pytest.approx(bd.compute_us[0] / MMA_SYNC_FRACTION_OF_WGMMA)
+    assert TERMS[bd.dominant[0]] == "tensor" and bd.time_us[0] < bd.time_us[1]
+
+
+def test_counts_round_trip_through_their_json_form():
+    counts = KernelCounts(12, replace(FACTS, wgmma=True), mma_flops=(("fp16", 1e9),), dot_operand_bytes=5.0,
+                          tensors=(TensorTraffic("a", 10, 20.0, 0.0),), vector_ops=3.0, sfu_ops=1.0,
+                          loop_iterations=2.5, work_runs=((0.5, 6), (1.5, 6)), notes=("a rule",))
+    assert counts_from_dict(counts.to_dict()) == counts
+    assert counts.load_bytes == 20.0 and counts.total_mma_flops == 1e9
+
+
+def test_the_model_is_vectorized_over_configs():
+    many = [copy(MB * (1 + i % 7), 100 + i) for i in range(300)]
+    bd = predict_generic(many, H100)
+    assert bd.time_us.shape == (300,) and np.all(np.isfinite(bd.time_us)) and np.all(bd.time_us > 0)
+
+
+def test_a_lone_programs_serial_chain_bounds_its_wave():
+    """One resident program of 4 warps does its matrix and elementwise work in sequence: the wave is no shorter
+    than that chain, whatever the units could overlap; more resident programs hide it."""
+    work = dict(mma_flops=(("bf16", 2.0 * 132 * 2 ** 30),), vector_ops=132 * 2.0 ** 26, dot_executions=64.0)
+    alone = KernelCounts(132, replace(FACTS, regs_per_thread=255, smem_bytes=200 * 1024, wgmma=True), **work)
+    shared = KernelCounts(132 * 4, replace(FACTS, regs_per_thread=64, smem_bytes=40 * 1024, wgmma=True),
+                          mma_flops=((("bf16", 4 * 2.0 * 132 * 2 ** 28),)), vector_ops=132 * 2.0 ** 26,
+                          dot_executions=16.0)
+    bd = predict_generic([alone, shared], H100)
+    assert bd.ctas_per_sm[0] == 1 and TERMS[bd.dominant[0]] == "serial"
+    assert bd.time_us[0] >= bd.serial_us[0] and bd.time_us[1] < bd.time_us[0]

@@ -1,0 +1,35 @@
+"""scripts/device/autotune_walltime.py on the CPU, its first calls faked: each kernel's two modes side by side in the
+file, a kernel already there skipped (a later call resumes), `--seconds` starting no kernel the time left cannot
+cover, the summary; importing the script loads neither torch nor Triton."""
+
+import json
+
+from script_module import gpu_stack_after_import, load_script
+
+wt = load_script("scripts/device/autotune_walltime.py")
+
+
+def test_importing_the_script_loads_no_gpu_stack():
+    assert gpu_stack_after_import("scripts/device/autotune_walltime.py") == (False, False)
+
+
+def test_each_kernel_is_timed_once_in_both_modes_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
+    now, calls = [0.0], []
+
+    def fake_child(mode, name, budget):
+        calls.append((mode, name))
+        now[0] += 30.0
+        return {"kernel": name, "shape": {}, "configs": 40, "mode": mode, "choice": "", "choice_us": 10.0,
+                "first_call_s": 20.0 if mode == "triton" else 4.0}
+
+    monkeypatch.setattr(wt, "run_child", fake_child)
+    out = tmp_path / "suite" / "walltime.jsonl"
+    # the first kernel takes 60 s; 100 s leave 40 for the second, which needs ~60: not started
+    assert len(wt.measure(["softmax", "argmax", "rotary"], str(out), 5, 100, [], clock=lambda: now[0])) == 2
+    assert calls == [("triton", "softmax"), ("rooftune", "softmax")]
+    assert "argmax: not started" in capsys.readouterr().out
+    wt.main(["--out", str(out), "--kernels", "softmax,argmax,rotary"])
+    assert calls[2:] == [("triton", "argmax"), ("rooftune", "argmax"), ("triton", "rotary"), ("rooftune", "rotary")]
+    assert len(out.read_text().splitlines()) == 6 and json.loads(out.read_text().splitlines()[0])["mode"] == "triton"
+    summary = capsys.readouterr().out
+    assert summary.count("= 5.0x") == 3 and "softmax (40 configs)" in summary

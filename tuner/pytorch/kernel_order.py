@@ -1,0 +1,99 @@
+"""The generic model's order of any Triton kernel's configs for one call: each config read from its compiled binary
+and its IR (kernels/introspect/analyze.py), costed (roofline/generic.py, times the generic residual where one is
+shipped for the GPU and the installed Triton release), fastest first.
+
+The fallback: a config that could not be read (its grid, lowering, compile or IR) gets no prediction and comes
+after every predicted one, in the user's order; where none could be read, the user's order stands, with the reason
+(`Ordering.fallback`), which `rooftune.autotune` warns of once. Nothing here raises into the user's call: an
+unexpected failure of the analysis itself is a fallback too.
+
+The compile workers are started once per process and kept (`shared_pool`): $ROOFTUNE_COMPILE_WORKERS sets how many
+(0: compile in the calling process), default every core this process may use.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rooftune.hwprofiles import HardwareProfile
+from rooftune.hwprofiles.hwprobe import installed_triton
+from rooftune.roofline.generic import GenericBreakdown, predict_generic
+from rooftune.roofline.generic_residual import GenericResidual, shipped_generic_residual
+
+WORKERS_ENV = "ROOFTUNE_COMPILE_WORKERS"
+_pools: dict = {}
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """`order`: indices into the configs, predicted fastest first, then the unpredicted in the user's order;
+    `analyses`: each config's analysis or error; `predicted`: the indices with a row in `breakdown` (in its row
+    order) and `corrected_us` their time with the residual's factor; `fallback`: why the user's order stands."""
+
+    order: list[int]
+    analyses: list = field(default_factory=list)
+    predicted: list[int] = field(default_factory=list)
+    breakdown: GenericBreakdown | None = None
+    corrected_us: np.ndarray | None = None
+    residual: GenericResidual | None = None
+    fallback: str | None = None
+
+
+def compile_workers() -> int | None:
+    """$ROOFTUNE_COMPILE_WORKERS as a count (None: every usable core)."""
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise ValueError(f"${WORKERS_ENV} must be a whole number of compile workers, got {text!r}") from None
+
+
+def shared_pool():
+    """This process's compile pool for user kernels (None with 0 workers), started on first use, kept until exit."""
+    from rooftune.kernels.introspect.analyze import analysis_pool
+
+    workers = compile_workers()
+    if workers == 0:
+        return None
+    if workers not in _pools:
+        _pools[workers] = pool = analysis_pool(workers)
+        atexit.register(pool.close, kill=True)
+    return _pools[workers]
+
+
+def rank_analyses(analyses: list, profile: HardwareProfile, residual: GenericResidual | None) -> Ordering:
+    """The order of analysed configs (module docstring)."""
+    from rooftune.kernels.introspect.analyze import ConfigAnalysis
+
+    predicted = [i for i, a in enumerate(analyses) if isinstance(a, ConfigAnalysis)]
+    if not predicted:
+        why = "; ".join(sorted({f"{a.stage}: {a.error}" for a in analyses}))[:400]
+        return Ordering(list(range(len(analyses))), analyses, fallback=f"no config could be read ({why})")
+    counts = [analyses[i].counts for i in predicted]
+    bd = predict_generic(counts, profile)
+    factor = np.exp(residual.correction(bd, counts)) if residual is not None else np.ones(len(predicted))
+    corrected = np.where(bd.fits, bd.time_us * factor, np.inf)
+    ranked = [predicted[j] for j in np.argsort(corrected, kind="stable")]
+    rest = [i for i in range(len(analyses)) if i not in set(predicted)]
+    return Ordering(ranked + rest, analyses, predicted, bd, corrected, residual)
+
+
+def generic_order(kernel, configs: list, args: dict, grid, profile: HardwareProfile, *,
+                  residual: GenericResidual | str | None = "shipped") -> Ordering:
+    """`configs` of `kernel` on the call `args` with launch `grid` ranked by the generic model on `profile`
+    ('shipped': the shipped generic residual where there is one; None: the model alone). Never raises."""
+    try:
+        from rooftune.kernels.harness.offline import arch_of
+        from rooftune.kernels.introspect.analyze import analyze
+
+        chosen = shipped_generic_residual(profile, installed_triton()) if residual == "shipped" else residual
+        analyses = analyze(kernel, configs, args, grid, arch=arch_of(profile), pool=shared_pool())
+        return rank_analyses(analyses, profile, chosen)
+    except Exception as exc:  # the user's call goes on in their order
+        return Ordering(list(range(len(configs))), fallback=f"the analysis failed: {type(exc).__name__}: {exc}"[:400])
