@@ -46,4 +46,4 @@ for list_pair in $(echo $ORDER | xargs -n2 | tr ' ' ':'); do
 done
 pack
 echo "--- datasets/h100 (shapes finished per folder) ---"
-for d in datasets/h100/*/*/; do [ -d "$d/shapes" ] && echo "$d $(ls "$d/shapes" | wc -l)"; done
+for d in datasets/h100/*/*/; do if [ -d "$d/shapes" ]; then echo "$d $(ls "$d/shapes" | wc -l)"; fi; done
