@@ -138,13 +138,30 @@ def test_the_h100_ranks_with_its_own_shipped_attention_residual(shipped_triton):
     assert residual.fit["data"].endswith("datasets/h100/attention/train") and "also" not in residual.fit
 
 
-def test_eval_on_h100_data_ranks_with_the_h100s_profile_and_residual(tmp_path):
-    data = _tiny(ROOT / "datasets/h100/attention/heldout", tmp_path / "heldout", 6)
-    result = runner.invoke(app, ["eval", "attention", "--data", str(data), "--budget", "5", "--gpu", "h100_sxm",
+@pytest.mark.parametrize(("kernel", "said"), [("attention", "the route fitted on datasets/h100/attention/train"),
+                                              ("gemm", "the route fitted on datasets/h100/gemm/train")])
+def test_eval_on_h100_data_ranks_with_the_h100s_profile_residual_and_route(tmp_path, kernel, said):
+    data = _tiny(ROOT / f"datasets/h100/{kernel}/heldout", tmp_path / "heldout", 5)
+    result = runner.invoke(app, ["eval", kernel, "--data", str(data), "--budget", "5", "--gpu", "h100_sxm",
                                  "--methods", "rooftune,model"])
     assert result.exit_code == 0, result.output
     text = _out(result)
-    assert f"on {H100.name}: 6 shapes" in text and "rooftune" in text
+    assert f"on {H100.name}: 5 shapes" in text and said in text
+
+
+@pytest.mark.parametrize("kernel", ["gemm", "attention"])
+def test_the_h100s_ground_truth_holds_every_shape_of_its_lists_under_one_release(kernel):
+    """The whole H100 set: the H200's 200 held-out shapes and the committed training subsample, all under 3.6."""
+    from rooftune.eval.datasets.format import read_manifest
+
+    for split, listed in (("heldout", ROOT / f"datasets/h200/{kernel}/shapes_heldout.json"),
+                          ("train", ROOT / f"datasets/h100/{kernel}/shapes_train.json")):
+        folder = ROOT / f"datasets/h100/{kernel}/{split}"
+        manifest = read_manifest(folder)
+        assert manifest["device"]["triton"] == "3.6.0" and manifest["device"]["gpu"] == "NVIDIA H100 80GB HBM3"
+        count = len(json.loads(listed.read_text()))
+        assert manifest["shapes_done"] == manifest["shapes_listed"] == count == len(list((folder / "shapes").iterdir()))
+        assert all("H100" in d for d in manifest["shape_devices"].values())
 
 
 def test_the_h100_call_sweeps_into_the_h100s_folders_only_on_an_h100(tmp_path):
