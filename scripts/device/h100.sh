@@ -11,6 +11,8 @@
 # (scripts/device/e2e_layers.py, resumed from datasets/h200/e2e/layers_rerun.json) and sweeps nothing.
 # usage (repository root, on the GPU machine): [ORDER="KERNEL LIST ..."] [PREBUILT="ARCHIVE ..."] bash scripts/device/h100.sh SECONDS
 #   e.g. PREBUILT=".tcache/h100_attention.tar.xz" ORDER="attention heldout attention train" bash scripts/device/h100.sh 540
+#   ORDER="e2e own": scripts/device/e2e_layers.py with the H100's own residuals and routes, resumed from and written to
+#   datasets/h100/e2e/layers_own.json.
 # Here, after the call: tar xzf FETCHED/h100.tgz (from the repository root), then
 #   python -m rooftune.eval.datasets.recompress --slim datasets/h100/KERNEL/LIST   and commit (scripts/device/README.md).
 set -u
@@ -40,7 +42,11 @@ if ! grep -q '"kind": "probed"' hwprofiles/h100_sxm.json; then
 fi
 for list_pair in $(echo $ORDER | xargs -n2 | tr ' ' ':'); do
   K=${list_pair%%:*}; L=${list_pair##*:}; left=$((end - SECONDS))
-  [ $left -lt 90 ] && { echo "sweep $K $L: $left s left, not started"; continue; }
+  [ $left -lt 90 ] && { echo "$K $L: $left s left, not started"; continue; }
+  if [ "$K" = e2e ]; then  # ORDER's "e2e own": the end-to-end layers with the H100's own residuals and routes, resumed
+    python3 scripts/device/e2e_layers.py --out datasets/h100/e2e/layers_own.json --seconds $((left - 30)) \
+      > "$WORK/logs/e2e_own.log" 2>&1; echo "e2e rc=$?"; tail -16 "$WORK/logs/e2e_own.log"; pack; continue
+  fi
   OUT=$WORK/logs GPU=h100_sxm bash scripts/device/sweep.sh "$K" "$L" "$left" datasets/h100
   rm -f "$WORK"/logs/*.tgz; pack
 done
