@@ -16,9 +16,10 @@ programs in full waves and a last partial one (`wave_split`); each wave's time f
     dram    = programs in flight · DRAM bytes / DRAM bandwidth,
     latency = one program's waits on its loops' loads beyond its serial chain: a stage's buffer refills only once
               the work reading it is done, so its period obeys (stages − 1)·P >= a load's latency + its chain (the
-              GEMM model's pipelined term, the program's own chain as the work) and it waits max(serial,
-              (iterations of loops that load · latency + serial) / (stages − 1)) − serial; with one stage nothing
-              is prefetched and each load in a loop is waited on as it is issued (loads in loops · latency),
+              GEMM model's pipelined term; the work is the program's chain, or the busiest shared unit's for the
+              programs sharing the SM where longer) and it waits max(serial, (iterations of loops that load ·
+              latency + work) / (stages − 1)) − serial; with one stage nothing is prefetched and each load in a
+              loop is waited on as it is issued (loads in loops · latency),
     serial  = one program's matrix and elementwise work in sequence at the share of the SM its warps span (the
               elementwise instructions at CHAIN_ISSUE_CPI clocks each, the attention model's figure for a lone
               warp's dependences) plus the profile's `mma_latency_clocks` per dot that waits for its results
@@ -220,16 +221,19 @@ def wave_terms(w: ProgramWork, per_sm, in_flight, profile: HardwareProfile) -> n
         per_sm * w.tensor_s / busy, per_sm * w.vector_s / busy, per_sm * w.sfu_s / busy, per_sm * w.smem_s,
         in_flight * w.l2_bytes / (profile.l2_bw_gbps * 1e9), in_flight * w.dram_bytes / (profile.dram_bw_gbps * 1e9),
     ])
-    return np.concatenate([resources, exposed_s(w)[None], w.chain_s[None]])
+    return np.concatenate([resources, exposed_s(w, resources.max(axis=0))[None], w.chain_s[None]])
 
 
-def exposed_s(w: ProgramWork) -> np.ndarray:
-    """Seconds one program waits on its loops' loads beyond its own serial chain. S stages refill a buffer only once
-    the work reading it is done, so the program's period P obeys (S − 1)·P >= latency + its work (the GEMM model's
-    pipeline, with the program's own chain as the work); one stage prefetches nothing, and each load of an iteration
-    is waited on as it is issued. A wait occupies no unit the SM shares: other resident programs fill it."""
+def exposed_s(w: ProgramWork, busy: np.ndarray) -> np.ndarray:
+    """Seconds one program waits on its loops' loads beyond its own serial chain, where the SM's busiest shared unit
+    takes `busy` for the wave. S stages refill a buffer only once the work reading it is done, which is no sooner
+    than the program's chain and than the shared units' work of every resident program: its period P obeys
+    (S − 1)·P >= latency + max(chain, busy) (the GEMM model's pipeline); one stage prefetches nothing, and each load
+    of an iteration is waited on as it is issued. A wait occupies no unit the SM shares: other resident programs
+    fill it."""
     chain = w.chain_s
-    pipelined = np.maximum(chain, (w.iterations * w.latency_s + chain) / np.maximum(w.stages - 1, 1))
+    work = np.maximum(chain, busy)
+    pipelined = np.maximum(chain, (w.iterations * w.latency_s + work) / np.maximum(w.stages - 1, 1))
     return np.where(w.stages <= 1, w.loop_loads * w.latency_s, pipelined - chain)
 
 
@@ -276,7 +280,7 @@ def predict_generic(counts: Sequence[KernelCounts], profile: HardwareProfile) ->
         sfu_us=us * w.sfu_s * programs / sms, smem_us=us * w.smem_s * programs / sms,
         l2_us=us * w.l2_bytes * programs / (profile.l2_bw_gbps * 1e9),
         memory_us=us * w.dram_bytes * programs / (profile.dram_bw_gbps * 1e9),
-        latency_us=us * n_waves * (exposed_s(w) + w.latency_s),
+        latency_us=us * n_waves * (np.where(full > 0, full_terms, last_terms)[TERMS.index("latency")] + w.latency_s),
         serial_us=us * n_waves * w.chain_s,
         launch_us=np.full(len(counts), us * launch_s), time_us=us * (main_s + launch_s), dominant=dominant,
         bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant])
