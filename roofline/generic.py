@@ -14,10 +14,12 @@ programs in full waves and a last partial one (`wave_split`); each wave's time f
     smem    = per_sm · 2 · dot operand bytes / shared-memory bandwidth per SM (each tile written, then read),
     l2      = programs in flight · (loaded + stored + spilled bytes) / L2 bandwidth,
     dram    = programs in flight · DRAM bytes / DRAM bandwidth,
-    latency = (iterations of loops that load · a load's latency + the busiest term) / (stages − 1): a stage's
-              buffer refills only once the work reading it is done (the GEMM model's pipelined term); with one
-              stage nothing is prefetched and each load in a loop is waited on as it is issued (loads in loops ·
-              latency + the busiest term),
+    latency = one program's waits on its loops' loads beyond its serial chain: a stage's buffer refills only once
+              the work reading it is done, so its period obeys (stages − 1)·P >= a load's latency + its chain (the
+              GEMM model's pipelined term; the work is the program's chain, or the busiest shared unit's for the
+              programs sharing the SM where longer) and it waits max(serial, (iterations of loops that load ·
+              latency + work) / (stages − 1)) − serial; with one stage nothing is prefetched and each load in a
+              loop is waited on as it is issued (loads in loops · latency),
     serial  = one program's matrix and elementwise work in sequence at the share of the SM its warps span (the
               elementwise instructions at CHAIN_ISSUE_CPI clocks each, the attention model's figure for a lone
               warp's dependences) plus the profile's `mma_latency_clocks` per dot that waits for its results
@@ -25,8 +27,9 @@ programs in full waves and a last partial one (`wave_split`); each wave's time f
               chained K loop): a program is one dependent chain, which other resident programs can overlap but
               not shorten,
 
-combined by `overlap` (the GEMM's p-norm: units never overlap perfectly) and never shorter than the serial chain
-(the attention model's step), plus one load latency for the program's first loads. Programs of unequal work (a causal mask's rows) stretch the schedule by the ratio of their greedy
+the shared units and the serial chain combined by `overlap` (the GEMM's p-norm: units never overlap perfectly), never
+shorter than the chain with its waits (serial + latency: a wait occupies no unit, so other resident programs fill it;
+the attention model's step), plus one load latency for the program's first loads. Programs of unequal work (a causal mask's rows) stretch the schedule by the ratio of their greedy
 makespan to that of equal programs (roofline/attention.py `makespan_blocks`). Then the launch overhead.
 
 The L2 / DRAM rule, per argument tensor: its loads read its unique bytes, min(loaded, tensor size), from DRAM once
@@ -103,7 +106,7 @@ class GenericBreakdown:
     smem_us: np.ndarray
     l2_us: np.ndarray
     memory_us: np.ndarray         # DRAM bytes / DRAM bandwidth
-    latency_us: np.ndarray        # the pipelined loads' latency and each wave's first load
+    latency_us: np.ndarray        # one program's waits on its loops' loads and each wave's first load
     serial_us: np.ndarray         # one program's work in sequence, each wave
     launch_us: np.ndarray
     time_us: np.ndarray
@@ -218,18 +221,28 @@ def wave_terms(w: ProgramWork, per_sm, in_flight, profile: HardwareProfile) -> n
         per_sm * w.tensor_s / busy, per_sm * w.vector_s / busy, per_sm * w.sfu_s / busy, per_sm * w.smem_s,
         in_flight * w.l2_bytes / (profile.l2_bw_gbps * 1e9), in_flight * w.dram_bytes / (profile.dram_bw_gbps * 1e9),
     ])
-    # S stages refill a buffer only once the work reading it is done: (S − 1)·P >= latency + work (the GEMM model's);
-    # one stage prefetches nothing, and each load of an iteration is waited on as it is issued
-    busy = resources.max(axis=0)
-    exposed = np.where(w.stages <= 1, w.loop_loads * w.latency_s + busy,
-                       (w.iterations * w.latency_s + busy) / np.maximum(w.stages - 1, 1))
-    return np.concatenate([resources, exposed[None], w.chain_s[None]])
+    return np.concatenate([resources, exposed_s(w, resources.max(axis=0))[None], w.chain_s[None]])
+
+
+def exposed_s(w: ProgramWork, busy: np.ndarray) -> np.ndarray:
+    """Seconds one program waits on its loops' loads beyond its own serial chain, where the SM's busiest shared unit
+    takes `busy` for the wave. S stages refill a buffer only once the work reading it is done, which is no sooner
+    than the program's chain and than the shared units' work of every resident program: its period P obeys
+    (S − 1)·P >= latency + max(chain, busy) (the GEMM model's pipeline); one stage prefetches nothing, and each load
+    of an iteration is waited on as it is issued. A wait occupies no unit the SM shares: other resident programs
+    fill it."""
+    chain = w.chain_s
+    work = np.maximum(chain, busy)
+    pipelined = np.maximum(chain, (w.iterations * w.latency_s + work) / np.maximum(w.stages - 1, 1))
+    return np.where(w.stages <= 1, w.loop_loads * w.latency_s, pipelined - chain)
 
 
 def wave_time(terms: np.ndarray, w: ProgramWork) -> np.ndarray:
-    """A wave's seconds from its terms: their `overlap`, never shorter than one program's serial chain, plus the
-    program's first load."""
-    return np.maximum(overlap(terms), terms[-1]) + w.latency_s
+    """A wave's seconds from its TERMS rows: the `overlap` of the SM's shared units and one program's serial chain
+    (the units the resident programs contend for), never shorter than that chain with its waits on loads (the
+    attention model's step), plus the program's first load."""
+    shared = np.concatenate([terms[:TERMS.index("latency")], terms[TERMS.index("serial"):]])
+    return np.maximum(overlap(shared), terms[TERMS.index("serial")] + terms[TERMS.index("latency")]) + w.latency_s
 
 
 def _facts(counts: Sequence[KernelCounts], name: str) -> np.ndarray:
@@ -267,7 +280,7 @@ def predict_generic(counts: Sequence[KernelCounts], profile: HardwareProfile) ->
         sfu_us=us * w.sfu_s * programs / sms, smem_us=us * w.smem_s * programs / sms,
         l2_us=us * w.l2_bytes * programs / (profile.l2_bw_gbps * 1e9),
         memory_us=us * w.dram_bytes * programs / (profile.dram_bw_gbps * 1e9),
-        latency_us=us * n_waves * (w.iterations / np.maximum(w.stages - 1, 1) + 1) * w.latency_s,
+        latency_us=us * n_waves * (np.where(full > 0, full_terms, last_terms)[TERMS.index("latency")] + w.latency_s),
         serial_us=us * n_waves * w.chain_s,
         launch_us=np.full(len(counts), us * launch_s), time_us=us * (main_s + launch_s), dominant=dominant,
         bound=np.array([TERM_BOUND[t] for t in TERMS])[dominant])

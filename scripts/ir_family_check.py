@@ -95,18 +95,21 @@ def gemm_call(shape: GemmShape, config: Config):
 
 
 def attention_call(shape: AttentionShape, config: Config):
-    """(kernel, args, grid, triton.Config) of the attention launch kernels/attention.py makes."""
+    """(kernel, args, grid, triton.Config) of the attention launch kernels/attention.py makes (K and V of kv_heads
+    heads: grouped-query attention reads K/V head h // (heads // kv_heads))."""
     dims = (shape.batch, shape.heads, shape.seq, shape.head_dim)
-    q, k, v, o = (torch.empty(dims, dtype=TORCH[shape.dtype]) for _ in range(4))
+    kv_dims = (shape.batch, shape.kv_heads, shape.seq, shape.head_dim)
+    q, o = (torch.empty(dims, dtype=TORCH[shape.dtype]) for _ in range(2))
+    k, v = (torch.empty(kv_dims, dtype=TORCH[shape.dtype]) for _ in range(2))
     triton_config, rest = _split("attention", config)
+    strides = {f"stride_{t}{d}": s for t, x in zip("qkvo", (q, k, v, o))
+               for d, s in zip("bhmd" if t in "qo" else "bhnd", x.stride())}
     if rest["TMA"]:
         rows = (config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_N"], config["BLOCK_M"])
-        q, k, v, o = (TensorDescriptor(t, list(dims), list(t.stride()), [1, 1, r, shape.head_dim])
+        q, k, v, o = (TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, r, shape.head_dim])
                       for t, r in zip((q, k, v, o), rows))
-    strides = {f"stride_{t}{d}": s for t in "qkvo" for d, s in zip("bhmd" if t in "qo" else "bhnd",
-                                                                    torch.empty(dims).stride())}
     args = {"q_src": q, "k_src": k, "v_src": v, "o_src": o, "lse_ptr": torch.empty(1), **strides,
-            "heads": shape.heads, "kv_group": 1, "seq": shape.seq, "qk_scale": 0.125, "HEAD_DIM": shape.head_dim,
+            "heads": shape.heads, "kv_group": shape.heads // shape.kv_heads, "seq": shape.seq, "qk_scale": 0.125, "HEAD_DIM": shape.head_dim,
             "ORDER": rest["ORDER"], "CAUSAL": shape.causal, "STORE_LSE": False, "TMA": bool(rest["TMA"])}
     grid = (triton.cdiv(shape.seq, config["BLOCK_M"]) * shape.batch * shape.heads,)
     return attention._attn_fwd, args, grid, triton_config

@@ -113,3 +113,23 @@ def test_a_lone_programs_serial_chain_bounds_its_wave():
     bd = predict_generic([alone, shared], H100)
     assert bd.ctas_per_sm[0] == 1 and TERMS[bd.dominant[0]] == "serial"
     assert bd.time_us[0] >= bd.serial_us[0] and bd.time_us[1] < bd.time_us[0]
+
+
+def test_a_loops_waits_on_loads_follow_its_stages_and_contend_for_no_unit():
+    """A loop of 1000 iterations with next to no work waits a load's latency per iteration with two stages (and with
+    one: each load waited on as issued); with three, its period is (latency + its work) / 2. A wait is the program's
+    own: eight resident programs wait side by side, their buffers refilled once the shared units did their work."""
+    loop = dict(loop_iterations=1000.0, loop_loads=1000.0, vector_ops=132 * 1000.0 * 128)
+    lone = [KernelCounts(132, replace(FACTS, num_stages=s, smem_bytes=200 * 1024), **loop) for s in (1, 2, 3)]
+    eight = KernelCounts(132 * 8, replace(FACTS, num_stages=2, smem_bytes=27 * 1024),
+                         **{**loop, "vector_ops": 8 * loop["vector_ops"]})
+    bd = predict_generic(lone + [eight], H100)
+    latency_us = H100.l2_latency_ns * 1e-3
+    waits = bd.latency_us - latency_us  # each wave's first load aside
+    assert list(bd.ctas_per_sm) == [1, 1, 1, 8]
+    assert waits[0] == pytest.approx(1000 * latency_us) and waits[1] == pytest.approx(1000 * latency_us, rel=0.01)
+    assert waits[2] == pytest.approx((1000 * latency_us - bd.serial_us[2]) / 2)  # (S − 1)·P = latency + chain
+    assert bd.time_us[1] == pytest.approx(bd.latency_us[1] + bd.serial_us[1] + bd.launch_us[1])
+    # eight resident programs: a buffer refills once the SM's shared units have done all eight's work
+    assert waits[3] == pytest.approx(1000 * latency_us + max(bd.vector_us[3], bd.serial_us[3]) - bd.serial_us[3])
+    assert bd.time_us[3] < 2 * bd.time_us[1] and TERMS[bd.dominant[3]] == "latency"
