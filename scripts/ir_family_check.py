@@ -18,6 +18,7 @@ the real rows meet):
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -115,12 +116,24 @@ def attention_call(shape: AttentionShape, config: Config):
     return attention._attn_fwd, args, grid, triton_config
 
 
+@functools.lru_cache(maxsize=1)
+def _moe_inputs(shape: MoeShape):
+    """One shape's inputs, shared by its configs' launches (a replay builds every config's launch before analysing
+    them: fresh experts' weights for each, 0.5 GB a config at 64 experts, ran a 60-config sample out of memory)."""
+    return moe.make_inputs(shape, "cpu", 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _moe_alignment(shape: MoeShape, block_m: int):
+    return moe.align(_moe_inputs(shape)[2], shape.experts, block_m)
+
+
 def moe_call(shape: MoeShape, config: Config):
     """(kernel, args, grid, triton.Config) of the fused-MoE launch kernels/moe.py makes, on the shape's own routing
     (the align step run on this CPU: the kernel reads its padded total)."""
-    a, w, ids, weights = moe.make_inputs(shape, "cpu", 0)
+    a, w, ids, weights = _moe_inputs(shape)
     bm = config["BLOCK_SIZE_M"]
-    row_ids, tile_experts, padded = moe.align(ids, shape.experts, bm)
+    row_ids, tile_experts, padded = _moe_alignment(shape, bm)
     out = torch.empty(shape.rows, shape.n, dtype=a.dtype)
     triton_config, rest = _split("moe", config)
     args = {"a_ptr": a, "b_ptr": w, "c_ptr": out, "weights_ptr": weights.reshape(-1).float(), "row_ids_ptr": row_ids,
