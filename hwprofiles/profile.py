@@ -187,6 +187,14 @@ def fits_device(profile: HardwareProfile, device: dict) -> bool:
             and profile.smem_per_block_bytes == device["smem_per_block_bytes"])
 
 
+def is_profile_of(profile: HardwareProfile, gpu_name: str) -> bool:
+    """Whether `profile` describes the GPU the driver names `gpu_name`: its name starts with the driver's (the H100's
+    "NVIDIA H100 80GB HBM3 (SXM)" for "NVIDIA H100 80GB HBM3"), or its meta names that GPU (a profile of an SM
+    partition, `rooftune hwprobe --sms N`)."""
+    gpu_name = gpu_name.strip()
+    return profile.name.startswith(gpu_name) or profile.meta.get("gpu") == gpu_name
+
+
 def profiles_fitting(device: dict) -> list[str]:
     """The shipped profiles (by name) that fit a dataset's GPU (`fits_device`)."""
     return [name for name in list_profiles() if fits_device(load_profile(name), device)]

@@ -241,8 +241,8 @@ def wave_time(terms: np.ndarray, w: ProgramWork) -> np.ndarray:
     """A wave's seconds from its TERMS rows: the `overlap` of the SM's shared units and one program's serial chain
     (the units the resident programs contend for), never shorter than that chain with its waits on loads (the
     attention model's step), plus the program's first load."""
-    shared = np.concatenate([terms[:TERMS.index("latency")], terms[TERMS.index("serial"):]])
-    return np.maximum(overlap(shared), terms[TERMS.index("serial")] + terms[TERMS.index("latency")]) + w.latency_s
+    latency, serial = TERMS.index("latency"), TERMS.index("serial")
+    return np.maximum(overlap(np.delete(terms, latency, axis=0)), terms[serial] + terms[latency]) + w.latency_s
 
 
 def _facts(counts: Sequence[KernelCounts], name: str) -> np.ndarray:

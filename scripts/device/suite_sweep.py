@@ -38,7 +38,7 @@ from rooftune.eval.datasets.suite import (
     quarantined,
     write_shape,
 )
-from rooftune.hwprofiles.profile import load_profile
+from rooftune.hwprofiles.profile import is_profile_of, load_profile
 from rooftune.kernels.harness.context import ContextLost
 from rooftune.kernels.harness.measure import SweepSettings, repeatability
 
@@ -46,12 +46,6 @@ BASELINE = "torch"
 FIRST_SHAPE_S = 120.0  # a kernel's first shape, before any is measured: its whole list compiled, then timed
 # A list's compiles time out after this (KernelMeasurer's rule, more room: attention backward compiles for seconds)
 COMPILE_BASE_S, COMPILE_PER_CONFIG_S = 120.0, 5.0
-
-
-def gpu_matches(profile_name: str, gpu_name: str, profile_gpu: str | None = None) -> bool:
-    """tuner/cli/args.py `check_this_gpu`'s rule: the profile's name starts with the driver's name for the GPU (or
-    its meta names the GPU: a partition's profile)."""
-    return profile_name.startswith(gpu_name.strip()) or profile_gpu == gpu_name.strip()
 
 
 def plan(kernels: Mapping[str, Iterable[Mapping[str, int]]], split: Mapping[str, str], parts: Iterable[str],
@@ -282,7 +276,7 @@ def run(args: argparse.Namespace, suite: Mapping, split: Mapping[str, str], jobs
 
     profile = load_profile(args.gpu)
     name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU"
-    if not gpu_matches(profile.name, name, profile.meta.get("gpu")):
+    if not is_profile_of(profile, name):
         print(f"--gpu {args.gpu} is {profile.name}, this GPU is {name}: nothing measured", file=sys.stderr)
         return 3
     facts = {"gpu": name, "profile": args.gpu, "triton": triton.__version__, "torch": torch.__version__,

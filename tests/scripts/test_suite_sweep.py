@@ -14,6 +14,7 @@ from rooftune.candidates import Config, Trial
 from rooftune.candidates.kernel_counts import CompiledFacts, KernelCounts
 from rooftune.candidates.records import ShapeRecords
 from rooftune.eval.datasets.suite import SuiteRecords, SuiteShape, finished, read_shape, write_shape
+from rooftune.hwprofiles import is_profile_of, load_profile
 from rooftune.kernels.harness.measure import SweepSettings
 from rooftune.kernels.harness.timing import Timing
 
@@ -71,9 +72,12 @@ def test_the_table_names_every_shape_and_why_one_did_not_start():
 
 
 def test_the_gpu_must_be_the_profiles():
-    assert ss.gpu_matches("NVIDIA H100 80GB HBM3 (SXM)", "NVIDIA H100 80GB HBM3")
-    assert not ss.gpu_matches("NVIDIA H100 80GB HBM3 (SXM)", "NVIDIA H200")
-    assert ss.gpu_matches("NVIDIA H200 (66 SMs)", "NVIDIA H200", profile_gpu="NVIDIA H200")
+    """The sweep's check is the CLI's (`is_profile_of`)."""
+    h100 = load_profile("h100_sxm")
+    partition = dataclasses.replace(h100, name="NVIDIA H200 (66 SMs)", meta={"gpu": "NVIDIA H200"})
+    assert is_profile_of(h100, "NVIDIA H100 80GB HBM3")
+    assert not is_profile_of(h100, "NVIDIA H200")
+    assert is_profile_of(partition, "NVIDIA H200")
 
 
 def test_the_manifest_lists_each_kernel_swept_with_its_split():

@@ -17,7 +17,8 @@ from rich.markup import escape
 
 from rooftune.candidates import KERNELS
 from rooftune.eval.datasets.readers import recorded_device
-from rooftune.hwprofiles import ProfileError, fits_device, hwprobe, list_profiles, load_profile, profiles_fitting
+from rooftune.hwprofiles import (ProfileError, fits_device, hwprobe, is_profile_of, list_profiles, load_profile,
+                                 profiles_fitting)
 from rooftune.hwprofiles.profile import profile_file
 from rooftune.hwprofiles.shipped import shipped_profile_name
 from rooftune.outputs import OutputError, check_not_input
@@ -164,7 +165,7 @@ def check_this_gpu(profile, gpu: str, *, records: bool = False) -> None:
     GPU's times would enter that GPU's dataset. A profile of an SM partition of this GPU (`rooftune hwprobe --sms
     N`: named "NVIDIA H200 (66 SMs)", or as `--name` says, its `meta.gpu` this GPU's name) is one."""
     name = hwprobe.nvml_gpu_name()
-    if name is None or profile.name.startswith(name.strip()) or profile.meta.get("gpu") == name.strip():
+    if name is None or is_profile_of(profile, name):
         return
     if records:
         fail(f"--gpu {gpu} is {profile.name}, but this GPU is {name}: a sweep records ground truth for its "
