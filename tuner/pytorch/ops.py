@@ -44,6 +44,7 @@ INTERPRETER_PROFILE = "h200"
 
 # (shape, device, tune, the environment that locates cache and profile or keeps the kernel) -> the answer
 _memo: dict[tuple, Config | str] = {}
+_no_gpu_warned: list[bool] = []  # non-empty once this process has warned that no GPU can time a tune
 
 
 def device_profile(device) -> HardwareProfile:
@@ -67,9 +68,11 @@ def tune_or_none(shape, profile: HardwareProfile, cache: Path) -> TuneResult | N
     machine without a GPU to time it on (the CPU runs Triton's interpreter): the untuned choice serves."""
     try:
         return tune_shape(shape, profile, TUNE_BUDGET, cache=cache)
-    except NoGpuError:  # one message for every shape: Python's warning filter shows it once
-        warnings.warn("rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); the op runs its "
-                      "untuned choice", RuntimeWarning, stacklevel=2)
+    except NoGpuError:  # one message for every shape, kept here: Python's own once-per-place registry is cleared
+        if not _no_gpu_warned:  # whenever anything changes the warning filters (an import can)
+            _no_gpu_warned.append(True)
+            warnings.warn("rooftune: no GPU to tune on (a tune times configs on a CUDA GPU); the op runs its "
+                          "untuned choice", RuntimeWarning, stacklevel=2)
         return None
 
 
@@ -112,8 +115,10 @@ def resolve_config(shape, device, tune: bool) -> Config | str:
 
 
 def clear_memo() -> None:
-    """Forget every resolved config (the next call of each op reads the cache again)."""
+    """Forget every resolved config (the next call of each op reads the cache again) and that the no-GPU warning
+    was given."""
     _memo.clear()
+    _no_gpu_warned.clear()
 
 
 def torch_ops():
