@@ -7,7 +7,8 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
         [--kernels a,b] [--min-configs 25]
 
 Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "choice",
-"choice_us"}; a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel
+"choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on); a
+kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel
 only where the time left covers the longest one so far. The summary printed at the end gives, per kernel of the
 file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite (rooftune.kernels.suite) and a
 CUDA GPU.
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+CHILD_TIMEOUT_S = 600.0  # one first call, compile included (Triton's over a 200-config list is minutes)
 
 
 def child(mode: str, name: str, budget: int) -> dict:
@@ -48,15 +51,23 @@ def child(mode: str, name: str, budget: int) -> dict:
             "first_call_s": first_call_s, "choice": str(choice), "choice_us": choice_ms * 1e3}
 
 
-def run_child(mode: str, name: str, budget: int) -> dict:
-    """`child` in a fresh process with empty caches of its own."""
+def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
+    """`child` in a fresh process with empty caches of its own; a child that fails or runs past `timeout_s` is an
+    error row (its last lines of output), not the end of the run."""
     with tempfile.TemporaryDirectory(prefix="walltime-") as folder:
         env = {**os.environ, "TRITON_CACHE_DIR": os.path.join(folder, "triton"),
                "ROOFTUNE_CACHE": os.path.join(folder, "rooftune", "tune.json")}
         env.pop("TRITON_INTERPRET", None)
-        done = subprocess.run([sys.executable, __file__, "--child", mode, name, "--budget", str(budget)], env=env,
-                              capture_output=True, text=True, check=True)
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        try:
+            done = subprocess.run([sys.executable, __file__, "--child", mode, name, "--budget", str(budget)],
+                                  env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"kernel": name, "mode": mode, "error": f"no first call within {timeout_s:.0f} s"}
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines:
+            tail = " | ".join(line.strip() for line in (done.stderr or done.stdout).strip().splitlines()[-3:])
+            return {"kernel": name, "mode": mode, "error": f"exit {done.returncode}: {tail}"}
+        return json.loads(lines[-1])
 
 
 def done_rows(path: str) -> list[dict]:
@@ -110,6 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     results += measure(names, options.out, options.budget, options.seconds, results)
     for name in dict.fromkeys(r["kernel"] for r in results):
         rows = {r["mode"]: r for r in results if r["kernel"] == name}
+        failed = [f"{m}: {r['error']}" for m, r in rows.items() if "error" in r]
+        if failed:
+            print(f"{name}: failed ({'; '.join(failed)})")
+            continue
         if set(rows) != {"triton", "rooftune"}:
             continue
         triton_row, rooftune_row = rows["triton"], rows["rooftune"]

@@ -33,3 +33,35 @@ def test_each_kernel_is_timed_once_in_both_modes_and_a_rerun_resumes(tmp_path, m
     assert len(out.read_text().splitlines()) == 6 and json.loads(out.read_text().splitlines()[0])["mode"] == "triton"
     summary = capsys.readouterr().out
     assert summary.count("= 5.0x") == 3 and "softmax (40 configs)" in summary
+
+
+def test_a_failing_first_call_is_an_error_row_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    class Done:
+        def __init__(self, code, out, err):
+            self.returncode, self.stdout, self.stderr = code, out, err
+
+    def fake_run(command, **kw):
+        mode, name = command[-4], command[-3]
+        if name == "softmax" and mode == "rooftune":
+            return Done(1, "", "Traceback (most recent call last):\n  ...\nRuntimeError: out of resources")
+        row = {"kernel": name, "shape": {}, "configs": 40, "mode": mode, "choice": "", "choice_us": 1.0,
+               "first_call_s": 2.0}
+        return Done(0, json.dumps(row) + "\n", "")
+
+    monkeypatch.setattr(wt.subprocess, "run", fake_run)
+    out = tmp_path / "walltime.jsonl"
+    rows = wt.measure(["softmax", "argmax"], str(out), 5, float("inf"), [])
+    assert [r.get("error", "") for r in rows] == ["", "exit 1: Traceback (most recent call last): | ... | RuntimeError: "
+                                                   "out of resources", "", ""]
+    wt.main(["--out", str(out), "--kernels", "softmax,argmax"])
+    summary = capsys.readouterr().out
+    assert "softmax: failed (rooftune: exit 1:" in summary and "argmax (40 configs)" in summary
+
+
+def test_a_first_call_past_its_time_is_an_error_row(monkeypatch):
+    def too_slow(command, **kw):
+        raise wt.subprocess.TimeoutExpired(command, kw["timeout"])
+
+    monkeypatch.setattr(wt.subprocess, "run", too_slow)
+    assert wt.run_child("triton", "softmax", 5, timeout_s=3) == {"kernel": "softmax", "mode": "triton",
+                                                                  "error": "no first call within 3 s"}
