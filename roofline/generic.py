@@ -17,9 +17,13 @@ programs in full waves and a last partial one (`wave_split`); each wave's time f
     latency = one program's waits on its loops' loads beyond its serial chain: a stage's buffer refills only once
               the work reading it is done, so its period obeys (stages − 1)·P >= a load's latency + its chain (the
               GEMM model's pipelined term; the work is the program's chain, or the busiest shared unit's for the
-              programs sharing the SM where longer) and it waits max(serial, (iterations of loops that load ·
-              latency + work) / (stages − 1)) − serial; with one stage nothing is prefetched and each load in a
-              loop is waited on as it is issued (loads in loops · latency),
+              programs sharing the SM where longer), less the matrix work of each iteration's last dot that waits
+              for its results (Triton issues that dot asynchronously and waits for it only at the next iteration's
+              first wait, after the refills: attention's PV, the attention model's "a load has PV to land"; a dot
+              accumulating straight into the loop's accumulator, a GEMM's, waits for none and leaves nothing), and
+              it waits max(serial, (iterations of loops that load · latency + work − that dot's time) /
+              (stages − 1)) − serial; with one stage nothing is prefetched and each load in a loop is waited on as
+              it is issued (loads in loops · latency),
     serial  = one program's matrix and elementwise work in sequence at the share of the SM its warps span (the
               elementwise instructions at CHAIN_ISSUE_CPI clocks each, the attention model's figure for a lone
               warp's dependences) plus the profile's `mma_latency_clocks` per dot that waits for its results
@@ -176,6 +180,8 @@ class ProgramWork:
     stages: np.ndarray
     latency_s: np.ndarray
     chain_s: np.ndarray          # one program's work in sequence, at the share of the SM its warps span
+    async_s: np.ndarray          # each loop iteration's last waiting dot at the chain's matrix rate (its refills are
+                                 # issued before that dot is waited for), per program
 
 
 def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_flight: np.ndarray) -> ProgramWork:
@@ -202,6 +208,7 @@ def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_fl
     sfu_s = np.array([k.sfu_ops for k in c]) / programs / (profile.sfu_ops_per_clock * clock)
     share = np.minimum(1.0, warps / SUBPARTITIONS_PER_SM)
     dots = np.array([k.dot_executions for k in c], dtype=float)
+    matrix_chain_s = tensor / programs / share
     return ProgramWork(
         tensor_s=tensor / programs, vector_s=vector_s, sfu_s=sfu_s,
         smem_s=np.array([k.dot_operand_bytes for k in c]) * SMEM_PASSES_PER_OPERAND / programs
@@ -210,7 +217,8 @@ def program_work(counts: Sequence[KernelCounts], profile: HardwareProfile, in_fl
         loop_loads=np.array([k.loop_loads for k in c], dtype=float),
         stages=np.array([k.compiled.num_stages for k in c], dtype=float), latency_s=load_latency_s(profile, miss),
         chain_s=(tensor / programs + CHAIN_ISSUE_CPI * (vector_s + sfu_s)) / share
-        + dots * profile.mma_latency_clocks / clock)
+        + dots * profile.mma_latency_clocks / clock,
+        async_s=np.minimum(matrix_chain_s * iterations / np.maximum(dots, 1.0), matrix_chain_s) * (dots > 0))
 
 
 def wave_terms(w: ProgramWork, per_sm, in_flight, profile: HardwareProfile) -> np.ndarray:
@@ -228,12 +236,13 @@ def exposed_s(w: ProgramWork, busy: np.ndarray) -> np.ndarray:
     """Seconds one program waits on its loops' loads beyond its own serial chain, where the SM's busiest shared unit
     takes `busy` for the wave. S stages refill a buffer only once the work reading it is done, which is no sooner
     than the program's chain and than the shared units' work of every resident program: its period P obeys
-    (S − 1)·P >= latency + max(chain, busy) (the GEMM model's pipeline); one stage prefetches nothing, and each load
-    of an iteration is waited on as it is issued. A wait occupies no unit the SM shares: other resident programs
-    fill it."""
+    (S − 1)·P >= latency + max(chain, busy) (the GEMM model's pipeline), less the iteration's last waiting dot,
+    which runs past the refills (`ProgramWork.async_s`: Triton issues it asynchronously and waits for it at the
+    next iteration's first wait); one stage prefetches nothing, and each load of an iteration is waited on as it is
+    issued. A wait occupies no unit the SM shares: other resident programs fill it."""
     chain = w.chain_s
     work = np.maximum(chain, busy)
-    pipelined = np.maximum(chain, (w.iterations * w.latency_s + work) / np.maximum(w.stages - 1, 1))
+    pipelined = np.maximum(chain, (w.iterations * w.latency_s + work - w.async_s) / np.maximum(w.stages - 1, 1))
     return np.where(w.stages <= 1, w.loop_loads * w.latency_s, pipelined - chain)
 
 

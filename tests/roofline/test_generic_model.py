@@ -133,3 +133,20 @@ def test_a_loops_waits_on_loads_follow_its_stages_and_contend_for_no_unit():
     # eight resident programs: a buffer refills once the SM's shared units have done all eight's work
     assert waits[3] == pytest.approx(1000 * latency_us + max(bd.vector_us[3], bd.serial_us[3]) - bd.serial_us[3])
     assert bd.time_us[3] < 2 * bd.time_us[1] and TERMS[bd.dominant[3]] == "latency"
+
+
+def test_a_loops_last_waiting_dot_runs_past_its_refills():
+    """A loop of 1000 iterations whose two dots each wait for their results (attention's QKᵀ and PV): the iteration
+    leaves its last dot running and issues its refills before it, so with two stages a load has that dot's matrix
+    time to land (the attention model's "a load has PV to land"): each iteration waits latency − one dot's time. A
+    dot that accumulates straight into the loop's accumulator (a GEMM's) leaves nothing running: a full latency."""
+    flops = 132 * 1000 * 2 * 2.0 * 64 * 64 * 64  # 1000 iterations of two 64×64×64 dots a program
+    loop = dict(loop_iterations=1000.0, loop_loads=2000.0, mma_flops=(("bf16", flops),))
+    facts = replace(FACTS, num_stages=2, smem_bytes=200 * 1024, wgmma=True)
+    waiting, chained = KernelCounts(132, facts, dot_executions=2000.0, **loop), KernelCounts(132, facts, **loop)
+    bd = predict_generic([waiting, chained], H100)
+    latency_us = H100.l2_latency_ns * 1e-3
+    dot_us = bd.compute_us[0] / 2000  # one dot at the SM's matrix rate (a wave of one program a SM)
+    assert dot_us < latency_us
+    assert bd.latency_us[0] - latency_us == pytest.approx(1000 * (latency_us - dot_us))
+    assert bd.latency_us[1] - latency_us == pytest.approx(1000 * latency_us)
