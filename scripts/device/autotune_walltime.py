@@ -5,6 +5,7 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
 
     python3 scripts/device/autotune_walltime.py --out datasets/h100/suite/walltime.jsonl --seconds 500 \\
         [--kernels a,b] [--min-configs 25]
+    python3 scripts/device/autotune_walltime.py --out datasets/h100/suite/walltime.jsonl --report   # no GPU needed
 
 Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "choice",
 "choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on); a
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-configs", type=int, default=25)
     parser.add_argument("--budget", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=float("inf"), help="start no kernel past this")
+    parser.add_argument("--report", action="store_true", help="print the summary of --out and measure nothing")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "KERNEL"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
@@ -117,8 +120,13 @@ def main(argv: list[str] | None = None) -> None:
 
     names = options.kernels.split(",") if options.kernels else [n for n, k in SUITE.items()
                                                                 if len(k.configs) >= options.min_configs]
+    unknown = [n for n in names if n not in SUITE]
+    if unknown:
+        parser.error(f"not suite kernels: {', '.join(unknown)} (rooftune.kernels.suite has {', '.join(SUITE)})")
     results = done_rows(options.out)
-    results += measure(names, options.out, options.budget, options.seconds, results)
+    if not options.report:
+        results += measure(names, options.out, options.budget, options.seconds, results)
+    ratios, speeds = [], []
     for name in dict.fromkeys(r["kernel"] for r in results):
         rows = {r["mode"]: r for r in results if r["kernel"] == name}
         failed = [f"{m}: {r['error']}" for m, r in rows.items() if "error" in r]
@@ -129,9 +137,18 @@ def main(argv: list[str] | None = None) -> None:
             continue
         triton_row, rooftune_row = rows["triton"], rows["rooftune"]
         ratio = triton_row["first_call_s"] / rooftune_row["first_call_s"]
+        ratios.append(ratio)
+        speeds.append(triton_row["choice_us"] / rooftune_row["choice_us"])
         print(f"{name} ({triton_row['configs']} configs): first call {triton_row['first_call_s']:.1f} s ÷ "
               f"{rooftune_row['first_call_s']:.1f} s = {ratio:.1f}x;"
               f" choices {triton_row['choice_us']:.1f} µs (triton) and {rooftune_row['choice_us']:.1f} µs (rooftune)")
+    if ratios:
+        print(f"{len(ratios)} kernels: first call {geometric_mean(ratios):.1f}x less (min {min(ratios):.1f}x), "
+              f"rooftune's choice at {geometric_mean(speeds):.3f} of triton's speed (min {min(speeds):.3f})")
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 if __name__ == "__main__":

@@ -65,3 +65,18 @@ def test_a_first_call_past_its_time_is_an_error_row(monkeypatch):
     monkeypatch.setattr(wt.subprocess, "run", too_slow)
     assert wt.run_child("triton", "softmax", 5, timeout_s=3) == {"kernel": "softmax", "mode": "triton",
                                                                   "error": "no first call within 3 s"}
+
+
+def test_unknown_kernels_are_refused_and_report_measures_nothing(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    monkeypatch.setattr(wt, "run_child", lambda *a: (_ for _ in ()).throw(AssertionError("measured")))
+    out = tmp_path / "walltime.jsonl"
+    with pytest.raises(SystemExit) as stop:
+        wt.main(["--out", str(out), "--kernels", "softmax,nope"])
+    assert stop.value.code == 2 and "not suite kernels: nope" in capsys.readouterr().err and not out.exists()
+    rows = [{"kernel": "softmax", "shape": {}, "configs": 40, "mode": m, "choice": "", "choice_us": 1.0,
+             "first_call_s": s} for m, s in (("triton", 9.0), ("rooftune", 3.0))]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wt.main(["--out", str(out), "--report"])
+    assert "softmax (40 configs): first call 9.0 s ÷ 3.0 s = 3.0x" in capsys.readouterr().out

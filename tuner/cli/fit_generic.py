@@ -13,7 +13,7 @@ from rooftune.roofline.generic_residual import shipped_generic_path, write_gener
 from rooftune.tuner.cli.args import GPU_HELP, check_output, cli_errors, fail, load_gpu
 from rooftune.tuner.cli.help import NAME_OR_PATH, PATH
 from rooftune.tuner.fitting import SHIPPED
-from rooftune.tuner.generic_fitting import SCORE_BUDGETS, fit_generic
+from rooftune.tuner.generic_fitting import SCORE_BUDGETS, fit_generic, gains
 
 _DATA = typer.Option(..., "--data", metavar=PATH, help="a suite dataset folder (eval/datasets/suite.py): every config "
                      "of each kernel timed at its shapes, with its counts")
@@ -44,8 +44,11 @@ def fit_generic_command(data: Path = _DATA, out: Path = _OUT, gpu: str | None = 
     console.print(f"{residual.fit['calls']} calls of {len(residual.fit['kernels'])} training kernels from {data}")
     for b in SCORE_BUDGETS:
         model, cv = residual.fit["model_alone"][f"budget_{b}"], residual.fit["cross_validated"][f"budget_{b}"]
-        console.print(f"  budget {b}: leave-one-kernel-out mean {cv['mean']:.3f}, worst-decile mean "
-                      f"{cv['worst_decile_mean']:.3f} (the model alone: mean {model['mean']:.3f}, worst-decile "
+        console.print(f"  budget {b}: leave-one-kernel-out geometric mean {cv['geomean']:.3f}, worst-decile mean "
+                      f"{cv['worst_decile_mean']:.3f} (the model alone: {model['geomean']:.3f}, worst-decile "
                       f"mean {model['worst_decile_mean']:.3f})")
+    if str(out) == SHIPPED and not gains(residual):
+        fail("not shipped: on kernels it was not fitted on, the residual ranks below the model alone at budget 1 "
+             "(above); rooftune.autotune keeps the model alone. Give --out FILE to keep it anyway", code=1)
     write_generic_residual(residual, target)
     console.print(f"wrote {target}")
