@@ -9,10 +9,10 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
 
 Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "choice",
 "choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on); a
-kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel
-only where the time left covers the longest one so far. The summary printed at the end gives, per kernel of the
-file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite (rooftune.kernels.suite) and a
-CUDA GPU.
+kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the
+time left covers the longest one so far (the file's, or 60 s where it has none). The summary printed at the end
+gives, per kernel of the file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite
+(rooftune.kernels.suite) and a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 
+FIRST_KERNEL_S = 60.0  # a kernel's two first calls before any is timed (11 kernels on an H100: 15-43 s, plus starts)
 CHILD_TIMEOUT_S = 600.0  # one first call, compile included (Triton's over a 200-config list is minutes)
 
 
@@ -80,11 +81,21 @@ def done_rows(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def longest_kernel(done: list[dict]) -> float:
+    """The most seconds one kernel's two first calls took in `done` (FIRST_KERNEL_S where none finished)."""
+    spent: dict[str, float] = {}
+    for r in done:
+        if "first_call_s" in r:
+            spent[r["kernel"]] = spent.get(r["kernel"], 0.0) + r["first_call_s"]
+    return max(spent.values(), default=FIRST_KERNEL_S)
+
+
 def measure(names: list[str], out_path: str, budget: int, seconds: float, done: list[dict],
             clock=time.monotonic) -> list[dict]:
     """Both modes' first calls of each kernel of `names` not in `done`, appended to `out_path` as they come, while
-    the seconds left cover the longest kernel so far; the new rows."""
-    rows, started, longest = [], clock(), 0.0
+    the seconds left cover the longest kernel so far (at first, the longest in `done`, or FIRST_KERNEL_S where
+    `done` has none); the new rows."""
+    rows, started, longest = [], clock(), longest_kernel(done)
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
     with open(out_path, "a") as out:
         for name in names:

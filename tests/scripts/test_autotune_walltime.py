@@ -80,3 +80,12 @@ def test_unknown_kernels_are_refused_and_report_measures_nothing(tmp_path, monke
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     wt.main(["--out", str(out), "--report"])
     assert "softmax (40 configs): first call 9.0 s ÷ 3.0 s = 3.0x" in capsys.readouterr().out
+
+
+def test_a_call_with_less_time_than_the_files_longest_kernel_starts_none(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(wt, "run_child", lambda *a: (_ for _ in ()).throw(AssertionError("started")))
+    done = [{"kernel": "softmax", "mode": m, "first_call_s": s} for m, s in (("triton", 50.0), ("rooftune", 20.0))]
+    assert wt.longest_kernel(done) == 70.0 and wt.longest_kernel([]) == wt.FIRST_KERNEL_S
+    assert wt.measure(["argmax"], str(tmp_path / "w.jsonl"), 5, 65, done) == []
+    assert "argmax: not started, 65 s left, ~70 s needed" in capsys.readouterr().out
+    assert wt.measure(["argmax"], str(tmp_path / "w.jsonl"), 5, 50, []) == []  # none timed yet: 60 s assumed
