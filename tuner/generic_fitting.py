@@ -25,12 +25,13 @@ from rooftune.roofline.generic_residual import FEATURE_NAMES, GenericResidual, g
 from rooftune.tuner.fitting import FitError, HeldOutError
 
 SCORE_BUDGETS = (1, 5)
-# What the fit corrects: the breakdown's fractions only, with a strong ridge. Chosen by leave-one-kernel-out on the
-# H100 suite's 15 training kernels (experiments/suite_residual/ridge_loko.log): every feature at the fit's default
-# ridge 0.1 lost to the model alone (budget 1: 0.895 against 0.942, geometric means), the fractions at ridge 10 gained
-# (0.949, worst tenth 0.829 against 0.806); the other features stay in the file at 0.
-FITTED_FEATURES = ("tensor_frac", "vector_frac", "sfu_frac", "smem_frac", "l2_frac", "memory_frac", "latency_frac",
-                   "serial_frac", "launch_frac")
+# What the fit corrects: the warps and stages (log2 of the warps and its square, the stages and their square) only,
+# with a strong ridge. Chosen by leave-one-kernel-out on the H100 suite's 15 training kernels
+# (experiments/suite_residual/ridge_loko.log, 16 settings: four feature sets × four ridges): every feature at the fit's
+# default ridge 0.1 loses to the model alone on kernels it was not fitted on (budget 1: 0.919 against 0.962, geometric
+# means), the warps and stages at ridge 10 gain (0.968, worst tenth 0.886 against 0.866; 0.989 against 0.986 at
+# five); the other features stay in the file at 0.
+FITTED_FEATURES = ("log_warps", "log_warps_sq", "stages", "stages_sq")
 GENERIC_RIDGE = RidgeSettings(ridge=10.0)
 
 

@@ -102,6 +102,21 @@ def test_the_model_is_vectorized_over_configs():
     assert bd.time_us.shape == (300,) and np.all(np.isfinite(bd.time_us)) and np.all(bd.time_us > 0)
 
 
+def test_a_waves_first_loads_wait_whole_only_where_a_program_is_alone_on_its_sm():
+    """Programs do not run in lock-step waves: with 16 programs per SM the same stream in twice the programs (half
+    the bytes each, four more waves) adds a sixteenth of a load latency a wave; with one program per SM, a whole one."""
+    size, latency_us = 256 * MB, H100.dram_latency_ns * 1e-3  # every byte from DRAM
+    slots = H100.sm_count * 16
+    bd = predict_generic([copy(size, 4 * slots), copy(size, 8 * slots)], H100)
+    assert list(bd.ctas_per_sm) == [16, 16] and list(bd.waves) == [4.0, 8.0]
+    assert bd.time_us[1] - bd.time_us[0] == pytest.approx(4 * latency_us / 16)
+    assert bd.latency_us[0] >= latency_us * (1 + 4 / 16)
+    alone = replace(FACTS, num_warps=8, regs_per_thread=255)
+    bd = predict_generic([copy(size, 4 * H100.sm_count, alone), copy(size, 8 * H100.sm_count, alone)], H100)
+    assert list(bd.ctas_per_sm) == [1, 1]
+    assert bd.time_us[1] - bd.time_us[0] == pytest.approx(4 * latency_us)
+
+
 def test_a_lone_programs_serial_chain_bounds_its_wave():
     """One resident program of 4 warps does its matrix and elementwise work in sequence: the wave is no shorter
     than that chain, whatever the units could overlap; more resident programs hide it."""

@@ -128,7 +128,7 @@ def test_evaluation_scores_the_held_out_kernels(dataset):
     _write(dataset, "softmax", 7)
     alone = evaluate_generic(dataset, H100)
     assert alone["calls"] == 2 and set(alone["kernels"]) == {"softmax"}
-    assert 0.5 < alone["budget_1"]["geomean"] <= alone["budget_5"]["geomean"] <= 1.0
+    assert 0.4 < alone["budget_1"]["geomean"] <= alone["budget_5"]["geomean"] <= 1.0  # the synthetic miss costs ~half
     corrected = evaluate_generic(dataset, H100, residual=every_feature(dataset))
     assert corrected["budget_1"]["geomean"] >= alone["budget_1"]["geomean"]
     result = CliRunner().invoke(app, ["eval", "generic", "--data", str(dataset), "--residual", "none"])
