@@ -55,6 +55,9 @@ class OrderedAutotuner(Autotuner):
         # the interpreter); ours is always on.
         self.cache_results = True
         self._call_args: dict[str, Any] = {}
+        # the last new key's tune in seconds: "order" (the user's pruning and `order`: compiling and reading the
+        # configs) and "bench" (timing the ones kept); what a first call spends beyond its launch
+        self.tune_seconds: dict[str, float] = {}
 
     @cached_property
     def do_bench(self):
@@ -83,7 +86,11 @@ class OrderedAutotuner(Autotuner):
 
     def prune_configs(self, kwargs):
         """The user's `prune_configs_by` first (Triton's), then `order`: the configs to benchmark."""
-        return self.order(super().prune_configs(kwargs), {**(self.nargs or {}), **kwargs})
+        started = time.perf_counter()
+        try:
+            return self.order(super().prune_configs(kwargs), {**(self.nargs or {}), **kwargs})
+        finally:
+            self.tune_seconds = {"order": time.perf_counter() - started}
 
     def check_disk_cache(self, tuning_key, configs, bench_fn):
         """True (nothing benchmarked) where `recall` knows this key; else benchmark and `remember`."""
@@ -91,7 +98,9 @@ class OrderedAutotuner(Autotuner):
         if stored is not None:
             self.cache[tuning_key] = stored
             return True
+        started = time.perf_counter()
         bench_fn()
+        self.tune_seconds["bench"] = time.perf_counter() - started
         self.remember(self.kernel_id, tuning_key, configs, self._call_args, self.cache[tuning_key],
                       self.configs_timings)
         return False

@@ -204,6 +204,9 @@ class CompilePool:
         self.workers = usable_cpus() if workers is None else workers
         self._pool: ProcessPoolExecutor | None = None
         self.pools_started = 0
+        self.started_at: float | None = None  # perf_counter at `start`, and as each worker had loaded the module
+        self.loaded_at: list[float] = []
+        self.spawned = 0
 
     def __enter__(self) -> CompilePool:
         return self
@@ -242,8 +245,17 @@ class CompilePool:
         if self.workers == 0:
             return
         pool = self._executor()
-        for _ in range(min(workers or self.workers, self.workers)):
-            pool.submit(_load_module, self.warmup.__module__)
+        self.started_at, self.loaded_at = time.perf_counter(), []
+        self.spawned = min(workers or self.workers, self.workers)
+        for _ in range(self.spawned):
+            pool.submit(_load_module, self.warmup.__module__).add_done_callback(
+                lambda _: self.loaded_at.append(time.perf_counter()))
+
+    def ready_seconds(self) -> float | None:
+        """Seconds from `start` until every worker it spawned had loaded the module (None before then)."""
+        if self.started_at is None or len(self.loaded_at) < max(self.spawned, 1):
+            return None
+        return max(self.loaded_at) - self.started_at
 
     def submit(self, shape, config) -> Future:
         """Compile one config in the background (a Future of seconds or the error text), e.g. configs a

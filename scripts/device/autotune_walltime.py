@@ -7,9 +7,10 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
         [--kernels a,b] [--min-configs 25]
     python3 scripts/device/autotune_walltime.py --out datasets/h100/suite/walltime.jsonl --report   # no GPU needed
 
-Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "choice",
-"choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on); a
-kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the
+Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "phases_s" (where
+the first call's seconds went: rooftune's "order", "bench" and "pool_ready", Triton's "bench"), "choice",
+"choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on);
+a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the
 time left covers the longest one so far (the file's, or 60 s where it has none). The summary printed at the end
 gives, per kernel of the file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite
 (rooftune.kernels.suite) and a CUDA GPU.
@@ -49,9 +50,17 @@ def child(mode: str, name: str, budget: int) -> dict:
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - started
     choice = tuned.best_config
+    # where the first call's time went: rooftune's order (compiling and reading the list) and timing, its compile
+    # pool's start; Triton's benchmarking of the whole list (its compiles happen inside it)
+    if mode == "rooftune":
+        from rooftune.tuner.pytorch.kernel_order import pool_ready_seconds
+
+        phases = {**tuned.tune_seconds, "pool_ready": pool_ready_seconds()}
+    else:
+        phases = {"bench": getattr(tuned, "bench_time", None)}
     choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
     return {"kernel": name, "shape": shape, "configs": len(kernel.configs), "mode": mode,
-            "first_call_s": first_call_s, "choice": str(choice), "choice_us": choice_ms * 1e3}
+            "first_call_s": first_call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
 
 
 def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOUT_S) -> dict:

@@ -57,6 +57,12 @@ def pid_warmup(shape, config, device):
 
 def test_one_pool_serves_every_batch():
     with CompilePool(pid_warmup, workers=2, device="cpu") as pool:
+        assert pool.ready_seconds() is None  # not started
+        pool.start()
+        deadline = time.monotonic() + 120
+        while pool.ready_seconds() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 0 < pool.ready_seconds() < 120 and len(pool.loaded_at) == 2
         first = pool.compile([("shape", c) for c in CONFIGS[:2]])
         second = pool.compile([("shape", Config.make(4, 3, BLOCK_M=bm)) for bm in (32, 64, 512)])
         assert pool.pools_started == 1

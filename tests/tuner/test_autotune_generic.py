@@ -98,6 +98,7 @@ def test_the_real_timer_runs_only_the_budget():
     x, y = _inputs()
     tuned = _tuned(budget=2)
     torch.testing.assert_close(_run(tuned, x, y), torch.softmax(x, dim=1), atol=1e-5, rtol=1e-5)
+    assert set(tuned.tune_seconds) == {"order", "bench"} and all(t > 0 for t in tuned.tune_seconds.values())
     assert len(tuned.configs_timings) == 2
 
 

@@ -67,6 +67,12 @@ def shared_pool():
     return _pools[workers]
 
 
+def pool_ready_seconds() -> float | None:
+    """Seconds this process's compile pool took to start every worker (None: none started, or not yet ready)."""
+    ready = [p.ready_seconds() for p in _pools.values() if p is not None]
+    return max((r for r in ready if r is not None), default=None)
+
+
 def rank_analyses(analyses: list, profile: HardwareProfile, residual: GenericResidual | None) -> Ordering:
     """The order of analysed configs (module docstring)."""
     from rooftune.kernels.introspect.analyze import ConfigAnalysis
