@@ -101,8 +101,28 @@ def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32) 
         source = ASTSource(fn, request["signature"], request["constants"], request["configs"][0])
         env_vars = get_cache_invalidating_env_vars()
         launch_hash = hashlib.sha256(get_cache_key(source, backend, options, env_vars).encode()).hexdigest()
-        ttir = _frontend(source, backend, target, options, env_vars, launch_hash)
+        same_ir = _ttir_key(source, options, env_vars, arch, warp_size)
+        ttir = _ttir_memo.get(same_ir)
+        if ttir is None:
+            ttir = _frontend(source, backend, target, options, env_vars, launch_hash)
+            if len(_ttir_memo) >= TTIR_MEMO_SIZE:
+                _ttir_memo.pop(next(iter(_ttir_memo)))
+            _ttir_memo[same_ir] = ttir
     return LoweredConfig(fn.__name__, ttir, dict(options.__dict__), arch, warp_size, launch_hash)
+
+
+# Options that reach a compile only after TTIR (its TTGIR conversion and the passes after it): configs that differ
+# in nothing else share one TTIR text, lowered once (a list's configs are mostly its tiles × these).
+AFTER_TTIR_OPTIONS = ("num_warps", "num_stages")
+TTIR_MEMO_SIZE = 512
+_ttir_memo: dict[str, str] = {}
+
+
+def _ttir_key(source: ASTSource, options, env_vars: dict, arch: int, warp_size: int) -> str:
+    """What one TTIR text depends on: the kernel's source, its specialization, and every option but
+    AFTER_TTIR_OPTIONS (checked: tests/kernels/introspect/test_lowering.py lowers both ways)."""
+    kept = {k: v for k, v in sorted(options.__dict__.items()) if k not in AFTER_TTIR_OPTIONS}
+    return hashlib.sha256(repr((source.hash(), kept, sorted(env_vars.items()), arch, warp_size)).encode()).hexdigest()
 
 
 # Launch options a config or a call may set beside the kernel's parameters.

@@ -1,0 +1,49 @@
+"""Lowering a user's kernel to TTIR in the calling process: configs that differ only in options applied after TTIR
+(warps, stages) share one lowering, and the shared text is the text each would get alone; their launch keys stay
+their own."""
+
+import triton
+import triton.language as tl
+
+from rooftune.kernels.introspect import lowering
+
+@triton.jit
+def scale_rows(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    row = tl.program_id(0)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for _ in range(4):
+        acc += x * 2.0
+    tl.store(y_ptr + row * n_cols + cols, acc, mask=cols < n_cols)
+
+
+def _args():
+    import torch
+
+    x = torch.empty(64, 1000)
+    return {"x_ptr": x, "y_ptr": torch.empty_like(x), "n_cols": 1000}
+
+
+def test_warps_and_stages_share_one_lowering_of_the_same_text(monkeypatch):
+    calls = []
+    frontend = lowering._frontend
+    monkeypatch.setattr(lowering, "_frontend", lambda *a: calls.append(a) or frontend(*a))
+    monkeypatch.setattr(lowering, "_ttir_memo", {})
+    configs = [triton.Config({"BLOCK": 1024}, num_warps=w, num_stages=s) for w in (1, 4, 8) for s in (1, 3)]
+    lowered = [lowering.lower(scale_rows, c, _args(), 90) for c in configs]
+    assert len(calls) == 1 and len({lc.launch_hash for lc in lowered}) == len(configs)
+    assert [lc.options["num_warps"] for lc in lowered] == [1, 1, 4, 4, 8, 8]
+    for c, shared in zip(configs[1:], lowered[1:]):  # each alone, nothing remembered: the same text
+        monkeypatch.setattr(lowering, "_ttir_memo", {})
+        assert lowering.lower(scale_rows, c, _args(), 90).ttir == shared.ttir
+    other = lowering.lower(scale_rows, triton.Config({"BLOCK": 512}, num_warps=4), _args(), 90)
+    assert other.ttir != lowered[0].ttir and len(calls) == 1 + len(configs[1:]) + 1
+
+
+def test_the_memo_keeps_a_bounded_number_of_texts(monkeypatch):
+    monkeypatch.setattr(lowering, "TTIR_MEMO_SIZE", 2)
+    monkeypatch.setattr(lowering, "_ttir_memo", {})
+    for block in (128, 256, 512):
+        lowering.lower(scale_rows, triton.Config({"BLOCK": block}, num_warps=4), _args(), 90)
+    assert len(lowering._ttir_memo) == 2
