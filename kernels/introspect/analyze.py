@@ -128,12 +128,19 @@ def counts_of(tallied: Tally, compiled: CompiledFacts, args: dict, notes: tuple[
 
 
 def read_config(config, grid: tuple[int, int, int], lowered: LoweredConfig, compiled: CompiledFacts,
-                args: dict, seconds: float) -> ConfigAnalysis:
-    """A compiled config's work on the call: the IR read and tallied over `grid`."""
-    work = read_work(parse_ttir(lowered.ttir))
-    pids, stands_for = program_ids(grid)
-    env = Env(args=call_integers(args), grid=grid, pids=pids, read=reader(args))
-    tallied = tally(work, env, stands_for)
+                args: dict, seconds: float, read: dict | None = None) -> ConfigAnalysis:
+    """A compiled config's work on the call: the IR read and tallied over `grid`. `read`, where given, keeps each
+    (TTIR, grid)'s reading for the call's other configs: those differing only in warps or stages share both."""
+    key = (lowered.ttir, grid)
+    if read is None or key not in read:
+        work = read_work(parse_ttir(lowered.ttir))
+        pids, stands_for = program_ids(grid)
+        env = Env(args=call_integers(args), grid=grid, pids=pids, read=reader(args))
+        done = (work, tally(work, env, stands_for))
+        if read is None:
+            read = {}
+        read[key] = done
+    work, tallied = read[key]
     return ConfigAnalysis(config, grid, counts_of(tallied, compiled, args, work.notes), work, tallied.loop_trips,
                           seconds)
 
@@ -168,14 +175,18 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
         compiled = pool.compile(jobs, timeout_s=timeout_s)
     per_job = (time.perf_counter() - started) / max(len(jobs), 1)
     results: list[Analysis] = []
+    read: dict = {}  # (TTIR, grid) -> its reading, per argument set (the key holds no arguments)
+    last_args = None
     for i, ((_, config, args, _), item) in enumerate(zip(calls, lowered)):
         if isinstance(item, AnalysisError):
             results.append(item)
         elif not isinstance(compiled.get(i), CompiledFacts):
             results.append(AnalysisError(config, "compile", str(compiled.get(i, "not compiled"))))
         else:
+            if args is not last_args:
+                read, last_args = {}, args
             try:
-                results.append(read_config(config, item[0], item[1], compiled[i], args, item[2] + per_job))
+                results.append(read_config(config, item[0], item[1], compiled[i], args, item[2] + per_job, read))
             except Exception as exc:
                 results.append(AnalysisError(config, "ir", error_text(exc)))
     return results

@@ -1,6 +1,6 @@
 """Lowering a user's kernel to TTIR in the calling process: configs that differ only in options applied after TTIR
 (warps, stages) share one lowering, and the shared text is the text each would get alone; their launch keys stay
-their own."""
+their own; and one reading of the IR over the grid, with the counts each would get alone."""
 
 import triton
 import triton.language as tl
@@ -47,3 +47,18 @@ def test_the_memo_keeps_a_bounded_number_of_texts(monkeypatch):
     for block in (128, 256, 512):
         lowering.lower(scale_rows, triton.Config({"BLOCK": block}, num_warps=4), _args(), 90)
     assert len(lowering._ttir_memo) == 2
+
+
+def test_configs_sharing_a_ttir_and_grid_share_one_reading_of_it(monkeypatch):
+    from rooftune.kernels.introspect import analyze
+
+    tallies = []
+    tally = analyze.tally
+    monkeypatch.setattr(analyze, "tally", lambda *a: tallies.append(a) or tally(*a))
+    configs = [triton.Config({"BLOCK": 1024}, num_warps=w) for w in (2, 4)]
+    together = analyze.analyze(scale_rows, configs, _args(), (64,), pool=None)
+    assert len(tallies) == 1
+    alone = [analyze.analyze(scale_rows, [c], _args(), (64,), pool=None)[0] for c in configs]
+    assert len(tallies) == 3
+    for shared, own in zip(together, alone):
+        assert shared.counts == own.counts and shared.counts.compiled.num_warps == own.config.num_warps
