@@ -2,6 +2,7 @@
 working tree, and a newer Triton travels with it), so growth is a decision, not an accident; and its datasets are
 committed in slim form."""
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -46,3 +47,22 @@ def test_committed_shape_files_are_slim():
     full = sorted({str(p.parent.parent.relative_to(REPO)) for p in files if not is_slim_text(read_shape_text(p))})
     assert not full, (f"full shape files (with {', '.join(SCREEN_COLUMNS)}) in {', '.join(full)}; commit datasets "
                       f"in slim form: python -m rooftune.eval.datasets.recompress --slim {' '.join(full)}")
+
+
+# Each GPU's dataset folder and the profile its data were swept with; a new GPU's folder is added here.
+FOLDER_PROFILES = {"h100": "h100_sxm", "h200": "h200", "h200-sm66": "h200-sm66"}
+
+
+def test_every_dataset_manifest_names_its_folders_gpu():
+    """Every manifest under datasets/<gpu>/ (the sweeps' datasets and the suite's) says in `gpu_profile` which
+    profile's GPU it holds, and it is that folder's: a sweep written into another GPU's folder, or a format that
+    forgets the field, fails here."""
+    from rooftune.hwprofiles import load_profile
+
+    manifests = sorted((REPO / "datasets").rglob("manifest.json"))
+    assert len(manifests) > 20
+    for path in manifests:
+        folder = path.relative_to(REPO / "datasets").parts[0]
+        assert folder in FOLDER_PROFILES, f"{folder}: a GPU folder this test does not know; add it to FOLDER_PROFILES"
+        recorded = json.loads(path.read_text()).get("gpu_profile")
+        assert recorded == load_profile(FOLDER_PROFILES[folder]).name, f"{path}: gpu_profile {recorded!r}"

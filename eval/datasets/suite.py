@@ -4,7 +4,8 @@ re-costs a recorded config without compiling it. scripts/device/suite_sweep.py w
 evaluation (tuner/generic_fitting.py) and the suite's tests read it, on any machine (no torch or Triton here).
 
     DIR/manifest.json                 {"format": FORMAT, "gpu": the driver's name, "profile": the profile swept with
-                                       (a shipped name), "triton", "torch", "dtype", "timing",
+                                       (a shipped name), "gpu_profile": that profile's name (every dataset
+                                       manifest's field), "triton", "torch", "dtype", "timing",
                                        "kernels": {name: {"split": "train" | "heldout", "kind", "shapes", "configs"}}}
     DIR/<kernel>/<shape id>.json.xz   one `ShapeRecords`, written whole as soon as the shape is measured (a resumed
                                        sweep skips it): its trials in list order, each with its config's counts
@@ -38,7 +39,8 @@ MANIFEST = "manifest.json"
 QUARANTINE = "quarantine.json"
 SUFFIX = ".json.xz"
 SPLITS = ("train", "heldout")
-SAME_FOLDER = ("gpu", "triton")  # what every shape of one folder shares: their times would not mix otherwise
+# what every shape of one folder shares: their times (and the configs legal under the profile) would not mix otherwise
+SAME_FOLDER = ("gpu", "gpu_profile", "triton")
 
 
 @dataclass(frozen=True)

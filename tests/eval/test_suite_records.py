@@ -29,7 +29,8 @@ from rooftune.eval.datasets.suite import (
     write_shape,
 )
 
-FACTS = {"gpu": "NVIDIA H100 80GB HBM3", "profile": "h100_sxm", "triton": "3.6.0"}
+FACTS = {"gpu": "NVIDIA H100 80GB HBM3", "profile": "h100_sxm", "gpu_profile": "NVIDIA H100 80GB HBM3 (SXM)",
+         "triton": "3.6.0"}
 COUNTS = KernelCounts(4096, CompiledFacts(4, 1, 40, 16), vector_ops=1e7, work_runs=((1.1, 2048), (0.9, 2048)),
                       tensors=(TensorTraffic("x", 1 << 25, 2.0 ** 25, 0.0, ((2, 1.0),)),))
 
@@ -106,6 +107,8 @@ def test_the_manifest_holds_each_kernels_split_and_refuses_another_gpu_triton_or
         open_folder(tmp_path, {**FACTS, "gpu": "NVIDIA H200"}, {})
     with pytest.raises(DatasetError, match="triton"):
         open_folder(tmp_path, {**FACTS, "triton": "3.7.1"}, {})
+    with pytest.raises(DatasetError, match="gpu_profile"):  # the same GPU swept under another profile's legality
+        open_folder(tmp_path, {**FACTS, "gpu_profile": "h200-sm66"}, {})
     with pytest.raises(DatasetError, match="softmax is recorded as heldout"):
         open_folder(tmp_path, FACTS, {"softmax": {"split": "train"}})
     data = json.loads((tmp_path / "manifest.json").read_text())
