@@ -51,8 +51,9 @@ share in L2 only the tiles they read alike: its loads × the share of them that 
 consecutive programs (its sharing table, from where each program's tiles start: kernels/introspect/tally.py), at
 least its unique bytes; where the IR does not say where a program's tiles lie (gathered rows), its re-reads
 (loaded / unique − 1 per byte) miss L2 in the share of it L2 cannot hold, 1 − kept / size. Its stores write
-min(stored, size) bytes; an argument of unknown size (or bytes not traced to one) goes to DRAM whole. Every loaded and stored byte crosses L2, and so does local memory: a thread's spilled
-bytes stored and reloaded once per loop iteration. A load's latency is an L2 hit's, or DRAM's for the share of L2
+min(stored, size) bytes; an argument of unknown size (or bytes not traced to one) goes to DRAM whole. Every loaded
+and stored byte crosses L2, and so does local memory: a thread's spilled bytes stored and reloaded once per loop
+iteration. A load's latency is an L2 hit's, or DRAM's for the share of L2
 traffic DRAM serves (`load_latency_s`).
 
 No constant here is fitted: every number is the profile's, the binary's, the IR's or the family models'.

@@ -110,7 +110,8 @@ def attention_call(shape: AttentionShape, config: Config):
         q, k, v, o = (TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, r, shape.head_dim])
                       for t, r in zip((q, k, v, o), rows))
     args = {"q_src": q, "k_src": k, "v_src": v, "o_src": o, "lse_ptr": torch.empty(1), **strides,
-            "heads": shape.heads, "kv_group": shape.heads // shape.kv_heads, "seq": shape.seq, "qk_scale": 0.125, "HEAD_DIM": shape.head_dim,
+            "heads": shape.heads, "kv_group": shape.heads // shape.kv_heads, "seq": shape.seq, "qk_scale": 0.125,
+            "HEAD_DIM": shape.head_dim,
             "ORDER": rest["ORDER"], "CAUSAL": shape.causal, "STORE_LSE": False, "TMA": bool(rest["TMA"])}
     grid = (triton.cdiv(shape.seq, config["BLOCK_M"]) * shape.batch * shape.heads,)
     return attention._attn_fwd, args, grid, triton_config

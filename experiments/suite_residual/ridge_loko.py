@@ -1,19 +1,17 @@
-"""The generic residual's leave-one-kernel-out check at several ridge strengths and feature sets, on the H100
-suite's training kernels only (tuner/generic_fitting.py's fit; held-out kernels are never read).
+"""The generic residual's leave-one-kernel-out check at several ridge strengths and feature sets, on a suite
+dataset's training kernels only: `rooftune fit generic`'s own fit and check (tuner/generic_fitting.py `fit_generic`,
+which never opens a held-out kernel's files), one setting at a time.
 
     python experiments/suite_residual/ridge_loko.py datasets/h100/suite > experiments/suite_residual/ridge_loko.log
 """
 
-import dataclasses
 import sys
 
-import numpy as np
-
-from rooftune.eval.datasets.suite import read_manifest, read_suite
+from rooftune.eval.datasets.suite import read_manifest
 from rooftune.hwprofiles import load_profile
-from rooftune.roofline.fit import RidgeSettings, fit_coefficients
+from rooftune.roofline.fit import RidgeSettings
 from rooftune.roofline.generic_residual import FEATURE_NAMES
-from rooftune.tuner.generic_fitting import call_scores, geometric_mean, prepare_call, training_kernels
+from rooftune.tuner.generic_fitting import fit_generic
 
 FEATURE_SETS = {
     "all": FEATURE_NAMES,
@@ -26,31 +24,18 @@ FEATURE_SETS = {
 
 
 def main(folder: str) -> None:
-    manifest = read_manifest(folder)
-    profile = load_profile(manifest["profile"])
-    prepared = []
-    for call in read_suite(folder, training_kernels(manifest)):
-        d = prepare_call(call, profile)
-        if d is not None and np.isfinite(call.time_us).any():
-            prepared.append((call.kernel, d, float(np.nanmin(call.time_us))))
-    kernels = sorted({k for k, _, _ in prepared})
-    alone = [call_scores(d, {}, best) for _, d, best in prepared]
-    print(f"{len(prepared)} calls of {len(kernels)} training kernels; model alone: "
-          f"b1 {geometric_mean([s[1] for s in alone]):.3f}, b5 {geometric_mean([s[5] for s in alone]):.3f}")
+    profile = load_profile(read_manifest(folder)["profile"])
     for set_name, names in FEATURE_SETS.items():
         for ridge in (0.1, 1.0, 10.0, 100.0):
-            settings = RidgeSettings(ridge=ridge)
-            columns = [FEATURE_NAMES.index(n) for n in names]
-            subset = [(k, dataclasses.replace(d, names=tuple(names), x=d.x[:, columns]), best)
-                      for k, d, best in prepared]
-            held = []
-            for kernel in kernels:
-                coefficients = fit_coefficients([d for k, d, _ in subset if k != kernel], settings)
-                held += [call_scores(d, coefficients, best) for k, d, best in subset if k == kernel]
-            b1 = sorted(s[1] for s in held)
-            worst = np.mean(b1[:max(1, len(b1) // 10)])
-            print(f"{set_name:13s} ridge {ridge:6.1f}: leave-one-kernel-out b1 {geometric_mean(b1):.3f} "
-                  f"(worst tenth {worst:.3f}), b5 {geometric_mean([s[5] for s in held]):.3f}")
+            fit = fit_generic(folder, profile, settings=RidgeSettings(ridge=ridge), features=names).fit
+            if set_name == "all" and ridge == 0.1:
+                alone = fit["model_alone"]
+                print(f"{fit['calls']} calls of {len(fit['kernels'])} training kernels; model alone: b1 "
+                      f"{alone['budget_1']['geomean']:.3f} (worst tenth {alone['budget_1']['worst_decile_mean']:.3f}),"
+                      f" b5 {alone['budget_5']['geomean']:.3f}")
+            cv = fit["cross_validated"]
+            print(f"{set_name:13s} ridge {ridge:6.1f}: leave-one-kernel-out b1 {cv['budget_1']['geomean']:.3f} "
+                  f"(worst tenth {cv['budget_1']['worst_decile_mean']:.3f}), b5 {cv['budget_5']['geomean']:.3f}")
 
 
 if __name__ == "__main__":

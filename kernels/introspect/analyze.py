@@ -131,15 +131,13 @@ def read_config(config, grid: tuple[int, int, int], lowered: LoweredConfig, comp
                 args: dict, seconds: float, read: dict | None = None) -> ConfigAnalysis:
     """A compiled config's work on the call: the IR read and tallied over `grid`. `read`, where given, keeps each
     (TTIR, grid)'s reading for the call's other configs: those differing only in warps or stages share both."""
+    read = {} if read is None else read
     key = (lowered.ttir, grid)
-    if read is None or key not in read:
+    if key not in read:
         work = read_work(parse_ttir(lowered.ttir))
         pids, stands_for = program_ids(grid)
-        env = Env(args=call_integers(args), grid=grid, pids=pids, read=reader(args))
-        done = (work, tally(work, env, stands_for))
-        if read is None:
-            read = {}
-        read[key] = done
+        read[key] = work, tally(work, Env(args=call_integers(args), grid=grid, pids=pids, read=reader(args)),
+                                stands_for)
     work, tallied = read[key]
     return ConfigAnalysis(config, grid, counts_of(tallied, compiled, args, work.notes), work, tallied.loop_trips,
                           seconds)

@@ -279,8 +279,8 @@ def run(args: argparse.Namespace, suite: Mapping, split: Mapping[str, str], jobs
     if not is_profile_of(profile, name):
         print(f"--gpu {args.gpu} is {profile.name}, this GPU is {name}: nothing measured", file=sys.stderr)
         return 3
-    facts = {"gpu": name, "profile": args.gpu, "gpu_profile": profile.name, "triton": triton.__version__, "torch": torch.__version__,
-             "dtype": "bf16", "timing": asdict(SweepSettings())}
+    facts = {"gpu": name, "profile": args.gpu, "gpu_profile": profile.name, "triton": triton.__version__,
+             "torch": torch.__version__, "dtype": "bf16", "timing": asdict(SweepSettings())}
     try:
         open_folder(args.out, facts, kernel_entries(suite, split, jobs))
     except DatasetError as exc:

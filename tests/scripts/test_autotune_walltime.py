@@ -51,8 +51,8 @@ def test_a_failing_first_call_is_an_error_row_and_the_run_goes_on(tmp_path, monk
     monkeypatch.setattr(wt.subprocess, "run", fake_run)
     out = tmp_path / "walltime.jsonl"
     rows = wt.measure(["softmax", "argmax"], str(out), 5, float("inf"), [])
-    assert [r.get("error", "") for r in rows] == ["", "exit 1: Traceback (most recent call last): | ... | RuntimeError: "
-                                                   "out of resources", "", ""]
+    failed = "exit 1: Traceback (most recent call last): | ... | RuntimeError: out of resources"
+    assert [r.get("error", "") for r in rows] == ["", failed, "", ""]
     wt.main(["--out", str(out), "--kernels", "softmax,argmax"])
     summary = capsys.readouterr().out
     assert "softmax: failed (rooftune: exit 1:" in summary and "argmax (40 configs)" in summary

@@ -69,7 +69,7 @@ def shared_pool():
 
 def pool_ready_seconds() -> float | None:
     """Seconds this process's compile pool took to start every worker (None: none started, or not yet ready)."""
-    ready = [p.ready_seconds() for p in _pools.values() if p is not None]
+    ready = [p.ready_seconds() for p in _pools.values()]
     return max((r for r in ready if r is not None), default=None)
 
 
