@@ -161,17 +161,23 @@ def _lowered(calls: Sequence[tuple], arch: int) -> list:
 
 
 def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool | None = None,
-                  timeout_s: float | None = None) -> list[Analysis]:
+                  timeout_s: float | None = None, phases: dict | None = None) -> list[Analysis]:
     """Each (kernel, config, args, grid) of `calls` read as `analyze` reads a config, their compiles batched in
-    `pool`'s workers (None: in this process); one result per call, in order."""
+    `pool`'s workers (None: in this process); one result per call, in order. `phases`, where given, gets the
+    seconds each step took: "lower", "compile" (waiting for the binaries), "read" (the IR read and tallied)."""
+    phases = {} if phases is None else phases
+    started = time.perf_counter()
     lowered = _lowered(calls, arch)
     jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
+    phases["lower"] = time.perf_counter() - started
     started = time.perf_counter()
     if pool is None:
         compiled = {i: _compile_here(job) for job, i in jobs}
     else:
         compiled = pool.compile(jobs, timeout_s=timeout_s)
-    per_job = (time.perf_counter() - started) / max(len(jobs), 1)
+    phases["compile"] = time.perf_counter() - started
+    per_job = phases["compile"] / max(len(jobs), 1)
+    started = time.perf_counter()
     results: list[Analysis] = []
     read: dict = {}  # (TTIR, grid) -> its reading, per argument set (the key holds no arguments)
     last_args = None
@@ -187,14 +193,17 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
                 results.append(read_config(config, item[0], item[1], compiled[i], args, item[2] + per_job, read))
             except Exception as exc:
                 results.append(AnalysisError(config, "ir", error_text(exc)))
+    phases["read"] = time.perf_counter() - started
     return results
 
 
 def analyze(kernel, configs: Sequence, args: dict, grid, *, arch: int = 90, pool: CompilePool | None = None,
-            timeout_s: float | None = None) -> list[Analysis]:
+            timeout_s: float | None = None, phases: dict | None = None) -> list[Analysis]:
     """Each of `configs` of `kernel` on the call `args` with launch `grid`, compiled for compute capability `arch`
-    in `pool`'s workers (None: in this process), read (module docstring); one result per config, in order."""
-    return analyze_calls([(kernel, c, args, grid) for c in configs], arch=arch, pool=pool, timeout_s=timeout_s)
+    in `pool`'s workers (None: in this process), read (module docstring); one result per config, in order
+    (`phases`: as `analyze_calls` fills it)."""
+    return analyze_calls([(kernel, c, args, grid) for c in configs], arch=arch, pool=pool, timeout_s=timeout_s,
+                         phases=phases)
 
 
 def _compile_here(lowered: LoweredConfig) -> CompiledFacts | str:

@@ -29,6 +29,7 @@ import time
 
 FIRST_KERNEL_S = 60.0  # a kernel's two first calls before any is timed (11 kernels on an H100: 15-43 s, plus starts)
 CHILD_TIMEOUT_S = 600.0  # one first call, compile included (Triton's over a 200-config list is minutes)
+PROFILE_ENV = "ROOFTUNE_WALLTIME_PROFILE"  # set by --profile: the folder for each first call's cProfile summary
 
 
 def child(mode: str, name: str, budget: int) -> dict:
@@ -45,17 +46,33 @@ def child(mode: str, name: str, budget: int) -> dict:
     common = dict(configs=list(kernel.configs), key=list(kernel.key), reset_to_zero=list(kernel.reset) or None)
     tuned = (triton.autotune(**common) if mode == "triton" else rooftune.autotune(budget=budget, **common))(kernel.fn)
     torch.cuda.synchronize()
+    profiler = None
+    if mode == "rooftune" and os.environ.get(PROFILE_ENV):  # rooftune's first call under cProfile, its top functions written to that folder
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     started = time.perf_counter()
     tuned[lambda meta: kernel.grid(args, meta)](**args)
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - started
+    if profiler is not None:
+        import io
+        import pstats
+
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(45)
+        with open(os.path.join(os.environ[PROFILE_ENV], f"{name}_{mode}.txt"), "w") as f:
+            f.write(f"first call {first_call_s:.2f} s\n{text.getvalue()}")
     choice = tuned.best_config
     # where the first call's time went: rooftune's order (compiling and reading the list) and timing, its compile
     # pool's start; Triton's benchmarking of the whole list (its compiles happen inside it)
     if mode == "rooftune":
-        from rooftune.tuner.pytorch.kernel_order import pool_ready_seconds
+        from rooftune.tuner.pytorch import kernel_order
 
-        phases = {**tuned.tune_seconds, "pool_ready": pool_ready_seconds()}
+        phases = {**tuned.tune_seconds, "pool_ready": kernel_order.pool_ready_seconds(),
+                  **{f"order_{step}": s for step, s in kernel_order.last_seconds.items()}}
     else:
         phases = {"bench": getattr(tuned, "bench_time", None)}
     choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
@@ -131,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=float("inf"), help="start no kernel past this")
     parser.add_argument("--report", action="store_true", help="print the summary of --out and measure nothing")
+    parser.add_argument("--profile", default=None, metavar="FOLDER",
+                        help="run each first call under cProfile, its top functions in FOLDER/KERNEL_MODE.txt")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "KERNEL"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
@@ -144,6 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"not suite kernels: {', '.join(unknown)} (rooftune.kernels.suite has {', '.join(SUITE)})")
     results = done_rows(options.out)
+    if options.profile:
+        os.makedirs(options.profile, exist_ok=True)
+        os.environ[PROFILE_ENV] = os.path.abspath(options.profile)
     if not options.report:
         results += measure(names, options.out, options.budget, options.seconds, results)
     ratios, speeds = [], []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,9 @@ from rooftune.roofline.generic_residual import GenericResidual, shipped_generic_
 
 WORKERS_ENV = "ROOFTUNE_COMPILE_WORKERS"
 _pools: dict = {}
+# Where this process's last `generic_order` spent its seconds: "pool" (starting the compile workers, once per
+# process), "residual" (finding the shipped one), the analysis's "lower", "compile" and "read", and "rank".
+last_seconds: dict[str, float] = {}
 
 
 @dataclass(frozen=True)
@@ -94,12 +98,20 @@ def generic_order(kernel, configs: list, args: dict, grid, profile: HardwareProf
                   residual: GenericResidual | str | None = "shipped") -> Ordering:
     """`configs` of `kernel` on the call `args` with launch `grid` ranked by the generic model on `profile`
     ('shipped': the shipped generic residual where there is one; None: the model alone). Never raises."""
+    last_seconds.clear()
     try:
         from rooftune.kernels.harness.offline import arch_of
         from rooftune.kernels.introspect.analyze import analyze
 
+        started = time.perf_counter()
+        pool = shared_pool()
+        last_seconds["pool"] = time.perf_counter() - started
         chosen = shipped_generic_residual(profile, installed_triton()) if residual == "shipped" else residual
-        analyses = analyze(kernel, configs, args, grid, arch=arch_of(profile), pool=shared_pool())
-        return rank_analyses(analyses, profile, chosen)
+        last_seconds["residual"] = time.perf_counter() - started - last_seconds["pool"]
+        analyses = analyze(kernel, configs, args, grid, arch=arch_of(profile), pool=pool, phases=last_seconds)
+        started = time.perf_counter()
+        ranked = rank_analyses(analyses, profile, chosen)
+        last_seconds["rank"] = time.perf_counter() - started
+        return ranked
     except Exception as exc:  # the user's call goes on in their order
         return Ordering(list(range(len(configs))), fallback=f"the analysis failed: {type(exc).__name__}: {exc}"[:400])
