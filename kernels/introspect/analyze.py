@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -127,20 +128,18 @@ def counts_of(tallied: Tally, compiled: CompiledFacts, args: dict, notes: tuple[
         notes=tuple(dict.fromkeys(notes + tallied.notes)))
 
 
-def read_config(config, grid: tuple[int, int, int], lowered: LoweredConfig, compiled: CompiledFacts,
-                args: dict, seconds: float, read: dict | None = None) -> ConfigAnalysis:
-    """A compiled config's work on the call: the IR read and tallied over `grid`. `read`, where given, keeps each
-    (TTIR, grid)'s reading for the call's other configs: those differing only in warps or stages share both."""
+def ir_reading(lowered: LoweredConfig, grid: tuple[int, int, int], args: dict, read: dict | None = None) -> tuple:
+    """(KernelWork, Tally): `lowered`'s IR read and tallied over `grid` on the call `args`. `read`, where given,
+    keeps each (TTIR, grid, arguments)'s reading for the call's other configs: those differing only in warps or
+    stages share it."""
     read = {} if read is None else read
-    key = (lowered.ttir, grid)
+    key = (lowered.ttir, grid, id(args))
     if key not in read:
         work = read_work(parse_ttir(lowered.ttir))
         pids, stands_for = program_ids(grid)
         read[key] = work, tally(work, Env(args=call_integers(args), grid=grid, pids=pids, read=reader(args)),
                                 stands_for)
-    work, tallied = read[key]
-    return ConfigAnalysis(config, grid, counts_of(tallied, compiled, args, work.notes), work, tallied.loop_trips,
-                          seconds)
+    return read[key]
 
 
 def _lowered(calls: Sequence[tuple], arch: int) -> list:
@@ -163,37 +162,50 @@ def _lowered(calls: Sequence[tuple], arch: int) -> list:
 def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool | None = None,
                   timeout_s: float | None = None, phases: dict | None = None) -> list[Analysis]:
     """Each (kernel, config, args, grid) of `calls` read as `analyze` reads a config, their compiles batched in
-    `pool`'s workers (None: in this process); one result per call, in order. `phases`, where given, gets the
-    seconds each step took: "lower", "compile" (waiting for the binaries), "read" (the IR read and tallied)."""
+    `pool`'s workers (None: in this process); one result per call, in order. The IR is read in this process while
+    the workers compile. `phases`, where given, gets the seconds each step took here: "lower", "read" (the IR read
+    and tallied) and "compile" (what was left to wait for the binaries after the reading)."""
     phases = {} if phases is None else phases
     started = time.perf_counter()
     lowered = _lowered(calls, arch)
     jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
     phases["lower"] = time.perf_counter() - started
-    started = time.perf_counter()
-    if pool is None:
-        compiled = {i: _compile_here(job) for job, i in jobs}
-    else:
-        compiled = pool.compile(jobs, timeout_s=timeout_s)
-    phases["compile"] = time.perf_counter() - started
-    per_job = phases["compile"] / max(len(jobs), 1)
-    started = time.perf_counter()
+    with ThreadPoolExecutor(1) as side:
+        compile_started = time.perf_counter()
+        compiling = side.submit(pool.compile, jobs, timeout_s=timeout_s) if pool is not None and jobs else None
+        started = time.perf_counter()
+        read: dict = {}  # (TTIR, grid, arguments) -> its reading
+        readings: dict[int, tuple | str] = {}
+        for i, item in enumerate(lowered):
+            if not isinstance(item, AnalysisError):
+                try:
+                    readings[i] = ir_reading(item[1], item[0], calls[i][2], read)
+                except Exception as exc:
+                    readings[i] = error_text(exc)
+        phases["read"] = time.perf_counter() - started
+        started = time.perf_counter()
+        if compiling is not None:
+            compiled = compiling.result()
+        else:
+            compile_started = time.perf_counter()
+            compiled = {i: _compile_here(job) for job, i in jobs}
+        phases["compile"] = time.perf_counter() - started
+    per_job = (time.perf_counter() - compile_started) / max(len(jobs), 1)
     results: list[Analysis] = []
-    read: dict = {}  # (TTIR, grid) -> its reading, per argument set (the key holds no arguments)
-    last_args = None
     for i, ((_, config, args, _), item) in enumerate(zip(calls, lowered)):
         if isinstance(item, AnalysisError):
             results.append(item)
         elif not isinstance(compiled.get(i), CompiledFacts):
             results.append(AnalysisError(config, "compile", str(compiled.get(i, "not compiled"))))
+        elif isinstance(readings[i], str):
+            results.append(AnalysisError(config, "ir", readings[i]))
         else:
-            if args is not last_args:
-                read, last_args = {}, args
+            work, tallied = readings[i]
             try:
-                results.append(read_config(config, item[0], item[1], compiled[i], args, item[2] + per_job, read))
+                results.append(ConfigAnalysis(config, item[0], counts_of(tallied, compiled[i], args, work.notes),
+                                              work, tallied.loop_trips, item[2] + per_job))
             except Exception as exc:
                 results.append(AnalysisError(config, "ir", error_text(exc)))
-    phases["read"] = time.perf_counter() - started
     return results
 
 

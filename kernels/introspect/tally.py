@@ -139,18 +139,27 @@ def _weight(item: WorkItem, trips: dict[int, np.ndarray], env: Env) -> np.ndarra
 
 
 def _runs(work: np.ndarray, stands_for: float) -> tuple[tuple[float, int], ...]:
-    """`work` relative to its mean, as (value, run length) pairs in launch order."""
+    """`work` relative to its mean, as (value, run length) pairs in launch order: a run goes on while a program's
+    value is within RUN_TOLERANCE of the run's first (each run's end found in windows that double, so a launch of
+    a few long runs costs a few array operations, not one Python step per program)."""
     mean = work.mean()
     if mean <= 0:
         return ((1.0, int(round(len(work) * stands_for))),)
     rel = work / mean
-    runs: list[list] = []
-    for value in rel:
-        if runs and abs(runs[-1][0] - value) <= RUN_TOLERANCE * max(1.0, value):
-            runs[-1][1] += 1
-        else:
-            runs.append([float(value), 1])
-    return tuple((v, max(1, int(round(n * stands_for)))) for v, n in runs)
+    runs: list[tuple[float, int]] = []
+    start, n = 0, len(rel)
+    while start < n:
+        value, end, window = float(rel[start]), start + 1, 8
+        while end < n:
+            part = rel[end:end + window]
+            off = np.flatnonzero(np.abs(part - value) > RUN_TOLERANCE * np.maximum(1.0, part))
+            if off.size:
+                end += int(off[0])
+                break
+            end, window = end + len(part), window * 2
+        runs.append((value, end - start))
+        start = end
+    return tuple((v, max(1, int(round(k * stands_for)))) for v, k in runs)
 
 
 def tally(work: KernelWork, env: Env, stands_for: float = 1.0) -> Tally:
@@ -206,8 +215,11 @@ def _key_ids(item: WorkItem, first: Env, n: int) -> np.ndarray | None:
     values = [evaluate(e, first) for e in item.address or ()]
     if not values or any(v is None for v in values):
         return None
-    rows = np.stack([np.broadcast_to(v, (n,)) for v in values], axis=1)
-    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
+    ids = np.zeros(n, dtype=np.int64)
+    for v in values:  # the rows' lexicographic rank, a column at a time (np.unique over rows sorts far slower)
+        column = np.unique(np.broadcast_to(v, (n,)), return_inverse=True)[1].reshape(-1)
+        ids = np.unique(ids * (int(column.max()) + 1) + column, return_inverse=True)[1].reshape(-1)
+    return ids
 
 
 def sharing(work: KernelWork, env: Env, trips: dict[int, np.ndarray], stands_for: float) -> dict:
@@ -228,19 +240,28 @@ def sharing(work: KernelWork, env: Env, trips: dict[int, np.ndarray], stands_for
         total = sum(float(b.sum()) for _, _, b in entries)
         if any(ids is None for _, ids, _ in entries) or total <= 0:
             continue
-        table = [(size * stands_for, sum(_distinct_bytes(ids, b, size) for _, ids, b in entries) / total)
-                 for size in sizes]
-        out[tensor] = tuple(table)
+        distinct = np.zeros(len(sizes))
+        for _, ids, moved in entries:
+            distinct += _distinct_bytes(ids, moved, sizes)
+        out[tensor] = tuple((size * stands_for, float(d) / total) for size, d in zip(sizes, distinct))
     return out
 
 
-def _distinct_bytes(ids: np.ndarray, moved: np.ndarray, size: int) -> float:
-    """Bytes of the distinct tiles in each run of `size` consecutive programs: programs whose tiles start alike
-    walk the same sequence of them, so a group of them reads its longest program's bytes."""
-    key = (np.arange(len(ids)) // size) * (int(ids.max()) + 1) + ids
-    order = np.argsort(key, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
-    return float(np.maximum.reduceat(np.broadcast_to(moved, ids.shape)[order], starts).sum())
+def _distinct_bytes(ids: np.ndarray, moved: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Per size S of `sizes`: bytes of the distinct tiles in each run of S consecutive programs, summed over the
+    runs: programs whose tiles start alike walk the same sequence of them, so a group of them reads its longest
+    program's bytes. One sort for every size: programs by id, in launch order within an id, are also in order of
+    their run (position // S) within an id."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    sorted_moved = np.broadcast_to(moved, ids.shape)[order]
+    new_id = np.r_[True, np.diff(sorted_ids) != 0]
+    out = np.empty(len(sizes))
+    for k, size in enumerate(sizes):
+        block = order // size
+        starts = np.flatnonzero(new_id | np.r_[True, np.diff(block) != 0])
+        out[k] = np.maximum.reduceat(sorted_moved, starts).sum()
+    return out
 
 
 def _pairs(sums: dict) -> list:
