@@ -4,8 +4,10 @@ a new key's configs are benchmarked (and how many), and a persistent cache of th
 Everything else is Triton 3.6's `triton.runtime.autotuner.Autotuner` unchanged: the key (the `key`
 arguments' values plus every tensor argument's dtype), `prune_configs_by`, `reset_to_zero`,
 `restore_value`, the pre/post hooks, `do_bench`, the in-memory choice per key (`self.cache`). The
-persistent cache goes through Triton's own seam for one, `check_disk_cache`, which `Autotuner.run`
-calls with the key, the configs about to be benchmarked and the function that benchmarks them.
+persistent cache is consulted before the order (`prune_configs`, which `Autotuner.run` calls for a key it has not
+chosen for in this process): a key chosen for before, in any process, costs a file read, not the order's compiles;
+the configs it names is then the only one `Autotuner.run` passes to Triton's seam for a persistent cache,
+`check_disk_cache`, which keeps it without benchmarking. A new key's choice is stored there after the benchmark.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from triton.runtime.autotuner import Autotuner
 
 # order(configs, args) -> the configs to benchmark, in that order (args: the call's arguments by name)
 ConfigOrder = Callable[[list[triton.Config], dict[str, Any]], list[triton.Config]]
-# recall(kernel_id, key, configs, args) -> the stored choice for this key among `configs`, or None
+# recall(kernel_id, key, candidates, args) -> the stored choice for this key among `candidates` (the user's configs
+# after their own pruning, before the order), or None
 Recall = Callable[[str, tuple, list[triton.Config], dict[str, Any]], "triton.Config | None"]
-# remember(kernel_id, key, configs, args, choice, timings) stores Triton's choice among `configs`
-# (timings: config -> do_bench's result)
+# remember(kernel_id, key, candidates, args, choice, timings) stores Triton's choice among `candidates`
+# (timings: each benchmarked config -> do_bench's result)
 Remember = Callable[[str, tuple, list[triton.Config], dict[str, Any], triton.Config, dict], None]
 # Timed calls per config in Triton's interpreter, after one untimed call.
 INTERPRETER_REPS = 2
@@ -55,6 +58,8 @@ class OrderedAutotuner(Autotuner):
         # the interpreter); ours is always on.
         self.cache_results = True
         self._call_args: dict[str, Any] = {}
+        self._candidates: list[triton.Config] = []  # the new key's configs before the order
+        self._recalled: triton.Config | None = None  # the new key's stored choice, where there is one
         # the last new key's tune in seconds: "order" (the user's pruning and `order`: compiling and reading the
         # configs) and "bench" (timing the ones kept); what a first call spends beyond its launch
         self.tune_seconds: dict[str, float] = {}
@@ -84,23 +89,33 @@ class OrderedAutotuner(Autotuner):
         finally:
             self._call_args = {}
 
+    def tuning_key(self, kwargs) -> tuple:
+        """Triton's key of a call (Autotuner.run's): the `key` arguments' values, then each tensor's dtype."""
+        args = {k: v for k, v in {**(self.nargs or {}), **kwargs}.items() if k in self.arg_names}
+        return tuple([args[k] for k in self.keys if k in args] + [str(v.dtype) for v in args.values()
+                                                                   if hasattr(v, "dtype")])
+
     def prune_configs(self, kwargs):
-        """The user's `prune_configs_by` first (Triton's), then `order`: the configs to benchmark."""
+        """The user's `prune_configs_by` first (Triton's); then the stored choice for the key where `recall` has one
+        (alone: nothing to order or time), else `order`: the configs to benchmark."""
         started = time.perf_counter()
         try:
-            return self.order(super().prune_configs(kwargs), {**(self.nargs or {}), **kwargs})
+            self._candidates = super().prune_configs(kwargs)
+            self._recalled = self.recall(self.kernel_id, self.tuning_key(kwargs), self._candidates, self._call_args)
+            if self._recalled is not None:
+                return [self._recalled]
+            return self.order(self._candidates, {**(self.nargs or {}), **kwargs})
         finally:
             self.tune_seconds = {"order": time.perf_counter() - started}
 
     def check_disk_cache(self, tuning_key, configs, bench_fn):
-        """True (nothing benchmarked) where `recall` knows this key; else benchmark and `remember`."""
-        stored = self.recall(self.kernel_id, tuning_key, configs, self._call_args)
-        if stored is not None:
-            self.cache[tuning_key] = stored
+        """True (nothing benchmarked) where the key's choice was recalled; else benchmark and `remember`."""
+        if self._recalled is not None:
+            self.cache[tuning_key], self._recalled = self._recalled, None
             return True
         started = time.perf_counter()
         bench_fn()
         self.tune_seconds["bench"] = time.perf_counter() - started
-        self.remember(self.kernel_id, tuning_key, configs, self._call_args, self.cache[tuning_key],
-                      self.configs_timings)
+        self.remember(self.kernel_id, self.tuning_key(self._call_args), self._candidates, self._call_args,
+                      self.cache[tuning_key], self.configs_timings)
         return False

@@ -94,6 +94,24 @@ def test_the_choice_is_kept_per_key_in_memory_and_in_the_cache_file(benched, in_
     assert entry["config"] == str(tuned.best_config) and len(entry["time_ms"]) == BUDGET
 
 
+def test_a_key_stored_by_another_process_is_found_before_the_list_is_read(benched, in_process, monkeypatch):
+    x, y = _inputs()
+    tuned = _tuned()
+    _run(tuned, x, y)
+    from rooftune.tuner.pytorch import autotune as decorator
+
+    def no_order(*args, **kwargs):
+        raise AssertionError("a stored key's configs were read again")
+
+    monkeypatch.setattr(decorator, "generic_model_order", no_order)
+    fresh = _tuned()                  # a new process's decorator: the stored choice, nothing compiled or read
+    torch.testing.assert_close(_run(fresh, x, torch.empty_like(x)), torch.softmax(x, dim=1), atol=1e-5, rtol=1e-5)
+    assert str(fresh.best_config) == str(tuned.best_config) and len(benched) == BUDGET
+    other = _tuned(budget=BUDGET + 1)  # another budget is another choice: ordered and timed again
+    with pytest.raises(AssertionError, match="read again"):
+        _run(other, x, torch.empty_like(x))
+
+
 def test_the_real_timer_runs_only_the_budget():
     x, y = _inputs()
     tuned = _tuned(budget=2)

@@ -144,14 +144,14 @@ def test_the_cli_warns_of_a_damaged_entry_and_tunes_again(stored, monkeypatch, s
 
 
 def test_a_bad_autotune_entry_is_refused_by_its_check():
-    benched = ["BLOCK_SIZE_M: 64, num_warps: 4", "BLOCK_SIZE_M: 128, num_warps: 8"]
-    assert stored_choice({"config": benched[1], "time_ms": {benched[1]: 0.02}}, benched) == benched[1]
-    for bad, words in [([], "JSON object"), ({"config": benched[0]}, "time_ms"),
-                       ({"config": "other", "time_ms": {}}, "none of the configs benchmarked"),
-                       ({"config": benched[0], "time_ms": {benched[0]: -1}}, "not a finite, positive time"),
-                       ({"config": benched[0], "time_ms": {benched[0]: "x"}}, "not a finite, positive time")]:
+    candidates = ["BLOCK_SIZE_M: 64, num_warps: 4", "BLOCK_SIZE_M: 128, num_warps: 8"]
+    assert stored_choice({"config": candidates[1], "time_ms": {candidates[1]: 0.02}}, candidates) == candidates[1]
+    for bad, words in [([], "JSON object"), ({"config": candidates[0]}, "time_ms"),
+                       ({"config": "other", "time_ms": {}}, "none of the kernel.s configs"),
+                       ({"config": candidates[0], "time_ms": {candidates[0]: -1}}, "not a finite, positive time"),
+                       ({"config": candidates[0], "time_ms": {candidates[0]: "x"}}, "not a finite, positive time")]:
         with pytest.raises(ValueError, match=words):
-            stored_choice(bad, benched)
+            stored_choice(bad, candidates)
 
 
 def test_a_bad_autotune_entry_is_ignored_with_a_warning(tmp_path):

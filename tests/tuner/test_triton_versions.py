@@ -135,9 +135,9 @@ def test_fit_check_refuses_another_space(train_under_39, tmp_path):
 
 def test_the_autotune_cache_key_names_the_triton(monkeypatch):
     monkeypatch.setattr(autotune, "installed_triton", lambda: "3.6.0")
-    old = autotune.entry_key("NVIDIA H200", "k:abc", (64, 64), ["c1"])
+    old = autotune.entry_key("NVIDIA H200", "k:abc", (64, 64), ["c1"], "generic model, budget 5")
     monkeypatch.setattr(autotune, "installed_triton", lambda: "3.9.0")
-    new = autotune.entry_key("NVIDIA H200", "k:abc", (64, 64), ["c1"])
+    new = autotune.entry_key("NVIDIA H200", "k:abc", (64, 64), ["c1"], "generic model, budget 5")
     assert "triton=3.6.0" in old and "triton=3.9.0" in new and old != new
 
 

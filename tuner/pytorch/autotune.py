@@ -125,26 +125,27 @@ def autotune_cache() -> CacheFile:
     return CacheFile(autotune_cache_path(), AUTOTUNE_CACHE_FORMAT, kind="autotune")
 
 
-def entry_key(profile_name: str, kernel_id: str, tuning_key: tuple, configs: list) -> str:
+def entry_key(profile_name: str, kernel_id: str, tuning_key: tuple, candidates: list, order: str) -> str:
     """GPU profile | kernel (name and source digest) | the installed Triton (a choice made under another
-    compiler is made again) | Triton's key | digest of the configs benchmarked, in order (which holds the
-    user's configs, the model's order and the budget)."""
-    benched = hashlib.sha256("\n".join(str(c) for c in configs).encode()).hexdigest()[:12]
-    return "|".join((profile_name, kernel_id, f"triton={installed_triton()}", repr(tuning_key), benched))
+    compiler is made again) | Triton's key | digest of the candidates (the user's configs after their own pruning,
+    in order) and `order` (which model and budget chose among them): what a process about to tune the key knows
+    before it orders anything, so that a stored choice is found without compiling the list."""
+    digest = hashlib.sha256("\n".join([order, *map(str, candidates)]).encode()).hexdigest()[:12]
+    return "|".join((profile_name, kernel_id, f"triton={installed_triton()}", repr(tuning_key), digest))
 
 
-def stored_choice(stored, benched: list):
-    """The config of `benched` an autotune cache entry names; a ValueError saying what is wrong where the entry is
-    not {"config": one of `benched`, "time_ms": {config: ms}} with a finite, positive time for the config it names
+def stored_choice(stored, candidates: list):
+    """The config of `candidates` an autotune cache entry names; a ValueError saying what is wrong where the entry is
+    not {"config": one of `candidates`, "time_ms": {config: ms}} with a finite, positive time for the config it names
     (tuner/cache.py `CacheFile.entry` then ignores it, with a warning, and the configs are timed again)."""
     if not isinstance(stored, dict):
         raise ValueError(f"an entry must be a JSON object, got {type(stored).__name__}")
     times = stored.get("time_ms")
     if not isinstance(times, dict):
         raise ValueError(f"time_ms must map configs to times, got {times!r}")
-    choice = next((c for c in benched if str(c) == stored.get("config")), None)
+    choice = next((c for c in candidates if str(c) == stored.get("config")), None)
     if choice is None:
-        raise ValueError(f"its config {stored.get('config')!r} is none of the configs benchmarked")
+        raise ValueError(f"its config {stored.get('config')!r} is none of the kernel's configs")
     time = times.get(str(choice))
     if isinstance(time, bool) or not isinstance(time, (int, float)) or not np.isfinite(time) or time <= 0:
         raise ValueError(f"its config's time {time!r} ms is not a finite, positive time")
@@ -215,18 +216,20 @@ def autotune(configs, key, *, gemm=None, layout=None, budget: int = 20, prune_co
     dims = tuple(gemm or ("M", "N", "K")) if gemm_view else ()
     layout = layout or "kn"
 
-    def entry_id(kernel_id, tuning_key, benched, args) -> str:
-        return entry_key(device_profile(call_device(args)).name, kernel_id, tuning_key, benched)
+    order_id = f"{'gemm' if gemm_view else 'generic'} model, budget {budget}"
 
-    def recall(kernel_id, tuning_key, benched, args):
-        return autotune_cache().entry(entry_id(kernel_id, tuning_key, benched, args),
-                                      lambda key, stored: stored_choice(stored, benched))
+    def entry_id(kernel_id, tuning_key, candidates, args) -> str:
+        return entry_key(device_profile(call_device(args)).name, kernel_id, tuning_key, candidates, order_id)
 
-    def remember(kernel_id, tuning_key, benched, args, choice, timings):
+    def recall(kernel_id, tuning_key, candidates, args):
+        return autotune_cache().entry(entry_id(kernel_id, tuning_key, candidates, args),
+                                      lambda key, stored: stored_choice(stored, candidates))
+
+    def remember(kernel_id, tuning_key, candidates, args, choice, timings):
         times = {str(c): _median_ms(t) for c, t in timings.items()}
         if not any(np.isfinite(t) for t in times.values()):  # every config failed: nothing worth keeping
             return
-        key = entry_id(kernel_id, tuning_key, benched, args)
+        key = entry_id(kernel_id, tuning_key, candidates, args)
         try:  # the file is read again just before writing: another process may have written since
             autotune_cache().put_entry(key, {"config": str(choice), "time_ms": times})
         except OutputError as exc:  # the choice stands for this process; only its keeping failed
