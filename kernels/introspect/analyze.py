@@ -61,10 +61,10 @@ class AnalysisError:
 Analysis = ConfigAnalysis | AnalysisError
 
 
-def launch_meta(kernel, config, args: dict) -> dict:
+def launch_meta(kernel, config, args: dict, copy=None) -> dict:
     """The meta-parameters a grid callable sees for `config` on `args`: every parameter with its default, the
-    call's arguments and the config's values (Triton passes the launch's bound arguments)."""
-    fn, _ = jit_function(kernel)
+    call's arguments and the config's values (Triton passes the launch's bound arguments). `copy`: as `lower`'s."""
+    fn, _ = copy if copy is not None else jit_function(kernel)
     defaults = {p.name: p.default for p in inspect.signature(fn.fn).parameters.values()
                 if p.default is not inspect.Parameter.empty}
     return {**defaults, **args, **config.all_kwargs()}
@@ -145,15 +145,19 @@ def ir_reading(lowered: LoweredConfig, grid: tuple[int, int, int], args: dict, r
 def _lowered(calls: Sequence[tuple], arch: int) -> list:
     """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError."""
     out = []
+    copies: dict[int, tuple] = {}  # id(kernel) -> its JITFunction copy, made once for the calls (lowering.lower)
     for kernel, config, args, grid in calls:
         started = time.perf_counter()
         try:
-            dims = evaluate_grid(grid, launch_meta(kernel, config, args))
+            if id(kernel) not in copies:
+                copies[id(kernel)] = jit_function(kernel)
+            copy = copies[id(kernel)]
+            dims = evaluate_grid(grid, launch_meta(kernel, config, args, copy))
         except Exception as exc:
             out.append(AnalysisError(config, "grid", error_text(exc)))
             continue
         try:
-            out.append((dims, lower(kernel, config, args, arch), time.perf_counter() - started))
+            out.append((dims, lower(kernel, config, args, arch, copy=copy), time.perf_counter() - started))
         except Exception as exc:
             out.append(AnalysisError(config, "lowering", error_text(exc)))
     return out

@@ -85,10 +85,13 @@ def _compile_request(fn: JITFunction, kwargs: dict) -> dict:
     return captured
 
 
-def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32) -> LoweredConfig:
+def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, *,
+          copy: tuple[JITFunction, dict] | None = None) -> LoweredConfig:
     """`kernel` with `config` (a triton.Config) on the call `args` (by parameter name), lowered for compute
-    capability `arch` (e.g. 90). Raises LoweringError, or Triton's own error where its frontend fails."""
-    fn, heuristics = jit_function(kernel)
+    capability `arch` (e.g. 90). `copy`: `jit_function(kernel)`, made once for a list of configs (a lowering
+    compiles nothing, so the copy keeps nothing between configs; its source's hash and argument binder are
+    computed once). Raises LoweringError, or Triton's own error where its frontend fails."""
+    fn, heuristics = copy if copy is not None else jit_function(kernel)
     kwargs = {**args, **config.all_kwargs()}
     for name, heuristic in heuristics.items():
         kwargs[name] = heuristic(kwargs)

@@ -135,10 +135,10 @@ def test_a_kernel_the_model_cannot_read_keeps_the_given_order_with_one_warning(b
 def test_a_config_that_cannot_be_read_comes_after_the_others(benched, monkeypatch):
     real = introspect.lower
 
-    def lower(kernel, config, args, arch, warp_size=32):
+    def lower(kernel, config, args, arch, warp_size=32, **kwargs):
         if config is CONFIGS[-1]:
             raise RuntimeError("this one does not lower")
-        return real(kernel, config, args, arch, warp_size)
+        return real(kernel, config, args, arch, warp_size, **kwargs)
 
     monkeypatch.setattr(introspect, "lower", lower)
     x, y = _inputs()
