@@ -24,7 +24,7 @@ from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.context import error_text
 from rooftune.kernels.introspect.binary import compile_job, compile_lowered
 from rooftune.kernels.introspect.expressions import Env
-from rooftune.kernels.introspect.lowering import LoweredConfig, jit_function, lower
+from rooftune.kernels.introspect.lowering import LoweredConfig, jit_function, lower, warm_launchers
 from rooftune.kernels.introspect.tally import Tally, program_ids, tally
 from rooftune.kernels.introspect.ttir import parse_ttir
 from rooftune.kernels.introspect.work import KernelWork, read_work
@@ -142,8 +142,9 @@ def ir_reading(lowered: LoweredConfig, grid: tuple[int, int, int], args: dict, r
     return read[key]
 
 
-def _lowered(calls: Sequence[tuple], arch: int) -> list:
-    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError."""
+def _lowered(calls: Sequence[tuple], arch: int, sources: dict | None = None) -> list:
+    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError (`sources`: as
+    `lower` keeps them)."""
     out = []
     copies: dict[int, tuple] = {}  # id(kernel) -> its JITFunction copy, made once for the calls (lowering.lower)
     for kernel, config, args, grid in calls:
@@ -157,7 +158,8 @@ def _lowered(calls: Sequence[tuple], arch: int) -> list:
             out.append(AnalysisError(config, "grid", error_text(exc)))
             continue
         try:
-            out.append((dims, lower(kernel, config, args, arch, copy=copy), time.perf_counter() - started))
+            out.append((dims, lower(kernel, config, args, arch, copy=copy, sources=sources),
+                        time.perf_counter() - started))
         except Exception as exc:
             out.append(AnalysisError(config, "lowering", error_text(exc)))
     return out
@@ -167,11 +169,13 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
                   timeout_s: float | None = None, phases: dict | None = None) -> list[Analysis]:
     """Each (kernel, config, args, grid) of `calls` read as `analyze` reads a config, their compiles batched in
     `pool`'s workers (None: in this process); one result per call, in order. The IR is read in this process while
-    the workers compile. `phases`, where given, gets the seconds each step took here: "lower", "read" (the IR read
-    and tallied) and "compile" (what was left to wait for the binaries after the reading)."""
+    the workers compile, and the launchers the configs' launches will load are built (lowering.py
+    `warm_launchers`). `phases`, where given, gets the seconds each step took here: "lower", "read" (the IR read
+    and tallied), "launcher" and "compile" (what was left to wait for the binaries after them)."""
     phases = {} if phases is None else phases
     started = time.perf_counter()
-    lowered = _lowered(calls, arch)
+    sources: dict = {}
+    lowered = _lowered(calls, arch, sources)
     jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
     phases["lower"] = time.perf_counter() - started
     with ThreadPoolExecutor(1) as side:
@@ -187,6 +191,10 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
                 except Exception as exc:
                     readings[i] = error_text(exc)
         phases["read"] = time.perf_counter() - started
+        started = time.perf_counter()
+        if compiling is not None:
+            warm_launchers(sources)
+        phases["launcher"] = time.perf_counter() - started
         started = time.perf_counter()
         if compiling is not None:
             compiled = compiling.result()

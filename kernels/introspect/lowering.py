@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from triton import knobs
@@ -86,11 +87,12 @@ def _compile_request(fn: JITFunction, kwargs: dict) -> dict:
 
 
 def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, *,
-          copy: tuple[JITFunction, dict] | None = None) -> LoweredConfig:
+          copy: tuple[JITFunction, dict] | None = None, sources: dict | None = None) -> LoweredConfig:
     """`kernel` with `config` (a triton.Config) on the call `args` (by parameter name), lowered for compute
     capability `arch` (e.g. 90). `copy`: `jit_function(kernel)`, made once for a list of configs (a lowering
     compiles nothing, so the copy keeps nothing between configs; its source's hash and argument binder are
-    computed once). Raises LoweringError, or Triton's own error where its frontend fails."""
+    computed once). `sources`, where given, keeps the launch's source per launcher it needs (`warm_launchers`).
+    Raises LoweringError, or Triton's own error where its frontend fails."""
     fn, heuristics = copy if copy is not None else jit_function(kernel)
     kwargs = {**args, **config.all_kwargs()}
     for name, heuristic in heuristics.items():
@@ -102,6 +104,8 @@ def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, 
         backend = make_backend(target)
         options = backend.parse_options(_options_of(request))
         source = ASTSource(fn, request["signature"], request["constants"], request["configs"][0])
+        if sources is not None:
+            sources.setdefault(repr((sorted(source.signature.items()), sorted(source.constants, key=repr))), source)
         env_vars = get_cache_invalidating_env_vars()
         launch_hash = hashlib.sha256(get_cache_key(source, backend, options, env_vars).encode()).hexdigest()
         same_ir = _ttir_key(source, options, env_vars, arch, warp_size)
@@ -112,6 +116,33 @@ def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, 
                 _ttir_memo.pop(next(iter(_ttir_memo)))
             _ttir_memo[same_ir] = ttir
     return LoweredConfig(fn.__name__, ttir, dict(options.__dict__), arch, warp_size, launch_hash)
+
+
+def warm_launchers(sources: dict) -> int:
+    """Build now, into Triton's cache, the host launcher each launch source of `sources` will load (Triton compiles
+    one C module per kernel signature, with the host's C compiler, at the first launch of each new signature in a
+    process): done while the compile workers compile, the first config timed finds it built. Best effort: skipped
+    where no GPU driver is active or the signature holds tensor descriptors (their launcher depends on the
+    binary), any failure ignored (the launch builds it then, as it would have). The launchers built."""
+    try:
+        from triton.runtime import driver
+
+        launcher_cls = driver.active.launcher_cls
+    except Exception:  # no GPU driver here (a CPU, the interpreter)
+        return 0
+    built = 0
+    for source in sources.values():
+        if any("tensordesc" in str(kind) for kind in source.signature.values()):
+            continue
+        stub = SimpleNamespace(tensordesc_meta=None, num_ctas=1, global_scratch_size=0, global_scratch_align=1,
+                               profile_scratch_size=0, profile_scratch_align=1, launch_cooperative_grid=False,
+                               launch_pdl=False)
+        try:
+            launcher_cls(source, stub)
+            built += 1
+        except Exception:
+            continue
+    return built
 
 
 # Options that reach a compile only after TTIR (its TTGIR conversion and the passes after it): configs that differ

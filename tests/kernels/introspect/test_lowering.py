@@ -62,3 +62,34 @@ def test_configs_sharing_a_ttir_and_grid_share_one_reading_of_it(monkeypatch):
     assert len(tallies) == 3
     for shared, own in zip(together, alone):
         assert shared.counts == own.counts and shared.counts.compiled.num_warps == own.config.num_warps
+
+
+def test_one_launcher_is_built_per_signature_and_never_raises(monkeypatch):
+    from triton.runtime import driver
+
+    built = []
+
+    class FakeDriver:
+        @staticmethod
+        def launcher_cls(source, metadata):
+            built.append((source, metadata.tensordesc_meta))
+
+    sources: dict = {}
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (512, 1024) for w in (1, 4)]
+    lowered = [lowering.lower(scale_rows, c, _args(), 90, sources=sources) for c in configs]
+    assert len(sources) == 1  # one signature: the BLOCK constants and the options do not change the launcher's
+    monkeypatch.setattr(driver, "_active", FakeDriver())
+    assert lowering.warm_launchers(sources) == 1 and len(built) == 1
+    (source, meta), = built
+    assert source.fn.__name__ == lowered[0].name and meta is None and "n_cols" in source.fn.arg_names
+
+    class FailingDriver:
+        @staticmethod
+        def launcher_cls(source, metadata):
+            raise RuntimeError("no C compiler")
+
+    monkeypatch.setattr(driver, "_active", FailingDriver())
+    assert lowering.warm_launchers(sources) == 0  # the launch builds it then
+    monkeypatch.setattr(driver, "_active", None)
+    monkeypatch.setattr(driver, "_default", None)
+    assert lowering.warm_launchers(sources) == 0  # no GPU driver here: nothing built, nothing raised
