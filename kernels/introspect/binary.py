@@ -109,8 +109,29 @@ def compile_lowered(lowered: LoweredConfig) -> CompiledFacts:
     return facts_of(kernel)
 
 
+def adopt_triton_key(lowered: LoweredConfig) -> bool:
+    """This worker's Triton key taken from the process that lowered `lowered` (lowering.py `triton_identity`),
+    where both run the same Triton files; computed here otherwise (as Triton does). Whether it was taken."""
+    from triton.runtime import cache as triton_cache
+
+    if getattr(triton_cache.triton_key, "adopted", None) == lowered.triton_key:
+        return True
+    if not lowered.triton_key or lowered.triton_file != triton_cache.__file__:
+        return False
+    key = lowered.triton_key
+
+    def adopted() -> str:
+        return key
+
+    adopted.adopted = key
+    triton_cache.triton_key = adopted  # get_cache_key reads the module's name at each call
+    return True
+
+
 def compile_job(lowered: LoweredConfig, config, device: str) -> CompiledFacts:
-    """A CompilePool warmup (kernels/harness/compile_pool.py): `compile_lowered`, the pool's other arguments unused."""
+    """A CompilePool warmup (kernels/harness/compile_pool.py): `compile_lowered` in a worker, with the lowering
+    process's Triton key (`adopt_triton_key`); the pool's other arguments unused."""
+    adopt_triton_key(lowered)
     return compile_lowered(lowered)
 
 

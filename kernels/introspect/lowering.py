@@ -48,6 +48,8 @@ class LoweredConfig:
     arch: int
     warp_size: int
     launch_hash: str
+    triton_key: str = ""  # the lowering process's Triton key (`triton_identity`), that a compile worker adopts
+    triton_file: str = ""
 
 
 def jit_function(kernel) -> tuple[JITFunction, dict]:
@@ -115,7 +117,18 @@ def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, 
             if len(_ttir_memo) >= TTIR_MEMO_SIZE:
                 _ttir_memo.pop(next(iter(_ttir_memo)))
             _ttir_memo[same_ir] = ttir
-    return LoweredConfig(fn.__name__, ttir, dict(options.__dict__), arch, warp_size, launch_hash)
+    return LoweredConfig(fn.__name__, ttir, dict(options.__dict__), arch, warp_size, launch_hash, *triton_identity())
+
+
+def triton_identity() -> tuple[str, str]:
+    """(Triton's key of its own files, the file that computes it) in this process: the key hashes the compiler's
+    files, libtriton's ~0.4 GB among them (0.4 s on a CPU here, once per process); a compile worker given it by the
+    process that lowered the config skips that hashing before its first compile (binary.py `adopt_triton_key`).
+    ("", "") where this Triton has no such key."""
+    from triton.runtime import cache as triton_cache
+
+    compute = getattr(triton_cache, "triton_key", None)
+    return (compute(), triton_cache.__file__) if callable(compute) else ("", "")
 
 
 def warm_launchers(sources: dict) -> int:

@@ -83,3 +83,21 @@ def test_spills_are_the_stack_frame(cache, tmp_path):
                     args, 90)
     facts = compile_lowered(lowered)
     assert facts.regs_per_thread == 255 and facts.local_bytes_per_thread > 0
+
+
+def test_a_worker_takes_the_lowering_process_s_triton_key_and_compiles_the_same(cache, monkeypatch):
+    from dataclasses import replace
+
+    from triton.runtime import cache as triton_cache
+
+    from rooftune.kernels.introspect.binary import adopt_triton_key, compile_job
+
+    monkeypatch.setattr(triton_cache, "triton_key", triton_cache.triton_key)  # restored after the test
+    lowered = lower(scale_kernel, triton.Config({"BLOCK": 128}, num_warps=1), _args(), 90)
+    assert lowered.triton_key == triton_cache.triton_key() and lowered.triton_file == triton_cache.__file__
+    assert not adopt_triton_key(replace(lowered, triton_file="/elsewhere/triton/runtime/cache.py"))
+    assert triton_cache.triton_key() == lowered.triton_key and not hasattr(triton_cache.triton_key, "adopted")
+    facts = compile_job(lowered, None, "cuda")  # as a worker runs it: the key adopted, the binary the same
+    assert triton_cache.triton_key.adopted == lowered.triton_key and facts == compile_lowered(lowered)
+    assert adopt_triton_key(replace(lowered, triton_key="another"))  # a later lowering's key replaces it
+    assert triton_cache.triton_key() == "another"
