@@ -8,7 +8,8 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
     python3 scripts/device/autotune_walltime.py --out datasets/h100/suite/walltime.jsonl --report   # no GPU needed
 
 Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "phases_s" (where
-the first call's seconds went: rooftune's "order", "bench" and "pool_ready", Triton's "bench"), "choice",
+the first call's seconds went: rooftune's "order", "bench", "pool_ready" and the order's steps "order_pool",
+"order_lower", "order_read", "order_launcher", "order_compile", ... (kernel_order.last_seconds); Triton's "bench"), "choice",
 "choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on);
 a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the
 time left covers the longest one so far (the file's, or 60 s where it has none). The summary printed at the end
@@ -183,10 +184,20 @@ def main(argv: list[str] | None = None) -> None:
         speeds.append(triton_row["choice_us"] / rooftune_row["choice_us"])
         print(f"{name} ({triton_row['configs']} configs): first call {triton_row['first_call_s']:.1f} s ÷ "
               f"{rooftune_row['first_call_s']:.1f} s = {ratio:.1f}x;"
-              f" choices {triton_row['choice_us']:.1f} µs (triton) and {rooftune_row['choice_us']:.1f} µs (rooftune)")
+              f" choices {triton_row['choice_us']:.1f} µs (triton) and {rooftune_row['choice_us']:.1f} µs (rooftune)"
+              f"{phase_text(rooftune_row)}")
     if ratios:
         print(f"{len(ratios)} kernels: first call {geometric_mean(ratios):.1f}x less (min {min(ratios):.1f}x), "
               f"rooftune's choice at {geometric_mean(speeds):.3f} of triton's speed (min {min(speeds):.3f})")
+
+
+def phase_text(row: dict) -> str:
+    """Where a rooftune first call went, where its row says ("" for rows before the phases were recorded)."""
+    phases = {k: v for k, v in (row.get("phases_s") or {}).items() if isinstance(v, (int, float))}
+    if "order" not in phases:
+        return ""
+    steps = ", ".join(f"{k[6:]} {v:.2f}" for k, v in phases.items() if k.startswith("order_") and v >= 0.05)
+    return f"\n    rooftune: order {phases['order']:.2f} s ({steps}), bench {phases.get('bench', float('nan')):.2f} s"
 
 
 def geometric_mean(values: list[float]) -> float:
