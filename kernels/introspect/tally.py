@@ -215,8 +215,14 @@ def _key_ids(item: WorkItem, first: Env, n: int) -> np.ndarray | None:
     values = [evaluate(e, first) for e in item.address or ()]
     if not values or any(v is None for v in values):
         return None
+    return lexicographic_ids(values, n)
+
+
+def lexicographic_ids(columns: list, n: int) -> np.ndarray:
+    """Each of n rows' rank among the distinct rows whose columns are `columns` (arrays of n, or scalars): what
+    np.unique over the rows returns as its inverse, a column at a time (np.unique over rows sorts far slower)."""
     ids = np.zeros(n, dtype=np.int64)
-    for v in values:  # the rows' lexicographic rank, a column at a time (np.unique over rows sorts far slower)
+    for v in columns:
         column = np.unique(np.broadcast_to(v, (n,)), return_inverse=True)[1].reshape(-1)
         ids = np.unique(ids * (int(column.max()) + 1) + column, return_inverse=True)[1].reshape(-1)
     return ids
