@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import inspect
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,8 @@ from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.context import error_text
 from rooftune.kernels.introspect.binary import compile_job, compile_lowered
 from rooftune.kernels.introspect.expressions import Env
-from rooftune.kernels.introspect.lowering import LoweredConfig, jit_function, lower, warm_launchers
+from rooftune.kernels.introspect.lowering import (LoweredConfig, jit_function, lower_ir, prefetch_triton_key,
+                                                  warm_launchers, with_launch_key)
 from rooftune.kernels.introspect.tally import Tally, program_ids, tally
 from rooftune.kernels.introspect.ttir import parse_ttir
 from rooftune.kernels.introspect.work import KernelWork, read_work
@@ -142,10 +143,14 @@ def ir_reading(lowered: LoweredConfig, grid: tuple[int, int, int], args: dict, r
     return read[key]
 
 
-def _lowered(calls: Sequence[tuple], arch: int, sources: dict | None = None) -> list:
-    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError (`sources`: as
-    `lower` keeps them)."""
-    out = []
+def _lowered(calls: Sequence[tuple], arch: int, on_source: Callable[[dict], Any] | None = None) -> list:
+    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError. Every TTIR is made
+    before any launch key, while Triton's key of its own files is computed in a thread (lowering.py
+    `prefetch_triton_key`). `on_source({key: source})` is called with each launch source of a new signature as
+    the lowering meets it (`lower`'s `sources`)."""
+    prefetch_triton_key()
+    sources: dict = {}
+    out: list = []
     copies: dict[int, tuple] = {}  # id(kernel) -> its JITFunction copy, made once for the calls (lowering.lower)
     for kernel, config, args, grid in calls:
         started = time.perf_counter()
@@ -157,28 +162,40 @@ def _lowered(calls: Sequence[tuple], arch: int, sources: dict | None = None) -> 
         except Exception as exc:
             out.append(AnalysisError(config, "grid", error_text(exc)))
             continue
+        known = set(sources)
         try:
-            out.append((dims, lower(kernel, config, args, arch, copy=copy, sources=sources),
+            out.append((dims, lower_ir(kernel, config, args, arch, copy=copy, sources=sources),
                         time.perf_counter() - started))
         except Exception as exc:
             out.append(AnalysisError(config, "lowering", error_text(exc)))
+        if on_source is not None and len(sources) > len(known):
+            on_source({k: v for k, v in sources.items() if k not in known})
+    for i, ((_, config, _, _), item) in enumerate(zip(calls, out)):
+        if isinstance(item, AnalysisError):
+            continue
+        started = time.perf_counter()
+        try:
+            out[i] = (item[0], with_launch_key(item[1]), item[2] + time.perf_counter() - started)
+        except Exception as exc:
+            out[i] = AnalysisError(config, "lowering", error_text(exc))
     return out
 
 
 def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool | None = None,
                   timeout_s: float | None = None, phases: dict | None = None) -> list[Analysis]:
     """Each (kernel, config, args, grid) of `calls` read as `analyze` reads a config, their compiles batched in
-    `pool`'s workers (None: in this process); one result per call, in order. The IR is read in this process while
-    the workers compile, and the launchers the configs' launches will load are built (lowering.py
-    `warm_launchers`). `phases`, where given, gets the seconds each step took here: "lower", "read" (the IR read
-    and tallied), "launcher" and "compile" (what was left to wait for the binaries after them)."""
+    `pool`'s workers (None: in this process); one result per call, in order. While the workers compile, this process
+    reads the IR; from the first config lowered on, a side thread builds the launchers the configs' launches will
+    load (lowering.py `warm_launchers`: C compiles, outside the GIL). `phases`, where given, gets the seconds each step took here:
+    "lower", "read" (the IR read and tallied), then what was left to wait for: "launcher" and "compile"."""
     phases = {} if phases is None else phases
-    started = time.perf_counter()
-    sources: dict = {}
-    lowered = _lowered(calls, arch, sources)
-    jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
-    phases["lower"] = time.perf_counter() - started
-    with ThreadPoolExecutor(1) as side:
+    with ThreadPoolExecutor(2) as side:
+        started = time.perf_counter()
+        launching: list = []
+        on_source = (lambda new: launching.append(side.submit(warm_launchers, new))) if pool is not None else None
+        lowered = _lowered(calls, arch, on_source)
+        jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
+        phases["lower"] = time.perf_counter() - started
         compile_started = time.perf_counter()
         compiling = side.submit(pool.compile, jobs, timeout_s=timeout_s) if pool is not None and jobs else None
         started = time.perf_counter()
@@ -192,8 +209,8 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
                     readings[i] = error_text(exc)
         phases["read"] = time.perf_counter() - started
         started = time.perf_counter()
-        if compiling is not None:
-            warm_launchers(sources)
+        for built in launching:
+            built.result()
         phases["launcher"] = time.perf_counter() - started
         started = time.perf_counter()
         if compiling is not None:

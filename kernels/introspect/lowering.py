@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -88,13 +89,25 @@ def _compile_request(fn: JITFunction, kwargs: dict) -> dict:
     return captured
 
 
-def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, *,
-          copy: tuple[JITFunction, dict] | None = None, sources: dict | None = None) -> LoweredConfig:
-    """`kernel` with `config` (a triton.Config) on the call `args` (by parameter name), lowered for compute
-    capability `arch` (e.g. 90). `copy`: `jit_function(kernel)`, made once for a list of configs (a lowering
-    compiles nothing, so the copy keeps nothing between configs; its source's hash and argument binder are
-    computed once). `sources`, where given, keeps the launch's source per launcher it needs (`warm_launchers`).
-    Raises LoweringError, or Triton's own error where its frontend fails."""
+@dataclass(frozen=True)
+class LoweredIR:
+    """A config's TTIR before its launch key: what `lower_ir` makes and `with_launch_key` completes. The key hashes
+    Triton's own files once per process (`triton_identity`), so a list's TTIRs can be made while that runs."""
+
+    name: str
+    ttir: str
+    arch: int
+    warp_size: int
+    source: Any
+    backend: Any
+    options: Any
+    env_vars: dict
+
+
+def lower_ir(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, *,
+             copy: tuple[JITFunction, dict] | None = None, sources: dict | None = None) -> LoweredIR:
+    """`lower`'s first half: `kernel` with `config` specialized for the call `args` and run through Triton's frontend
+    and TTIR passes (arguments as `lower`'s)."""
     fn, heuristics = copy if copy is not None else jit_function(kernel)
     kwargs = {**args, **config.all_kwargs()}
     for name, heuristic in heuristics.items():
@@ -109,15 +122,59 @@ def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, 
         if sources is not None:
             sources.setdefault(repr((sorted(source.signature.items()), sorted(source.constants, key=repr))), source)
         env_vars = get_cache_invalidating_env_vars()
-        launch_hash = hashlib.sha256(get_cache_key(source, backend, options, env_vars).encode()).hexdigest()
         same_ir = _ttir_key(source, options, env_vars, arch, warp_size)
         ttir = _ttir_memo.get(same_ir)
-        if ttir is None:
-            ttir = _frontend(source, backend, target, options, env_vars, launch_hash)
+        if ttir is None:  # the TTIR does not depend on the launch key (tests/kernels/introspect/test_lowering.py)
+            ttir = _frontend(source, backend, target, options, env_vars, same_ir)
             if len(_ttir_memo) >= TTIR_MEMO_SIZE:
                 _ttir_memo.pop(next(iter(_ttir_memo)))
             _ttir_memo[same_ir] = ttir
-    return LoweredConfig(fn.__name__, ttir, dict(options.__dict__), arch, warp_size, launch_hash, *triton_identity())
+    return LoweredIR(fn.__name__, ttir, arch, warp_size, source, backend, options, env_vars)
+
+
+def with_launch_key(ir: LoweredIR) -> LoweredConfig:
+    """`lower`'s second half: the hash of the cache key the config's launch will look up, and the config as a
+    compile worker takes it."""
+    await_triton_key()
+    with stand_in_target(ir.arch, ir.warp_size):
+        key = get_cache_key(ir.source, ir.backend, ir.options, ir.env_vars)
+    return LoweredConfig(ir.name, ir.ttir, dict(ir.options.__dict__), ir.arch, ir.warp_size,
+                         hashlib.sha256(key.encode()).hexdigest(), *triton_identity())
+
+
+def lower(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 32, *,
+          copy: tuple[JITFunction, dict] | None = None, sources: dict | None = None) -> LoweredConfig:
+    """`kernel` with `config` (a triton.Config) on the call `args` (by parameter name), lowered for compute
+    capability `arch` (e.g. 90). `copy`: `jit_function(kernel)`, made once for a list of configs (a lowering
+    compiles nothing, so the copy keeps nothing between configs; its source's hash and argument binder are
+    computed once). `sources`, where given, keeps the launch's source per launcher it needs (`warm_launchers`).
+    Raises LoweringError, or Triton's own error where its frontend fails."""
+    return with_launch_key(lower_ir(kernel, config, args, arch, warp_size, copy=copy, sources=sources))
+
+
+_key_thread: threading.Thread | None = None
+
+
+def prefetch_triton_key() -> None:
+    """Start computing this process's Triton key (`triton_identity`) in a thread, where it is not known yet: hashing
+    releases the GIL, so a list's frontends run meanwhile; `with_launch_key` waits for it."""
+    global _key_thread
+    from triton.runtime import cache as triton_cache
+
+    known = getattr(triton_cache.triton_key, "cache_info", None)
+    if _key_thread is not None or known is None or known().currsize:
+        return
+    _key_thread = threading.Thread(target=triton_identity, name="rooftune-triton-key", daemon=True)
+    _key_thread.start()
+
+
+def await_triton_key() -> None:
+    """Wait for `prefetch_triton_key`'s thread, where one runs (the key is then known: nothing hashes twice)."""
+    global _key_thread
+    thread = _key_thread
+    if thread is not None:
+        thread.join()
+        _key_thread = None
 
 
 def triton_identity() -> tuple[str, str]:
@@ -132,26 +189,30 @@ def triton_identity() -> tuple[str, str]:
 
 
 def warm_launchers(sources: dict) -> int:
-    """Build now, into Triton's cache, the host launcher each launch source of `sources` will load (Triton compiles
-    one C module per kernel signature, with the host's C compiler, at the first launch of each new signature in a
-    process): done while the compile workers compile, the first config timed finds it built. Best effort: skipped
-    where no GPU driver is active or the signature holds tensor descriptors (their launcher depends on the
-    binary), any failure ignored (the launch builds it then, as it would have). The launchers built."""
+    """Build now, into Triton's cache, what the first launch of each source of `sources` builds with the host's C
+    compiler: Triton's CUDA utilities (once per process) and the kernel's launcher (one C module per signature).
+    Done in a side thread while the list lowers and compiles, the first config timed finds both built. It uses the
+    NVIDIA backend's own classes, not `driver.active` (which a lowering's stand-in target replaces for its moment).
+    Best effort: skipped where CUDA is not available or a signature holds tensor descriptors (their launcher
+    depends on the binary), any failure ignored (the launch builds it then, as it would have). The launchers
+    built."""
     try:
-        from triton.runtime import driver
+        from triton.backends.nvidia import driver as nvidia
 
-        launcher_cls = driver.active.launcher_cls
-    except Exception:  # no GPU driver here (a CPU, the interpreter)
+        if not nvidia.CudaDriver.is_active():  # no GPU here (a CPU, the interpreter)
+            return 0
+        nvidia.CudaUtils()
+    except Exception:
         return 0
     built = 0
-    for source in sources.values():
+    for source in list(sources.values()):
         if any("tensordesc" in str(kind) for kind in source.signature.values()):
             continue
         stub = SimpleNamespace(tensordesc_meta=None, num_ctas=1, global_scratch_size=0, global_scratch_align=1,
                                profile_scratch_size=0, profile_scratch_align=1, launch_cooperative_grid=False,
                                launch_pdl=False)
         try:
-            launcher_cls(source, stub)
+            nvidia.CudaLauncher(source, stub)
             built += 1
         except Exception:
             continue

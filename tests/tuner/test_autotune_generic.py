@@ -133,14 +133,14 @@ def test_a_kernel_the_model_cannot_read_keeps_the_given_order_with_one_warning(b
 
 
 def test_a_config_that_cannot_be_read_comes_after_the_others(benched, monkeypatch):
-    real = introspect.lower
+    real = introspect.lower_ir
 
-    def lower(kernel, config, args, arch, warp_size=32, **kwargs):
+    def lower_ir(kernel, config, args, arch, warp_size=32, **kwargs):
         if config is CONFIGS[-1]:
             raise RuntimeError("this one does not lower")
         return real(kernel, config, args, arch, warp_size, **kwargs)
 
-    monkeypatch.setattr(introspect, "lower", lower)
+    monkeypatch.setattr(introspect, "lower_ir", lower_ir)
     x, y = _inputs()
     args = {"x_ptr": x, "y_ptr": y, "n_rows": ROWS, "n_cols": COLS, "stride": x.stride(0), "BLOCK": 256}
     ordering = generic_order(softmax_kernel, CONFIGS, args, _grid, PROFILE)

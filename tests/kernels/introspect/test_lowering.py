@@ -65,31 +65,71 @@ def test_configs_sharing_a_ttir_and_grid_share_one_reading_of_it(monkeypatch):
 
 
 def test_one_launcher_is_built_per_signature_and_never_raises(monkeypatch):
-    from triton.runtime import driver
+    from triton.backends.nvidia import driver as nvidia
 
-    built = []
-
-    class FakeDriver:
-        @staticmethod
-        def launcher_cls(source, metadata):
-            built.append((source, metadata.tensordesc_meta))
-
+    built, utils = [], []
+    monkeypatch.setattr(nvidia.CudaDriver, "is_active", staticmethod(lambda: True))
+    monkeypatch.setattr(nvidia, "CudaUtils", lambda: utils.append(1))
+    monkeypatch.setattr(nvidia, "CudaLauncher", lambda source, metadata: built.append((source, metadata)))
     sources: dict = {}
     configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (512, 1024) for w in (1, 4)]
     lowered = [lowering.lower(scale_rows, c, _args(), 90, sources=sources) for c in configs]
     assert len(sources) == 1  # one signature: the BLOCK constants and the options do not change the launcher's
-    monkeypatch.setattr(driver, "_active", FakeDriver())
-    assert lowering.warm_launchers(sources) == 1 and len(built) == 1
+    assert lowering.warm_launchers(sources) == 1 and len(built) == 1 and utils == [1]
     (source, meta), = built
-    assert source.fn.__name__ == lowered[0].name and meta is None and "n_cols" in source.fn.arg_names
+    assert source.fn.__name__ == lowered[0].name and meta.tensordesc_meta is None and "n_cols" in source.fn.arg_names
 
-    class FailingDriver:
-        @staticmethod
-        def launcher_cls(source, metadata):
-            raise RuntimeError("no C compiler")
+    def no_compiler(source, metadata):
+        raise RuntimeError("no C compiler")
 
-    monkeypatch.setattr(driver, "_active", FailingDriver())
+    monkeypatch.setattr(nvidia, "CudaLauncher", no_compiler)
     assert lowering.warm_launchers(sources) == 0  # the launch builds it then
-    monkeypatch.setattr(driver, "_active", None)
-    monkeypatch.setattr(driver, "_default", None)
-    assert lowering.warm_launchers(sources) == 0  # no GPU driver here: nothing built, nothing raised
+    monkeypatch.setattr(nvidia.CudaDriver, "is_active", staticmethod(lambda: False))
+    monkeypatch.setattr(nvidia, "CudaLauncher", lambda source, metadata: built.append(source))
+    assert lowering.warm_launchers(sources) == 0 and len(built) == 1  # no GPU here: nothing built, nothing raised
+
+
+def test_the_launchers_are_built_beside_the_lowering_with_a_pool(monkeypatch):
+    from rooftune.kernels.introspect import analyze
+
+    warmed = []
+    monkeypatch.setattr(analyze, "warm_launchers", lambda sources: warmed.append(len(sources)))
+
+    class Pool:  # compiles nothing: every config a compile error, which the analysis reports
+        def compile(self, jobs, timeout_s=None):
+            return {i: "not compiled here" for _, i in jobs}
+
+    configs = [triton.Config({"BLOCK": b}, num_warps=4) for b in (256, 1024)]
+    out = analyze.analyze(scale_rows, configs, _args(), (64,), pool=Pool())
+    assert warmed == [1] and all(o.stage == "compile" for o in out)
+    warmed.clear()
+    analyze.analyze(scale_rows, configs, _args(), (64,), pool=None)  # compiled here: no side thread, no launchers
+    assert warmed == []
+
+
+def test_triton_s_key_is_hashed_once_in_a_thread_while_the_list_lowers(monkeypatch):
+    import functools
+    import threading
+    import time
+
+    from triton.runtime import cache as triton_cache
+
+    from rooftune.kernels.introspect import analyze
+
+    real = triton_cache.triton_key()
+    hashed_in = []
+
+    @functools.lru_cache()
+    def slow_key():
+        hashed_in.append(threading.current_thread().name)
+        time.sleep(0.05)
+        return real
+
+    monkeypatch.setattr(triton_cache, "triton_key", slow_key)
+    monkeypatch.setattr(lowering, "_key_thread", None)
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 1024) for w in (2, 4)]
+    args = _args()
+    out = analyze._lowered([(scale_rows, c, args, (64,)) for c in configs], 90)
+    assert hashed_in == ["rooftune-triton-key"] and lowering._key_thread is None
+    assert [o[1].launch_hash for o in out] == [lowering.lower(scale_rows, c, args, 90).launch_hash for c in configs]
+    assert all(o[1].triton_key == real for o in out)
