@@ -24,8 +24,14 @@ from rooftune.kernels.harness.compile_pool import CompilePool
 from rooftune.kernels.harness.context import error_text
 from rooftune.kernels.introspect.binary import compile_job, compile_lowered
 from rooftune.kernels.introspect.expressions import Env
-from rooftune.kernels.introspect.lowering import (LoweredConfig, jit_function, lower_ir, prefetch_triton_key,
-                                                  warm_launchers, with_launch_key)
+from rooftune.kernels.introspect.lowering import (
+    LoweredConfig,
+    jit_function,
+    lower_ir,
+    prefetch_triton_key,
+    warm_launchers,
+    with_launch_key,
+)
 from rooftune.kernels.introspect.tally import Tally, program_ids, tally
 from rooftune.kernels.introspect.ttir import parse_ttir
 from rooftune.kernels.introspect.work import KernelWork, read_work
@@ -186,8 +192,9 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
     """Each (kernel, config, args, grid) of `calls` read as `analyze` reads a config, their compiles batched in
     `pool`'s workers (None: in this process); one result per call, in order. While the workers compile, this process
     reads the IR; from the first config lowered on, a side thread builds the launchers the configs' launches will
-    load (lowering.py `warm_launchers`: C compiles, outside the GIL). `phases`, where given, gets the seconds each step took here:
-    "lower", "read" (the IR read and tallied), then what was left to wait for: "launcher" and "compile"."""
+    load (lowering.py `warm_launchers`: C compiles, outside the GIL). `phases`, where given, gets the seconds each
+    step took here: "lower", "read" (the IR read and tallied), then what was left to wait for: "launcher" and
+    "compile"."""
     phases = {} if phases is None else phases
     with ThreadPoolExecutor(2) as side:
         started = time.perf_counter()

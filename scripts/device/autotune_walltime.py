@@ -9,8 +9,8 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
 
 Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "phases_s" (where
 the first call's seconds went: rooftune's "order", "bench", "pool_ready" and the order's steps "order_pool",
-"order_lower", "order_read", "order_launcher", "order_compile", ... (kernel_order.last_seconds); Triton's "bench"), "choice",
-"choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on);
+"order_lower", "order_read", "order_launcher", "order_compile", ... (kernel_order.last_seconds); Triton's "bench"),
+"choice", "choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on);
 a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the
 time left covers the longest one so far (the file's, or 60 s where it has none). The summary printed at the end
 gives, per kernel of the file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite
@@ -48,7 +48,7 @@ def child(mode: str, name: str, budget: int) -> dict:
     tuned = (triton.autotune(**common) if mode == "triton" else rooftune.autotune(budget=budget, **common))(kernel.fn)
     torch.cuda.synchronize()
     profiler = None
-    if mode == "rooftune" and os.environ.get(PROFILE_ENV):  # rooftune's first call under cProfile, its top functions written to that folder
+    if mode == "rooftune" and os.environ.get(PROFILE_ENV):  # rooftune's first call under cProfile, summary to a file
         import cProfile
 
         profiler = cProfile.Profile()

@@ -7,6 +7,7 @@ import triton.language as tl
 
 from rooftune.kernels.introspect import lowering
 
+
 @triton.jit
 def scale_rows(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
@@ -119,7 +120,7 @@ def test_triton_s_key_is_hashed_once_in_a_thread_while_the_list_lowers(monkeypat
     real = triton_cache.triton_key()
     hashed_in = []
 
-    @functools.lru_cache()
+    @functools.lru_cache
     def slow_key():
         hashed_in.append(threading.current_thread().name)
         time.sleep(0.05)
