@@ -196,10 +196,11 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
     step took here: "lower", "read" (the IR read and tallied), then what was left to wait for: "launcher" and
     "compile"."""
     phases = {} if phases is None else phases
-    with ThreadPoolExecutor(2) as side:
+    # one thread waits for the pool's compiles, another builds launchers: a launcher never delays the compiles' start
+    with ThreadPoolExecutor(1) as side, ThreadPoolExecutor(1) as builder:
         started = time.perf_counter()
         launching: list = []
-        on_source = (lambda new: launching.append(side.submit(warm_launchers, new))) if pool is not None else None
+        on_source = (lambda new: launching.append(builder.submit(warm_launchers, new))) if pool is not None else None
         lowered = _lowered(calls, arch, on_source)
         jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
         phases["lower"] = time.perf_counter() - started
