@@ -124,7 +124,7 @@ def lower_ir(kernel, config, args: dict[str, Any], arch: int, warp_size: int = 3
         env_vars = get_cache_invalidating_env_vars()
         same_ir = _ttir_key(source, options, env_vars, arch, warp_size)
         ttir = _ttir_memo.get(same_ir)
-        if ttir is None:  # the TTIR does not depend on the launch key (tests/kernels/introspect/test_lowering.py)
+        if ttir is None:  # made before the launch key: the text is the same under any hash (test_lowering.py)
             ttir = _frontend(source, backend, target, options, env_vars, same_ir)
             if len(_ttir_memo) >= TTIR_MEMO_SIZE:
                 _ttir_memo.pop(next(iter(_ttir_memo)))

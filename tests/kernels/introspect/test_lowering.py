@@ -134,3 +134,14 @@ def test_triton_s_key_is_hashed_once_in_a_thread_while_the_list_lowers(monkeypat
     assert hashed_in == ["rooftune-triton-key"] and lowering._key_thread is None
     assert [o[1].launch_hash for o in out] == [lowering.lower(scale_rows, c, args, 90).launch_hash for c in configs]
     assert all(o[1].triton_key == real for o in out)
+
+
+def test_the_ttir_does_not_depend_on_the_hash_it_is_made_under(monkeypatch):
+    monkeypatch.setattr(lowering, "_ttir_memo", {})
+    made = []
+    frontend = lowering._frontend
+    monkeypatch.setattr(lowering, "_frontend", lambda *a: made.append(frontend(*a[:-1], "0" * 64)) or
+                        frontend(*a))
+    lowering.lower(scale_rows, triton.Config({"BLOCK": 512}, num_warps=4), _args(), 90)
+    (other,) = made  # the same config's TTIR made under another hash
+    assert other == next(iter(lowering._ttir_memo.values()))
