@@ -58,7 +58,8 @@ class OrderedAutotuner(Autotuner):
         # the interpreter); ours is always on.
         self.cache_results = True
         self._call_args: dict[str, Any] = {}
-        self._candidates: list[triton.Config] = []  # the new key's configs before the order
+        self._key: tuple = ()  # the new key being tuned (`tuning_key`), recalled by it and remembered under it
+        self._candidates: list[triton.Config] = []  # its configs before the order
         self._recalled: triton.Config | None = None  # the new key's stored choice, where there is one
         # the last new key's tune in seconds: "order" (the user's pruning and `order`: compiling and reading the
         # configs) and "bench" (timing the ones kept); what a first call spends beyond its launch
@@ -100,8 +101,8 @@ class OrderedAutotuner(Autotuner):
         (alone: nothing to order or time), else `order`: the configs to benchmark."""
         started = time.perf_counter()
         try:
-            self._candidates = super().prune_configs(kwargs)
-            self._recalled = self.recall(self.kernel_id, self.tuning_key(kwargs), self._candidates, self._call_args)
+            self._key, self._candidates = self.tuning_key(kwargs), super().prune_configs(kwargs)
+            self._recalled = self.recall(self.kernel_id, self._key, self._candidates, self._call_args)
             if self._recalled is not None:
                 return [self._recalled]
             return self.order(self._candidates, {**(self.nargs or {}), **kwargs})
@@ -116,6 +117,6 @@ class OrderedAutotuner(Autotuner):
         started = time.perf_counter()
         bench_fn()
         self.tune_seconds["bench"] = time.perf_counter() - started
-        self.remember(self.kernel_id, self.tuning_key(self._call_args), self._candidates, self._call_args,
-                      self.cache[tuning_key], self.configs_timings)
+        self.remember(self.kernel_id, self._key, self._candidates, self._call_args, self.cache[tuning_key],
+                      self.configs_timings)
         return False

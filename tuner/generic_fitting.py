@@ -84,25 +84,41 @@ def summaries(per_call: Sequence[dict[int, float]]) -> dict[str, dict]:
             for b in SCORE_BUDGETS}
 
 
+def training_calls(folder: str | os.PathLike, profile: HardwareProfile, kernels: Sequence[str] | None = None,
+                   features: Sequence[str] = FITTED_FEATURES, manifest: dict | None = None
+                   ) -> list[tuple[str, Prepared, float]]:
+    """(kernel, prepared call, best recorded µs) of each timed call of the suite dataset `folder`'s training kernels
+    (`kernels`, checked by `training_kernels`; all of them where None) whose configs the model read (`manifest`:
+    the folder's, where the caller has read it)."""
+    manifest = read_manifest(folder) if manifest is None else manifest
+    prepared = []
+    for call in read_suite(folder, training_kernels(manifest, kernels)):
+        d = prepare_call(call, profile, features)
+        if d is not None and np.isfinite(call.time_us).any():
+            prepared.append((call.kernel, d, float(np.nanmin(call.time_us))))
+    return prepared
+
+
+def held_back(prepared: list[tuple[str, Prepared, float]], settings: RidgeSettings = GENERIC_RIDGE
+              ) -> list[tuple[str, Prepared, float, dict[str, float]]]:
+    """Each call of `prepared` with the coefficients fitted on the other kernels' calls (leave one kernel out)."""
+    out = []
+    for kernel in sorted({k for k, _, _ in prepared}):
+        coefficients = fit_coefficients([d for k, d, _ in prepared if k != kernel], settings)
+        out += [(k, d, best, coefficients) for k, d, best in prepared if k == kernel]
+    return out
+
+
 def fit_generic(folder: str | os.PathLike, profile: HardwareProfile, kernels: Sequence[str] | None = None,
                 settings: RidgeSettings = GENERIC_RIDGE, features: Sequence[str] = FITTED_FEATURES) -> GenericResidual:
     """The generic residual fitted on the training kernels of the suite dataset `folder` (module docstring)."""
     manifest = read_manifest(folder)
-    names = training_kernels(manifest, kernels)
-    prepared = []
-    for call in read_suite(folder, names):
-        d = prepare_call(call, profile, features)
-        if d is not None and np.isfinite(call.time_us).any():
-            prepared.append((call.kernel, d, float(np.nanmin(call.time_us))))
+    prepared = training_calls(folder, profile, kernels, features, manifest)
     fitted_on = sorted({k for k, _, _ in prepared})
     if len(fitted_on) < 2:
         raise FitError(f"{folder}: {len(fitted_on)} training kernel(s) with two configs read and timed; the fit and "
                        f"its leave-one-kernel-out check need two or more")
-    held_back = []
-    for kernel in fitted_on:
-        coefficients = fit_coefficients([d for k, d, _ in prepared if k != kernel], settings)
-        held_back += [(k, d, best, coefficients) for k, d, best in prepared if k == kernel]
-    cross_validated = [call_scores(d, c, best) for _, d, best, c in held_back]
+    cross_validated = [call_scores(d, c, best) for _, d, best, c in held_back(prepared, settings)]
     coefficients = fit_coefficients([d for _, d, _ in prepared], settings)
     fit = {"data": str(folder), "kernels": fitted_on, "calls": len(prepared), "triton": manifest.get("triton"),
            "ridge": settings.ridge, "features": list(features), "model_alone": score(prepared, {}),

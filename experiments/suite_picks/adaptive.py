@@ -11,10 +11,8 @@ import sys
 
 import numpy as np
 
-from rooftune.eval.datasets.suite import kernels_in, read_manifest, read_suite
 from rooftune.hwprofiles import load_profile
-from rooftune.roofline.fit import fit_coefficients
-from rooftune.tuner.generic_fitting import FITTED_FEATURES, GENERIC_RIDGE, geometric_mean, prepare_call
+from rooftune.tuner.generic_fitting import geometric_mean, held_back, training_calls
 
 BUDGETS = (1, 3, 5)
 
@@ -57,35 +55,25 @@ def adaptive(pred: np.ndarray, times: np.ndarray, configs, budget: int, parts: l
 
 
 def main(folder: str) -> None:
-    profile = load_profile("h100_sxm")
-    manifest = read_manifest(folder)
-    prepared = []
-    for call in read_suite(folder, kernels_in(manifest, "train")):
-        d = prepare_call(call, profile, FITTED_FEATURES)
-        if d is not None and np.isfinite(call.time_us).any():
-            prepared.append((call.kernel, d, float(np.nanmin(call.time_us))))
+    prepared = training_calls(folder, load_profile("h100_sxm"))
     strategies = {"top": None}
     for parts in (["tile"], ["warps"], ["tile", "warps"], ["tile", "warps", "stages"], ["tile_warps"]):
         for ridge in (0.3, 1.0, 3.0):
             for first in (1, 2):
                 strategies[f"{'+'.join(parts)} ridge {ridge} first {first}"] = (parts, ridge, first)
     scores = {name: {b: [] for b in BUDGETS} for name in strategies}
-    for kernel in sorted({k for k, _, _ in prepared}):
-        coef = fit_coefficients([d for k, d, _ in prepared if k != kernel], GENERIC_RIDGE)
-        for k, d, best in prepared:
-            if k != kernel:
-                continue
-            c = np.array([coef.get(n, 0.0) for n in d.names])
-            pred = np.where(d.fits, d.log_predicted + d.x @ c, np.inf)
-            times = d.source.time_us
-            for name, setting in strategies.items():
-                for b in BUDGETS:
-                    if setting is None:
-                        chosen = list(np.argsort(pred, kind="stable"))[:b]
-                    else:
-                        chosen = adaptive(np.where(np.isfinite(pred), pred, 1e9), times, d.source.configs, b, *setting)
-                    t = times[chosen]
-                    scores[name][b].append(best / np.nanmin(t) if np.isfinite(t).any() else 0.0)
+    for _, d, best, coef in held_back(prepared):
+        c = np.array([coef.get(n, 0.0) for n in d.names])
+        pred = np.where(d.fits, d.log_predicted + d.x @ c, np.inf)
+        times = d.source.time_us
+        for name, setting in strategies.items():
+            for b in BUDGETS:
+                if setting is None:
+                    chosen = list(np.argsort(pred, kind="stable"))[:b]
+                else:
+                    chosen = adaptive(np.where(np.isfinite(pred), pred, 1e9), times, d.source.configs, b, *setting)
+                t = times[chosen]
+                scores[name][b].append(best / np.nanmin(t) if np.isfinite(t).any() else 0.0)
     for name in strategies:
         row = []
         for b in BUDGETS:

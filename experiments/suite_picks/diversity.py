@@ -11,10 +11,8 @@ import sys
 
 import numpy as np
 
-from rooftune.eval.datasets.suite import kernels_in, read_manifest, read_suite
 from rooftune.hwprofiles import load_profile
-from rooftune.roofline.fit import fit_coefficients
-from rooftune.tuner.generic_fitting import FITTED_FEATURES, GENERIC_RIDGE, geometric_mean, prepare_call
+from rooftune.tuner.generic_fitting import geometric_mean, held_back, training_calls
 
 
 def tile(config) -> tuple:
@@ -46,32 +44,20 @@ STRATEGIES = {
 
 
 def main(folder: str) -> None:
-    profile = load_profile("h100_sxm")
-    manifest = read_manifest(folder)
-    prepared = []
-    for call in read_suite(folder, kernels_in(manifest, "train")):
-        d = prepare_call(call, profile, FITTED_FEATURES)
-        if d is not None and np.isfinite(call.time_us).any():
-            prepared.append((call.kernel, d, float(np.nanmin(call.time_us))))
-    kernels = sorted({k for k, _, _ in prepared})
+    prepared = training_calls(folder, load_profile("h100_sxm"))
     scores = {name: {b: [] for b in (1, 3, 5)} for name in STRATEGIES}
     per_kernel = {name: {} for name in STRATEGIES}
-    for kernel in kernels:
-        coef = fit_coefficients([d for k, d, _ in prepared if k != kernel], GENERIC_RIDGE)
-        for k, d, best in prepared:
-            if k != kernel:
-                continue
-            c = np.array([coef.get(n, 0.0) for n in d.names])
-            order = list(np.argsort(np.where(d.fits, d.log_predicted + d.x @ c, np.inf), kind="stable"))
-            times = d.source.time_us
-            for name, strategy in STRATEGIES.items():
-                for b in (1, 3, 5):
-                    chosen = strategy(order, d.source.configs, b)
-                    t = times[chosen]
-                    s = best / np.nanmin(t) if np.isfinite(t).any() else 0.0
-                    scores[name][b].append(s)
-                    if b == 5:
-                        per_kernel[name].setdefault(kernel, []).append(s)
+    for kernel, d, best, coef in held_back(prepared):
+        c = np.array([coef.get(n, 0.0) for n in d.names])
+        order = list(np.argsort(np.where(d.fits, d.log_predicted + d.x @ c, np.inf), kind="stable"))
+        times = d.source.time_us
+        for name, strategy in STRATEGIES.items():
+            for b in (1, 3, 5):
+                t = times[strategy(order, d.source.configs, b)]
+                s = best / np.nanmin(t) if np.isfinite(t).any() else 0.0
+                scores[name][b].append(s)
+                if b == 5:
+                    per_kernel[name].setdefault(kernel, []).append(s)
     for name in STRATEGIES:
         row = []
         for b in (1, 3, 5):

@@ -10,10 +10,10 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
 Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "phases_s" (where
 the first call's seconds went: rooftune's "order", "bench", "pool_ready" and the order's steps "order_pool",
 "order_lower", "order_read", "order_launcher", "order_compile", ... (kernel_order.last_seconds); Triton's "bench"),
-"choice", "choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on);
-a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the
-time left covers the longest one so far (the file's, or 60 s where it has none). The summary printed at the end
-gives, per kernel of the file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite
+"choice", "choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run
+goes on); a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only
+where the time left covers the longest one so far (the file's, or 60 s where it has none). The summary printed at
+the end gives, per kernel of the file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite
 (rooftune.kernels.suite) and a CUDA GPU.
 """
 

@@ -28,7 +28,8 @@ from rooftune.roofline.generic_residual import GenericResidual, shipped_generic_
 WORKERS_ENV = "ROOFTUNE_COMPILE_WORKERS"
 _pools: dict = {}
 # Where this process's last `generic_order` spent its seconds: "pool" (starting the compile workers, once per
-# process), "residual" (finding the shipped one), the analysis's "lower", "compile" and "read", and "rank".
+# process), "residual" (finding the shipped one), the analysis's "lower", "read", "launcher" and "compile"
+# (kernels/introspect/analyze.py `analyze_calls`), and "rank".
 last_seconds: dict[str, float] = {}
 
 
@@ -105,9 +106,9 @@ def generic_order(kernel, configs: list, args: dict, grid, profile: HardwareProf
 
         started = time.perf_counter()
         pool = shared_pool()
-        last_seconds["pool"] = time.perf_counter() - started
+        last_seconds["pool"], started = time.perf_counter() - started, time.perf_counter()
         chosen = shipped_generic_residual(profile, installed_triton()) if residual == "shipped" else residual
-        last_seconds["residual"] = time.perf_counter() - started - last_seconds["pool"]
+        last_seconds["residual"] = time.perf_counter() - started
         analyses = analyze(kernel, configs, args, grid, arch=arch_of(profile), pool=pool, phases=last_seconds)
         started = time.perf_counter()
         ranked = rank_analyses(analyses, profile, chosen)
