@@ -272,24 +272,58 @@ class CompilePool:
         `timeout_s`: the batch's wall-clock limit (pool workers only); `on_done(k)` is called after
         each finished job (for a progress bar). Raises CompileStalled when a batch of several jobs
         times out with none finished."""
-        results: dict[Hashable, CompileResult] = {}
-        pending = list(jobs)
-        if self.workers == 0:
-            for shape, config in pending:
-                results[config] = _compile_one(self.warmup, shape, config, self.device)
-                if on_done:
-                    on_done(1)
+        stream = self.stream()
+        for shape, config in jobs:
+            stream.add(shape, config)
+        return stream.results(timeout_s=timeout_s, on_done=on_done)
+
+    def stream(self) -> CompileStream:
+        """A batch whose jobs are handed to the workers one by one as the caller has them ready (`add`), collected
+        together by `results`, as `compile` collects a batch: a caller still preparing later jobs keeps the
+        workers busy with the earlier ones."""
+        return CompileStream(self)
+
+
+class CompileStream:
+    """Jobs of one batch, each compiling from the moment it is `add`ed (in this process at once, where the pool has
+    no workers); `results` waits for them all (`CompilePool.compile`'s timeout and crash rules)."""
+
+    def __init__(self, pool: CompilePool):
+        self.pool = pool
+        self.jobs: list[tuple[object, Hashable]] = []
+        self.started_at: float | None = None  # perf_counter at the first `add`
+        self._futures: dict[Future, tuple[object, Hashable]] = {}
+        self._done: dict[Hashable, CompileResult] = {}  # compiled in this process (a pool with no workers)
+        self._crashed: list[tuple[object, Hashable]] = []  # refused by a pool already broken
+
+    def add(self, shape, config) -> None:
+        pool = self.pool
+        if self.started_at is None:
+            self.started_at = time.perf_counter()
+        self.jobs.append((shape, config))
+        if pool.workers == 0:
+            self._done[config] = _compile_one(pool.warmup, shape, config, pool.device)
+            return
+        try:
+            future = pool._executor().submit(_compile_one, pool.warmup, shape, config, pool.device)
+        except BrokenProcessPool:  # a worker died meanwhile: `results` runs it again
+            self._crashed.append((shape, config))
+            return
+        self._futures[future] = (shape, config)
+
+    def results(self, *, timeout_s: float | None = None, on_done: Callable[[int], None] | None = None
+                ) -> dict[Hashable, CompileResult]:
+        """config -> seconds or error string, for every job added (`CompilePool.compile`'s docstring)."""
+        pool, results = self.pool, dict(self._done)
+        if on_done and results:
+            on_done(len(results))
+        if pool.workers == 0:
             return results
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         # A dying worker breaks the whole pool, so every job in flight fails with it. After such a
         # crash the failed jobs run one at a time, each alone in its pool: a crash then names its culprit.
-        one_at_a_time = False
-        while pending:
-            batch, rest = (pending[:1], pending[1:]) if one_at_a_time else (pending, [])
-            crashed = []
-            pool = self._executor()
-            futures = {pool.submit(_compile_one, self.warmup, shape, config, self.device): (shape, config)
-                       for shape, config in batch}
+        futures, pending, crashed = self._futures, [], list(self._crashed)
+        while True:
             left_s = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 for future in as_completed(futures, left_s):
@@ -304,25 +338,27 @@ class CompilePool:
                     if on_done:
                         on_done(1)
             except FuturesTimeout:
-                self._kill()
-                unfinished = [config for _, config in [*futures.values(), *rest] if config not in results]
-                if len(unfinished) == len(jobs) > 1:
-                    raise CompileStalled(f"no compile of a batch of {len(jobs)} finished in {timeout_s:.0f} s; "
+                pool._kill()
+                unfinished = [config for _, config in [*futures.values(), *pending] if config not in results]
+                if len(unfinished) == len(self.jobs) > 1:
+                    raise CompileStalled(f"no compile of a batch of {len(self.jobs)} finished in {timeout_s:.0f} s; "
                                          "the compile workers look hung") from None
                 results.update((config, TIMEOUT) for config in unfinished)
                 if on_done:
                     on_done(len(unfinished))
                 return results
             if crashed:
-                self._kill()
-                if len(batch) == 1:  # alone in its pool: the culprit
+                pool._kill()
+                if len(futures) == 1 and crashed == list(futures.values()):  # alone in its pool: the culprit
                     results[crashed[0][1]] = DIED
                     if on_done:
                         on_done(1)
                     crashed = []
-                one_at_a_time = True
-            pending = crashed + rest
-        return results
+            pending = crashed + pending
+            if not pending:
+                return results
+            (shape, config), pending, crashed = pending[0], pending[1:], []
+            futures = {pool._executor().submit(_compile_one, pool.warmup, shape, config, pool.device): (shape, config)}
 
 
 def gpu_pool(module: str, workers: int | None = None) -> CompilePool:

@@ -29,6 +29,7 @@ from rooftune.kernels.introspect.lowering import (
     jit_function,
     lower_ir,
     prefetch_triton_key,
+    triton_key_ready,
     warm_launchers,
     with_launch_key,
 )
@@ -149,15 +150,35 @@ def ir_reading(lowered: LoweredConfig, grid: tuple[int, int, int], args: dict, r
     return read[key]
 
 
-def _lowered(calls: Sequence[tuple], arch: int, on_source: Callable[[dict], Any] | None = None) -> list:
-    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError. Every TTIR is made
-    before any launch key, while Triton's key of its own files is computed in a thread (lowering.py
-    `prefetch_triton_key`). `on_source({key: source})` is called with each launch source of a new signature as
-    the lowering meets it (`lower`'s `sources`)."""
+def _lowered(calls: Sequence[tuple], arch: int, on_source: Callable[[dict], Any] | None = None,
+             on_keyed: Callable[[int, LoweredConfig], Any] | None = None) -> list:
+    """Per call (kernel, config, args, grid): (grid, LoweredConfig, seconds) or an AnalysisError. The TTIRs are made
+    while Triton's key of its own files is computed in a thread (lowering.py `prefetch_triton_key`); once it is
+    known, each config lowered gets its launch key and is handed to `on_keyed(index, lowered)` (a compile pool's
+    stream: the first configs compile while the rest lower). `on_source({key: source})` is called with each launch
+    source of a new signature as the lowering meets it (`lower`'s `sources`)."""
     prefetch_triton_key()
     sources: dict = {}
     out: list = []
     copies: dict[int, tuple] = {}  # id(kernel) -> its JITFunction copy, made once for the calls (lowering.lower)
+    keyed = 0  # out[:keyed] have their launch keys
+
+    def key_up_to(end: int) -> None:
+        nonlocal keyed
+        for i in range(keyed, end):
+            item = out[i]
+            if isinstance(item, AnalysisError):
+                continue
+            started = time.perf_counter()
+            try:
+                out[i] = (item[0], with_launch_key(item[1]), item[2] + time.perf_counter() - started)
+            except Exception as exc:
+                out[i] = AnalysisError(calls[i][1], "lowering", error_text(exc))
+                continue
+            if on_keyed is not None:
+                on_keyed(i, out[i][1])
+        keyed = max(keyed, end)
+
     for kernel, config, args, grid in calls:
         started = time.perf_counter()
         try:
@@ -176,14 +197,9 @@ def _lowered(calls: Sequence[tuple], arch: int, on_source: Callable[[dict], Any]
             out.append(AnalysisError(config, "lowering", error_text(exc)))
         if on_source is not None and len(sources) > len(known):
             on_source({k: v for k, v in sources.items() if k not in known})
-    for i, ((_, config, _, _), item) in enumerate(zip(calls, out)):
-        if isinstance(item, AnalysisError):
-            continue
-        started = time.perf_counter()
-        try:
-            out[i] = (item[0], with_launch_key(item[1]), item[2] + time.perf_counter() - started)
-        except Exception as exc:
-            out[i] = AnalysisError(config, "lowering", error_text(exc))
+        if on_keyed is not None and triton_key_ready():
+            key_up_to(len(out))
+    key_up_to(len(out))
     return out
 
 
@@ -201,11 +217,12 @@ def analyze_calls(calls: Sequence[tuple], *, arch: int = 90, pool: CompilePool |
         started = time.perf_counter()
         launching: list = []
         on_source = (lambda new: launching.append(builder.submit(warm_launchers, new))) if pool is not None else None
-        lowered = _lowered(calls, arch, on_source)
+        stream = pool.stream() if pool is not None else None
+        lowered = _lowered(calls, arch, on_source, (lambda i, job: stream.add(job, i)) if stream is not None else None)
         jobs = [(item[1], i) for i, item in enumerate(lowered) if not isinstance(item, AnalysisError)]
         phases["lower"] = time.perf_counter() - started
-        compile_started = time.perf_counter()
-        compiling = side.submit(pool.compile, jobs, timeout_s=timeout_s) if pool is not None and jobs else None
+        compile_started = stream.started_at if stream is not None and stream.started_at else time.perf_counter()
+        compiling = side.submit(stream.results, timeout_s=timeout_s) if stream is not None and jobs else None
         started = time.perf_counter()
         read: dict = {}  # (TTIR, grid, arguments) -> its reading
         readings: dict[int, tuple | str] = {}

@@ -168,6 +168,12 @@ def prefetch_triton_key() -> None:
     _key_thread.start()
 
 
+def triton_key_ready() -> bool:
+    """Whether `with_launch_key` would find the Triton key known now, without waiting."""
+    thread = _key_thread
+    return thread is None or not thread.is_alive()
+
+
 def await_triton_key() -> None:
     """Wait for `prefetch_triton_key`'s thread, where one runs (the key is then known: nothing hashes twice)."""
     global _key_thread

@@ -40,6 +40,18 @@ def test_compile_in_a_spawn_pool():
         _check(pool.compile([("shape", c) for c in CONFIGS]))
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stream_compiles_each_job_from_when_it_is_added(workers):
+    with CompilePool(fake_warmup, workers=workers) as pool:
+        stream = pool.stream()
+        for c in CONFIGS:
+            stream.add("shape", c)
+            assert stream.started_at is not None
+        done = []
+        _check(stream.results(on_done=done.append))
+        assert sum(done) == 3 and [c for _, c in stream.jobs] == CONFIGS
+
+
 def pid_warmup(shape, config, device):
     """Reports the worker's process id as its 'seconds'; hangs on BLOCK_M=128, dies on BLOCK_M=16, is killed
     (SIGKILL, as the kernel's OOM killer does) on BLOCK_M=8."""

@@ -104,6 +104,12 @@ class FakePool:
         self.jobs += jobs
         return {i: self.errors.get(i, FACTS) for _, i in jobs}
 
+    def stream(self):
+        """CompilePool.stream's interface: the jobs added, compiled as one batch by `results`."""
+        jobs: list = []
+        return SimpleNamespace(started_at=None, add=lambda job, i: jobs.append((job, i)),
+                               results=lambda timeout_s=None: self.compile(jobs, timeout_s))
+
 
 def fake_time_candidates(launchers, *, rounds=7, seed=0, **_):
     """Runs each launcher once (they must work) and times config i at 10 + i µs, the baseline at 40 µs."""

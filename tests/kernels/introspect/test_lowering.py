@@ -96,16 +96,61 @@ def test_the_launchers_are_built_beside_the_lowering_with_a_pool(monkeypatch):
     warmed = []
     monkeypatch.setattr(analyze, "warm_launchers", lambda sources: warmed.append(len(sources)))
 
-    class Pool:  # compiles nothing: every config a compile error, which the analysis reports
-        def compile(self, jobs, timeout_s=None):
-            return {i: "not compiled here" for _, i in jobs}
-
     configs = [triton.Config({"BLOCK": b}, num_warps=4) for b in (256, 1024)]
-    out = analyze.analyze(scale_rows, configs, _args(), (64,), pool=Pool())
+    out = analyze.analyze(scale_rows, configs, _args(), (64,), pool=NoCompiles([]))
     assert warmed == [1] and all(o.stage == "compile" for o in out)
     warmed.clear()
     analyze.analyze(scale_rows, configs, _args(), (64,), pool=None)  # compiled here: no side thread, no launchers
     assert warmed == []
+
+
+class NoCompiles:
+    """A compile pool that compiles nothing (every config a compile error, which the analysis reports) and logs
+    when each config reached it."""
+
+    def __init__(self, events: list):
+        self.events = events
+
+    def stream(self):
+        pool = self
+
+        class Stream:
+            started_at = None
+
+            def __init__(self):
+                self.jobs = []
+
+            def add(self, job, index):
+                pool.events.append(("compile", index))
+                self.jobs.append(index)
+
+            def results(self, timeout_s=None):
+                return {i: "not compiled here" for i in self.jobs}
+
+        return Stream()
+
+
+def test_each_config_goes_to_the_pool_as_soon_as_it_is_lowered(monkeypatch):
+    """Once Triton's key is known (here: before the list), a config compiles while the next ones lower."""
+    from triton.runtime import cache as triton_cache
+
+    from rooftune.kernels.introspect import analyze
+
+    triton_cache.triton_key()
+    events: list = []
+    real = analyze.lower_ir
+
+    def logged(kernel, config, *args, **kwargs):
+        events.append(("lower", config.kwargs["BLOCK"]))
+        return real(kernel, config, *args, **kwargs)
+
+    monkeypatch.setattr(analyze, "lower_ir", logged)
+    monkeypatch.setattr(analyze, "warm_launchers", lambda sources: 0)
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 1024) for w in (2, 4)]
+    out = analyze.analyze(scale_rows, configs, _args(), (64,), pool=NoCompiles(events))
+    assert events == [("lower", 256), ("compile", 0), ("lower", 256), ("compile", 1), ("lower", 1024),
+                      ("compile", 2), ("lower", 1024), ("compile", 3)]
+    assert [o.stage for o in out] == ["compile"] * 4
 
 
 def test_triton_s_key_is_hashed_once_in_a_thread_while_the_list_lowers(monkeypatch):
