@@ -10,11 +10,13 @@ time in each (Triton's do_bench, after the tune), so the speed-up is read beside
 Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune", "first_call_s", "phases_s" (where
 the first call's seconds went: rooftune's "order", "bench", "pool_ready" and the order's steps "order_pool",
 "order_lower", "order_read", "order_launcher", "order_compile", ... (kernel_order.last_seconds); Triton's "bench"),
-"choice", "choice_us"}, or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run
-goes on); a kernel with both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only
-where the time left covers the longest one so far (the file's, or 60 s where it has none). The summary printed at
-the end gives, per kernel of the file, triton's first call ÷ rooftune's and the two choices' times. Needs the suite
-(rooftune.kernels.suite) and a CUDA GPU.
+"choice", "choice_us"; with `--next-keys N`, "next_calls": the first calls of the kernel's next N shapes in the same
+process, new keys of an autotuner that has tuned once, each {"shape", "call_s", "phases_s", "choice", "choice_us"}},
+or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on); a kernel with
+both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the time left
+covers the longest one so far (the file's, or 60 s where it has none). The summary printed at the end gives, per
+kernel of the file, triton's first call ÷ rooftune's and the two choices' times (and the further keys'). Needs the
+suite (rooftune.kernels.suite) and a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ CHILD_TIMEOUT_S = 600.0  # one first call, compile included (Triton's over a 200
 PROFILE_ENV = "ROOFTUNE_WALLTIME_PROFILE"  # set by --profile: the folder for each first call's cProfile summary
 
 
-def child(mode: str, name: str, budget: int) -> dict:
-    """One first call of `name`'s first shape under `mode`'s autotuner, in this (fresh) process."""
+def child(mode: str, name: str, budget: int, next_keys: int = 0) -> dict:
+    """One first call of `name`'s first shape under `mode`'s autotuner, in this (fresh) process; then the first call
+    of each of its next `next_keys` shapes (new keys in a process that has tuned the kernel once)."""
     import torch
     import triton
 
@@ -77,11 +80,36 @@ def child(mode: str, name: str, budget: int) -> dict:
     else:
         phases = {"bench": getattr(tuned, "bench_time", None)}
     choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
-    return {"kernel": name, "shape": shape, "configs": len(kernel.configs), "mode": mode,
-            "first_call_s": first_call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
+    row = {"kernel": name, "shape": shape, "configs": len(kernel.configs), "mode": mode,
+           "first_call_s": first_call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
+    if next_keys:
+        row["next_calls"] = [next_call(tuned, kernel, shape, mode) for shape in kernel.shapes[1:1 + next_keys]]
+    return row
 
 
-def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOUT_S) -> dict:
+def next_call(tuned, kernel, shape: dict, mode: str) -> dict:
+    """The first call of a further key (`shape`) of an autotuner that has tuned one key in this process: its seconds,
+    its choice and the choice's time (rooftune's: with its order's steps)."""
+    import torch
+    import triton
+
+    args = kernel.make_args(shape, "cuda")
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    tuned[lambda meta: kernel.grid(args, meta)](**args)
+    torch.cuda.synchronize()
+    call_s = time.perf_counter() - started
+    phases = {}
+    if mode == "rooftune":
+        from rooftune.tuner.pytorch import kernel_order
+
+        phases = {**tuned.tune_seconds, **{f"order_{step}": s for step, s in kernel_order.last_seconds.items()}}
+    choice = tuned.best_config
+    choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
+    return {"shape": shape, "call_s": call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
+
+
+def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOUT_S, next_keys: int = 0) -> dict:
     """`child` in a fresh process with empty caches of its own; a child that fails or runs past `timeout_s` is an
     error row (its last lines of output), not the end of the run."""
     with tempfile.TemporaryDirectory(prefix="walltime-") as folder:
@@ -89,7 +117,8 @@ def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOU
                "ROOFTUNE_CACHE": os.path.join(folder, "rooftune", "tune.json")}
         env.pop("TRITON_INTERPRET", None)
         try:
-            done = subprocess.run([sys.executable, __file__, "--child", mode, name, "--budget", str(budget)],
+            done = subprocess.run([sys.executable, __file__, "--next-keys", str(next_keys), "--child", mode, name,
+                                   "--budget", str(budget)],
                                   env=env, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return {"kernel": name, "mode": mode, "error": f"no first call within {timeout_s:.0f} s"}
@@ -113,12 +142,13 @@ def longest_kernel(done: list[dict]) -> float:
     spent: dict[str, float] = {}
     for r in done:
         if "first_call_s" in r:
-            spent[r["kernel"]] = spent.get(r["kernel"], 0.0) + r["first_call_s"]
+            spent[r["kernel"]] = spent.get(r["kernel"], 0.0) + r["first_call_s"] + sum(
+                n["call_s"] for n in r.get("next_calls", ()))
     return max(spent.values(), default=FIRST_KERNEL_S)
 
 
 def measure(names: list[str], out_path: str, budget: int, seconds: float, done: list[dict],
-            clock=time.monotonic) -> list[dict]:
+            clock=time.monotonic, next_keys: int = 0) -> list[dict]:
     """Both modes' first calls of each kernel of `names` not in `done`, appended to `out_path` as they come, while
     the seconds left cover the longest kernel so far (at first, the longest in `done`, or FIRST_KERNEL_S where
     `done` has none); the new rows."""
@@ -134,7 +164,7 @@ def measure(names: list[str], out_path: str, budget: int, seconds: float, done: 
                 continue
             began = clock()
             for mode in ("triton", "rooftune"):  # side by side: one kernel's two first calls back to back
-                rows.append(run_child(mode, name, budget))
+                rows.append(run_child(mode, name, budget, next_keys=next_keys))
                 out.write(json.dumps(rows[-1]) + "\n")
                 out.flush()
             longest = max(longest, clock() - began)
@@ -151,10 +181,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="print the summary of --out and measure nothing")
     parser.add_argument("--profile", default=None, metavar="FOLDER",
                         help="run each first call under cProfile, its top functions in FOLDER/KERNEL_MODE.txt")
+    parser.add_argument("--next-keys", type=int, default=0, metavar="N",
+                        help="after each first call, the first calls of the kernel's next N shapes in the same process")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "KERNEL"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
-        print(json.dumps(child(*options.child, options.budget)))
+        print(json.dumps(child(*options.child, options.budget, options.next_keys)))
         return
     from rooftune.kernels.suite import SUITE
 
@@ -168,8 +200,8 @@ def main(argv: list[str] | None = None) -> None:
         os.makedirs(options.profile, exist_ok=True)
         os.environ[PROFILE_ENV] = os.path.abspath(options.profile)
     if not options.report:
-        results += measure(names, options.out, options.budget, options.seconds, results)
-    ratios, speeds = [], []
+        results += measure(names, options.out, options.budget, options.seconds, results, next_keys=options.next_keys)
+    ratios, speeds, further = [], [], []
     for name in dict.fromkeys(r["kernel"] for r in results):
         rows = {r["mode"]: r for r in results if r["kernel"] == name}
         failed = [f"{m}: {r['error']}" for m, r in rows.items() if "error" in r]
@@ -186,9 +218,17 @@ def main(argv: list[str] | None = None) -> None:
               f"{rooftune_row['first_call_s']:.1f} s = {ratio:.1f}x;"
               f" choices {triton_row['choice_us']:.1f} µs (triton) and {rooftune_row['choice_us']:.1f} µs (rooftune)"
               f"{phase_text(rooftune_row)}")
+        pairs = list(zip(triton_row.get("next_calls", ()), rooftune_row.get("next_calls", ())))
+        if pairs:
+            further += [t["call_s"] / r["call_s"] for t, r in pairs]
+            print("    further keys: " + "; ".join(
+                f"{t['call_s']:.2f} s ÷ {r['call_s']:.2f} s = {t['call_s'] / r['call_s']:.1f}x, choices "
+                f"{t['choice_us']:.1f} and {r['choice_us']:.1f} µs" for t, r in pairs))
     if ratios:
         print(f"{len(ratios)} kernels: first call {geometric_mean(ratios):.1f}x less (min {min(ratios):.1f}x), "
               f"rooftune's choice at {geometric_mean(speeds):.3f} of triton's speed (min {min(speeds):.3f})")
+    if further:
+        print(f"{len(further)} further keys: {geometric_mean(further):.1f}x less (min {min(further):.1f}x)")
 
 
 def phase_text(row: dict) -> str:

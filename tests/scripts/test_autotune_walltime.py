@@ -16,7 +16,7 @@ def test_importing_the_script_loads_no_gpu_stack():
 def test_each_kernel_is_timed_once_in_both_modes_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
     now, calls = [0.0], []
 
-    def fake_child(mode, name, budget):
+    def fake_child(mode, name, budget, next_keys=0):
         calls.append((mode, name))
         now[0] += 30.0
         return {"kernel": name, "shape": {}, "configs": 40, "mode": mode, "choice": "", "choice_us": 10.0,
@@ -89,3 +89,29 @@ def test_a_call_with_less_time_than_the_files_longest_kernel_starts_none(tmp_pat
     assert wt.measure(["argmax"], str(tmp_path / "w.jsonl"), 5, 65, done) == []
     assert "argmax: not started, 65 s left, ~70 s needed" in capsys.readouterr().out
     assert wt.measure(["argmax"], str(tmp_path / "w.jsonl"), 5, 50, []) == []  # none timed yet: 60 s assumed
+
+
+def test_further_keys_are_asked_of_the_child_and_summarized(tmp_path, monkeypatch, capsys):
+    commands = []
+
+    class Done:
+        returncode, stderr = 0, ""
+
+        def __init__(self, mode, name):
+            further = [{"shape": {}, "call_s": 6.0 if mode == "triton" else 0.5 * k, "phases_s": {}, "choice": "",
+                        "choice_us": 1.0} for k in (1, 2)]
+            self.stdout = json.dumps({"kernel": name, "shape": {}, "configs": 40, "mode": mode, "choice": "",
+                                      "choice_us": 1.0, "first_call_s": 2.0, "next_calls": further}) + "\n"
+
+    def fake_run(command, **kw):
+        commands.append(command)
+        return Done(command[-4], command[-3])
+
+    monkeypatch.setattr(wt.subprocess, "run", fake_run)
+    out = tmp_path / "walltime.jsonl"
+    wt.main(["--out", str(out), "--kernels", "softmax", "--next-keys", "2"])
+    assert all(c[c.index("--next-keys") + 1] == "2" for c in commands) and len(commands) == 2
+    summary = capsys.readouterr().out
+    assert "further keys: 6.00 s ÷ 0.50 s = 12.0x" in summary and "2 further keys: 8.5x less (min 6.0x)" in summary
+    # the kernel's seconds count its further keys: the next --seconds budget plans for them
+    assert wt.longest_kernel(wt.done_rows(str(out))) == 2 * 2.0 + 12.0 + 1.5
