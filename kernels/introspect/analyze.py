@@ -10,6 +10,7 @@ which and why, never an exception out of `analyze`.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -136,6 +137,13 @@ def counts_of(tallied: Tally, compiled: CompiledFacts, args: dict, notes: tuple[
         notes=tuple(dict.fromkeys(notes + tallied.notes)))
 
 
+@functools.lru_cache(maxsize=256)
+def kernel_work(ttir: str) -> KernelWork:
+    """The per-program work a TTIR text states, read once per process: it holds no call's values, so a further key
+    of a kernel (the same TTIR, other sizes) puts its values into the same reading (`tally`)."""
+    return read_work(parse_ttir(ttir))
+
+
 def ir_reading(lowered: LoweredConfig, grid: tuple[int, int, int], args: dict, read: dict | None = None) -> tuple:
     """(KernelWork, Tally): `lowered`'s IR read and tallied over `grid` on the call `args`. `read`, where given,
     keeps each (TTIR, grid, arguments)'s reading for the call's other configs: those differing only in warps or
@@ -143,7 +151,7 @@ def ir_reading(lowered: LoweredConfig, grid: tuple[int, int, int], args: dict, r
     read = {} if read is None else read
     key = (lowered.ttir, grid, id(args))
     if key not in read:
-        work = read_work(parse_ttir(lowered.ttir))
+        work = kernel_work(lowered.ttir)
         pids, stands_for = program_ids(grid)
         read[key] = work, tally(work, Env(args=call_integers(args), grid=grid, pids=pids, read=reader(args)),
                                 stands_for)
