@@ -4,7 +4,8 @@
 Triton kernels (kernels/ops.py, configs from tuner/pytorch/ops.py); they load torch on first access, so
 `import rooftune` stays light. `rooftune.autotune` is `@triton.autotune` for any Triton kernel, timing only the
 configs the model ranks first (tuner/pytorch/autotune.py); `rooftune.explain_kernel` shows that ranking and why
-(tuner/kernel_explanation.py).
+(tuner/kernel_explanation.py); `rooftune.warm_up()` starts what a first tune waits for (its compile workers) in the
+background, for a program to call at its start.
 """
 
 __version__ = "0.1.0"
@@ -21,6 +22,10 @@ def __getattr__(name: str):
         from rooftune.tuner.pytorch.autotune import autotune
 
         return autotune
+    if name == "warm_up":
+        from rooftune.tuner.pytorch.kernel_order import warm_up
+
+        return warm_up
     if name == "explain_kernel":
         from rooftune.tuner.kernel_explanation import explain_kernel
 
@@ -29,4 +34,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *TORCH_OPS, "autotune", "explain_kernel"])
+    return sorted([*globals(), *TORCH_OPS, "autotune", "explain_kernel", "warm_up"])

@@ -11,7 +11,9 @@ Each line of --out: {"kernel", "shape", "configs", "mode": "triton" | "rooftune"
 the first call's seconds went: rooftune's "order", "bench", "pool_ready" and the order's steps "order_pool",
 "order_lower", "order_read", "order_launcher", "order_compile", ... (kernel_order.last_seconds); Triton's "bench"),
 "choice", "choice_us"; with `--next-keys N`, "next_calls": the first calls of the kernel's next N shapes in the same
-process, new keys of an autotuner that has tuned once, each {"shape", "call_s", "phases_s", "choice", "choice_us"}},
+process, new keys of an autotuner that has tuned once, each {"shape", "call_s", "phases_s", "choice", "choice_us"};
+with `--warm-up S`, "warm_up_s": rooftune's process called `rooftune.warm_up()` at its start, its first call S
+seconds later},
 or {"kernel", "mode", "error"} for a first call that failed or ran past 10 minutes (the run goes on); a kernel with
 both lines in --out is skipped (a later call resumes), and `--seconds` starts a kernel only where the time left
 covers the longest one so far (the file's, or 60 s where it has none). The summary printed at the end gives, per
@@ -35,9 +37,16 @@ CHILD_TIMEOUT_S = 600.0  # one first call, compile included (Triton's over a 200
 PROFILE_ENV = "ROOFTUNE_WALLTIME_PROFILE"  # set by --profile: the folder for each first call's cProfile summary
 
 
-def child(mode: str, name: str, budget: int, next_keys: int = 0) -> dict:
+def child(mode: str, name: str, budget: int, next_keys: int = 0, warm_up_s: float = 0.0) -> dict:
     """One first call of `name`'s first shape under `mode`'s autotuner, in this (fresh) process; then the first call
-    of each of its next `next_keys` shapes (new keys in a process that has tuned the kernel once)."""
+    of each of its next `next_keys` shapes (new keys in a process that has tuned the kernel once). With `warm_up_s`,
+    rooftune's process calls `rooftune.warm_up()` first and makes its first call `warm_up_s` seconds after it (a
+    program's start-up of that length)."""
+    warmed = time.perf_counter()
+    if warm_up_s and mode == "rooftune":
+        import rooftune
+
+        rooftune.warm_up()
     import torch
     import triton
 
@@ -50,6 +59,8 @@ def child(mode: str, name: str, budget: int, next_keys: int = 0) -> dict:
     common = dict(configs=list(kernel.configs), key=list(kernel.key), reset_to_zero=list(kernel.reset) or None)
     tuned = (triton.autotune(**common) if mode == "triton" else rooftune.autotune(budget=budget, **common))(kernel.fn)
     torch.cuda.synchronize()
+    if warm_up_s and mode == "rooftune":
+        time.sleep(max(0.0, warm_up_s - (time.perf_counter() - warmed)))
     profiler = None
     if mode == "rooftune" and os.environ.get(PROFILE_ENV):  # rooftune's first call under cProfile, summary to a file
         import cProfile
@@ -82,6 +93,8 @@ def child(mode: str, name: str, budget: int, next_keys: int = 0) -> dict:
     choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
     row = {"kernel": name, "shape": shape, "configs": len(kernel.configs), "mode": mode,
            "first_call_s": first_call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
+    if warm_up_s and mode == "rooftune":
+        row["warm_up_s"] = warm_up_s
     if next_keys:
         row["next_calls"] = [next_call(tuned, kernel, shape, mode) for shape in kernel.shapes[1:1 + next_keys]]
     return row
@@ -109,7 +122,8 @@ def next_call(tuned, kernel, shape: dict, mode: str) -> dict:
     return {"shape": shape, "call_s": call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
 
 
-def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOUT_S, next_keys: int = 0) -> dict:
+def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOUT_S, next_keys: int = 0,
+              warm_up_s: float = 0.0) -> dict:
     """`child` in a fresh process with empty caches of its own; a child that fails or runs past `timeout_s` is an
     error row (its last lines of output), not the end of the run."""
     with tempfile.TemporaryDirectory(prefix="walltime-") as folder:
@@ -117,8 +131,8 @@ def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOU
                "ROOFTUNE_CACHE": os.path.join(folder, "rooftune", "tune.json")}
         env.pop("TRITON_INTERPRET", None)
         try:
-            done = subprocess.run([sys.executable, __file__, "--next-keys", str(next_keys), "--child", mode, name,
-                                   "--budget", str(budget)],
+            done = subprocess.run([sys.executable, __file__, "--next-keys", str(next_keys), "--warm-up", str(warm_up_s),
+                                   "--child", mode, name, "--budget", str(budget)],
                                   env=env, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return {"kernel": name, "mode": mode, "error": f"no first call within {timeout_s:.0f} s"}
@@ -148,7 +162,7 @@ def longest_kernel(done: list[dict]) -> float:
 
 
 def measure(names: list[str], out_path: str, budget: int, seconds: float, done: list[dict],
-            clock=time.monotonic, next_keys: int = 0) -> list[dict]:
+            clock=time.monotonic, next_keys: int = 0, warm_up_s: float = 0.0) -> list[dict]:
     """Both modes' first calls of each kernel of `names` not in `done`, appended to `out_path` as they come, while
     the seconds left cover the longest kernel so far (at first, the longest in `done`, or FIRST_KERNEL_S where
     `done` has none); the new rows."""
@@ -164,7 +178,7 @@ def measure(names: list[str], out_path: str, budget: int, seconds: float, done: 
                 continue
             began = clock()
             for mode in ("triton", "rooftune"):  # side by side: one kernel's two first calls back to back
-                rows.append(run_child(mode, name, budget, next_keys=next_keys))
+                rows.append(run_child(mode, name, budget, next_keys=next_keys, warm_up_s=warm_up_s))
                 out.write(json.dumps(rows[-1]) + "\n")
                 out.flush()
             longest = max(longest, clock() - began)
@@ -183,10 +197,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="run each first call under cProfile, its top functions in FOLDER/KERNEL_MODE.txt")
     parser.add_argument("--next-keys", type=int, default=0, metavar="N",
                         help="after each first call, the first calls of the kernel's next N shapes in the same process")
+    parser.add_argument("--warm-up", type=float, default=0.0, metavar="SECONDS",
+                        help="rooftune's process calls rooftune.warm_up() at its start, its first call SECONDS later")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "KERNEL"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
-        print(json.dumps(child(*options.child, options.budget, options.next_keys)))
+        print(json.dumps(child(*options.child, options.budget, options.next_keys, options.warm_up)))
         return
     from rooftune.kernels.suite import SUITE
 
@@ -200,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         os.makedirs(options.profile, exist_ok=True)
         os.environ[PROFILE_ENV] = os.path.abspath(options.profile)
     if not options.report:
-        results += measure(names, options.out, options.budget, options.seconds, results, next_keys=options.next_keys)
+        results += measure(names, options.out, options.budget, options.seconds, results, next_keys=options.next_keys,
+                           warm_up_s=options.warm_up)
     ratios, speeds, further = [], [], []
     for name in dict.fromkeys(r["kernel"] for r in results):
         rows = {r["mode"]: r for r in results if r["kernel"] == name}

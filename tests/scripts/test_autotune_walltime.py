@@ -16,7 +16,7 @@ def test_importing_the_script_loads_no_gpu_stack():
 def test_each_kernel_is_timed_once_in_both_modes_and_a_rerun_resumes(tmp_path, monkeypatch, capsys):
     now, calls = [0.0], []
 
-    def fake_child(mode, name, budget, next_keys=0):
+    def fake_child(mode, name, budget, next_keys=0, warm_up_s=0.0):
         calls.append((mode, name))
         now[0] += 30.0
         return {"kernel": name, "shape": {}, "configs": 40, "mode": mode, "choice": "", "choice_us": 10.0,
@@ -111,6 +111,7 @@ def test_further_keys_are_asked_of_the_child_and_summarized(tmp_path, monkeypatc
     out = tmp_path / "walltime.jsonl"
     wt.main(["--out", str(out), "--kernels", "softmax", "--next-keys", "2"])
     assert all(c[c.index("--next-keys") + 1] == "2" for c in commands) and len(commands) == 2
+    assert all(c[c.index("--warm-up") + 1] == "0.0" for c in commands)
     summary = capsys.readouterr().out
     assert "further keys: 6.00 s ÷ 0.50 s = 12.0x" in summary and "2 further keys: 8.5x less (min 6.0x)" in summary
     # the kernel's seconds count its further keys: the next --seconds budget plans for them

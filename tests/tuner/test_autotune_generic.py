@@ -150,3 +150,46 @@ def test_a_config_that_cannot_be_read_comes_after_the_others(benched, monkeypatc
         warnings.simplefilter("error", RuntimeWarning)  # one config unread: no warning, the others ranked
         _run(_tuned(), x, torch.empty_like(x))
     assert CONFIGS[-1] not in benched
+
+
+def test_warm_up_starts_what_a_first_tune_waits_for_and_returns(monkeypatch):
+    import threading
+
+    from rooftune.kernels.introspect import lowering
+    from rooftune.tuner.pytorch import kernel_order
+
+    started, real_pool = [], kernel_order.shared_pool
+    monkeypatch.setattr(kernel_order, "shared_pool", lambda: started.append("pool"))
+    monkeypatch.setattr(lowering, "prefetch_triton_key", lambda: started.append("key"))
+    monkeypatch.setattr(lowering, "warm_launchers", lambda sources: started.append(("cuda utilities", sources)))
+    rooftune.warm_up()
+    for thread in threading.enumerate():
+        if thread.name == "rooftune-cuda-utils":
+            thread.join(30)
+    assert started == ["pool", "key", ("cuda utilities", {})]
+    monkeypatch.setattr(kernel_order, "shared_pool", real_pool)
+    monkeypatch.setenv("ROOFTUNE_COMPILE_WORKERS", "many")
+    with pytest.raises(ValueError, match=r"\$ROOFTUNE_COMPILE_WORKERS must be a whole number"):
+        rooftune.warm_up()
+
+
+@pytest.mark.slow  # starts a compile worker (seconds)
+def test_a_tune_after_warm_up_uses_the_workers_it_started(monkeypatch):
+    import time
+
+    from rooftune.tuner.pytorch import kernel_order
+
+    monkeypatch.setenv("ROOFTUNE_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(kernel_order, "_pools", {})
+    rooftune.warm_up()
+    pool = kernel_order._pools[1]
+    deadline = time.monotonic() + 120
+    while kernel_order.pool_ready_seconds() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kernel_order.pool_ready_seconds() is not None
+    x, y = _inputs()
+    args = {"x_ptr": x, "y_ptr": y, "n_rows": ROWS, "n_cols": COLS, "stride": x.stride(0), "BLOCK": 256}
+    ordering = generic_order(softmax_kernel, CONFIGS, args, _grid, PROFILE, residual=None)
+    assert ordering.fallback is None and len(ordering.predicted) == len(CONFIGS)
+    assert kernel_order._pools == {1: pool} and pool.pools_started == 1
+    pool.close(kill=True)

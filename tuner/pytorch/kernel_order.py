@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -70,6 +71,19 @@ def shared_pool():
         _pools[workers] = pool = analysis_pool(workers)
         atexit.register(pool.close, kill=True)
     return _pools[workers]
+
+
+def warm_up() -> None:
+    """Start now, in the background, what this process's first tune of a new key would otherwise start and wait for:
+    the compile workers (`shared_pool`), the hash of Triton's own files (kernels/introspect/lowering.py
+    `prefetch_triton_key`) and, on a GPU, Triton's CUDA utilities (a C build: `warm_launchers`). For a program with
+    a start-up of its own (a serving engine loading its weights): called first, the first new key finds them ready.
+    Returns at once. A bad $ROOFTUNE_COMPILE_WORKERS is a ValueError, as a tune's would be."""
+    from rooftune.kernels.introspect.lowering import prefetch_triton_key, warm_launchers
+
+    shared_pool()
+    prefetch_triton_key()
+    threading.Thread(target=warm_launchers, args=({},), name="rooftune-cuda-utils", daemon=True).start()
 
 
 def pool_ready_seconds() -> float | None:
