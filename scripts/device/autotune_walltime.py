@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{rooftune_row['first_call_s']:.1f} s = {ratio:.1f}x;"
               f" choices {triton_row['choice_us']:.1f} µs (triton) and {rooftune_row['choice_us']:.1f} µs (rooftune)"
               f"{phase_text(rooftune_row)}")
-        pairs = list(zip(triton_row.get("next_calls", ()), rooftune_row.get("next_calls", ())))
+        pairs = list(zip(triton_row.get("next_calls", ()), rooftune_row.get("next_calls", ()), strict=False))
         if pairs:
             further += [t["call_s"] / r["call_s"] for t, r in pairs]
             print("    further keys: " + "; ".join(
