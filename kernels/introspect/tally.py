@@ -215,17 +215,40 @@ def _key_ids(item: WorkItem, first: Env, n: int) -> np.ndarray | None:
     values = [evaluate(e, first) for e in item.address or ()]
     if not values or any(v is None for v in values):
         return None
-    return lexicographic_ids(values, n)
+    return packed_rows(values, n)
 
 
 def lexicographic_ids(columns: list, n: int) -> np.ndarray:
     """Each of n rows' rank among the distinct rows whose columns are `columns` (arrays of n, or scalars): what
-    np.unique over the rows returns as its inverse, a column at a time (np.unique over rows sorts far slower)."""
-    ids = np.zeros(n, dtype=np.int64)
+    np.unique over the rows returns as its inverse (np.unique over rows sorts far slower)."""
+    return np.unique(packed_rows(columns, n), return_inverse=True)[1].reshape(-1)
+
+
+def packed_rows(columns: list, n: int) -> np.ndarray:
+    """One integer per row of `columns` (arrays of n, or scalars), equal where the rows are equal and ordered as
+    they are lexicographically: a column of whole numbers packed as its offset from its least, any other as its
+    values' ranks."""
+    key, span = np.zeros(n, dtype=np.int64), 1
     for v in columns:
-        column = np.unique(np.broadcast_to(v, (n,)), return_inverse=True)[1].reshape(-1)
-        ids = np.unique(ids * (int(column.max()) + 1) + column, return_inverse=True)[1].reshape(-1)
-    return ids
+        column = np.broadcast_to(np.asarray(v, dtype=float), (n,))
+        low = float(column.min()) if n else 0.0
+        size = float(column.max()) - low + 1.0 if n else 1.0
+        if n and np.isfinite(size) and size < MAX_PACKED and (column == np.round(column)).all():
+            codes = (column - low).astype(np.int64)
+        else:
+            codes = np.unique(column, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            size = float(codes.max()) + 1.0 if n else 1.0
+        if span * size >= MAX_PACKED:  # repack what is packed so far as ranks (at most n), then the column too
+            key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            span = int(key.max()) + 1
+            if span * size >= MAX_PACKED:
+                codes = np.unique(codes, return_inverse=True)[1].reshape(-1).astype(np.int64)
+                size = float(codes.max()) + 1.0
+        key, span = key * int(size) + codes, span * int(size)
+    return key
+
+
+MAX_PACKED = 2.0 ** 62  # packed row keys stay within int64
 
 
 def sharing(work: KernelWork, env: Env, trips: dict[int, np.ndarray], stands_for: float) -> dict:

@@ -61,3 +61,7 @@ def test_tile_ids_are_the_rows_lexicographic_rank():
         rows = np.stack([np.broadcast_to(c, (n,)) for c in columns], axis=1)
         expected = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
         assert (tally.lexicographic_ids(columns, n) == expected).all()
+        packed = tally.packed_rows(columns, n)  # what the sharing tables sort: the ranks' order and ties
+        assert (np.argsort(packed, kind="stable") == np.argsort(expected, kind="stable")).all()
+    wide = [np.arange(5.0) * 2.0 ** 40, np.arange(5.0)[::-1] * 2.0 ** 40, np.array([0.0, 1, 0, 1, 0]) * 2.0 ** 50]
+    assert (tally.lexicographic_ids(wide, 5) == np.arange(5)).all()  # spans past int64 are repacked as ranks
