@@ -103,6 +103,21 @@ def test_a_dying_worker_is_the_culprit_and_the_pool_goes_on():
         assert isinstance(pool.compile([("shape", CONFIGS[0])])[CONFIGS[0]], float)
 
 
+def test_a_stream_whose_pool_broke_between_adds_runs_the_refused_jobs_again():
+    from concurrent.futures import wait
+
+    dies = Config.make(4, 3, BLOCK_M=16)
+    with CompilePool(pid_warmup, workers=2, device="cpu") as pool:
+        stream = pool.stream()
+        stream.add("shape", dies)
+        wait(list(stream._futures))  # its worker is gone: the pool refuses the next jobs
+        for c in CONFIGS[:2]:
+            stream.add("shape", c)
+        assert [c for _, c in stream._crashed] == CONFIGS[:2]
+        results = stream.results(timeout_s=120)
+        assert results[dies] == DIED and all(isinstance(results[c], float) for c in CONFIGS[:2])
+
+
 # A user's program without an `if __name__ == "__main__":` guard: spawned workers that re-ran it would start a
 # pool of their own while bootstrapping and die. Its third config's worker is killed mid-compile.
 UNGUARDED = r"""
