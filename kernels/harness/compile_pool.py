@@ -339,7 +339,7 @@ class CompileStream:
                         on_done(1)
             except FuturesTimeout:
                 pool._kill()
-                unfinished = [config for _, config in [*futures.values(), *pending] if config not in results]
+                unfinished = [config for _, config in [*futures.values(), *pending, *crashed] if config not in results]
                 if len(unfinished) == len(self.jobs) > 1:
                     raise CompileStalled(f"no compile of a batch of {len(self.jobs)} finished in {timeout_s:.0f} s; "
                                          "the compile workers look hung") from None
