@@ -285,15 +285,15 @@ class CompilePool:
 
 
 class CompileStream:
-    """Jobs of one batch, each compiling from the moment it is `add`ed (in this process at once, where the pool has
-    no workers); `results` waits for them all (`CompilePool.compile`'s timeout and crash rules)."""
+    """Jobs of one batch, each compiling in the workers from the moment it is `add`ed (where the pool has none, in
+    this process when `results` is asked); `results` waits for them all (`CompilePool.compile`'s timeout and crash
+    rules)."""
 
     def __init__(self, pool: CompilePool):
         self.pool = pool
         self.jobs: list[tuple[object, Hashable]] = []
         self.started_at: float | None = None  # perf_counter at the first `add`
         self._futures: dict[Future, tuple[object, Hashable]] = {}
-        self._done: dict[Hashable, CompileResult] = {}  # compiled in this process (a pool with no workers)
         self._crashed: list[tuple[object, Hashable]] = []  # refused by a pool already broken
 
     def add(self, shape, config) -> None:
@@ -302,7 +302,6 @@ class CompileStream:
             self.started_at = time.perf_counter()
         self.jobs.append((shape, config))
         if pool.workers == 0:
-            self._done[config] = _compile_one(pool.warmup, shape, config, pool.device)
             return
         try:
             future = pool._executor().submit(_compile_one, pool.warmup, shape, config, pool.device)
@@ -314,10 +313,12 @@ class CompileStream:
     def results(self, *, timeout_s: float | None = None, on_done: Callable[[int], None] | None = None
                 ) -> dict[Hashable, CompileResult]:
         """config -> seconds or error string, for every job added (`CompilePool.compile`'s docstring)."""
-        pool, results = self.pool, dict(self._done)
-        if on_done and results:
-            on_done(len(results))
+        pool, results = self.pool, {}
         if pool.workers == 0:
+            for shape, config in self.jobs:
+                results[config] = _compile_one(pool.warmup, shape, config, pool.device)
+                if on_done:
+                    on_done(1)
             return results
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         # A dying worker breaks the whole pool, so every job in flight fails with it. After such a

@@ -218,16 +218,10 @@ def _key_ids(item: WorkItem, first: Env, n: int) -> np.ndarray | None:
     return packed_rows(values, n)
 
 
-def lexicographic_ids(columns: list, n: int) -> np.ndarray:
-    """Each of n rows' rank among the distinct rows whose columns are `columns` (arrays of n, or scalars): what
-    np.unique over the rows returns as its inverse (np.unique over rows sorts far slower)."""
-    return np.unique(packed_rows(columns, n), return_inverse=True)[1].reshape(-1)
-
-
 def packed_rows(columns: list, n: int) -> np.ndarray:
     """One integer per row of `columns` (arrays of n, or scalars), equal where the rows are equal and ordered as
-    they are lexicographically: a column of whole numbers packed as its offset from its least, any other as its
-    values' ranks."""
+    they are lexicographically (np.unique over the rows, which sorts far slower, ranks them alike): a column of whole
+    numbers packed as its offset from its least, any other as its values' ranks."""
     key, span = np.zeros(n, dtype=np.int64), 1
     for v in columns:
         column = np.broadcast_to(np.asarray(v, dtype=float), (n,))

@@ -43,14 +43,14 @@ def child(mode: str, name: str, budget: int, next_keys: int = 0, warm_up_s: floa
     rooftune's process calls `rooftune.warm_up()` first and makes its first call `warm_up_s` seconds after it (a
     program's start-up of that length)."""
     warmed = time.perf_counter()
-    if warm_up_s and mode == "rooftune":
-        import rooftune
+    import rooftune
 
+    warm = bool(warm_up_s) and mode == "rooftune"
+    if warm:
         rooftune.warm_up()
     import torch
     import triton
 
-    import rooftune
     from rooftune.kernels.suite import SUITE
 
     kernel = SUITE[name]
@@ -59,18 +59,41 @@ def child(mode: str, name: str, budget: int, next_keys: int = 0, warm_up_s: floa
     common = dict(configs=list(kernel.configs), key=list(kernel.key), reset_to_zero=list(kernel.reset) or None)
     tuned = (triton.autotune(**common) if mode == "triton" else rooftune.autotune(budget=budget, **common))(kernel.fn)
     torch.cuda.synchronize()
-    if warm_up_s and mode == "rooftune":
+    if warm:
         time.sleep(max(0.0, warm_up_s - (time.perf_counter() - warmed)))
-    profiler = None
+    profile_path = None
     if mode == "rooftune" and os.environ.get(PROFILE_ENV):  # rooftune's first call under cProfile, summary to a file
+        profile_path = os.path.join(os.environ[PROFILE_ENV], f"{name}_{mode}.txt")
+    first = timed_call(tuned, kernel, args, mode, profile_path)
+    row = {"kernel": name, "shape": shape, "configs": len(kernel.configs), "mode": mode,
+           "first_call_s": first.pop("call_s"), **first}
+    if warm:
+        row["warm_up_s"] = warm_up_s
+    if next_keys:
+        row["next_calls"] = [{"shape": s, **timed_call(tuned, kernel, kernel.make_args(s, "cuda"), mode)}
+                             for s in kernel.shapes[1:1 + next_keys]]
+    return row
+
+
+def timed_call(tuned, kernel, args: dict, mode: str, profile_path: str | None = None) -> dict:
+    """One call of the autotuned `tuned` on `args`, timed to its end (under cProfile, its summary written to
+    `profile_path`, where given): {"call_s", "phases_s" (where a tune's time went: rooftune's order, its steps and
+    timing, its compile pool's start; Triton's benchmarking of the whole list, its compiles inside it), "choice",
+    "choice_us" (the chosen config's time, Triton's do_bench)}."""
+    import torch
+    import triton
+
+    profiler = None
+    if profile_path is not None:
         import cProfile
 
         profiler = cProfile.Profile()
         profiler.enable()
+    torch.cuda.synchronize()
     started = time.perf_counter()
     tuned[lambda meta: kernel.grid(args, meta)](**args)
     torch.cuda.synchronize()
-    first_call_s = time.perf_counter() - started
+    call_s = time.perf_counter() - started
     if profiler is not None:
         import io
         import pstats
@@ -78,11 +101,8 @@ def child(mode: str, name: str, budget: int, next_keys: int = 0, warm_up_s: floa
         profiler.disable()
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(45)
-        with open(os.path.join(os.environ[PROFILE_ENV], f"{name}_{mode}.txt"), "w") as f:
-            f.write(f"first call {first_call_s:.2f} s\n{text.getvalue()}")
-    choice = tuned.best_config
-    # where the first call's time went: rooftune's order (compiling and reading the list) and timing, its compile
-    # pool's start; Triton's benchmarking of the whole list (its compiles happen inside it)
+        with open(profile_path, "w") as f:
+            f.write(f"first call {call_s:.2f} s\n{text.getvalue()}")
     if mode == "rooftune":
         from rooftune.tuner.pytorch import kernel_order
 
@@ -90,36 +110,9 @@ def child(mode: str, name: str, budget: int, next_keys: int = 0, warm_up_s: floa
                   **{f"order_{step}": s for step, s in kernel_order.last_seconds.items()}}
     else:
         phases = {"bench": getattr(tuned, "bench_time", None)}
-    choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
-    row = {"kernel": name, "shape": shape, "configs": len(kernel.configs), "mode": mode,
-           "first_call_s": first_call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
-    if warm_up_s and mode == "rooftune":
-        row["warm_up_s"] = warm_up_s
-    if next_keys:
-        row["next_calls"] = [next_call(tuned, kernel, shape, mode) for shape in kernel.shapes[1:1 + next_keys]]
-    return row
-
-
-def next_call(tuned, kernel, shape: dict, mode: str) -> dict:
-    """The first call of a further key (`shape`) of an autotuner that has tuned one key in this process: its seconds,
-    its choice and the choice's time (rooftune's: with its order's steps)."""
-    import torch
-    import triton
-
-    args = kernel.make_args(shape, "cuda")
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    tuned[lambda meta: kernel.grid(args, meta)](**args)
-    torch.cuda.synchronize()
-    call_s = time.perf_counter() - started
-    phases = {}
-    if mode == "rooftune":
-        from rooftune.tuner.pytorch import kernel_order
-
-        phases = {**tuned.tune_seconds, **{f"order_{step}": s for step, s in kernel_order.last_seconds.items()}}
     choice = tuned.best_config
     choice_ms = triton.testing.do_bench(lambda: kernel.launch(args, choice), return_mode="median")
-    return {"shape": shape, "call_s": call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
+    return {"call_s": call_s, "phases_s": phases, "choice": str(choice), "choice_us": choice_ms * 1e3}
 
 
 def run_child(mode: str, name: str, budget: int, timeout_s: float = CHILD_TIMEOUT_S, next_keys: int = 0,
